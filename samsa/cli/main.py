@@ -1,0 +1,46 @@
+"""``samsa``: one console script, one sub-command per Kafka tool.
+
+``samsa topics ...`` is ``kafka-topics.sh ...`` with the same flags; every tool prints its
+usage when run without arguments, and a failure prints one clear line and exits non-zero.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+TOOLS = {
+    "server": ("samsa.cli.server", "start or stop a broker (kafka-server-start.sh / kafka-server-stop.sh)"),
+    "topics": ("samsa.cli.topics", "create, list, describe, alter and delete topics (kafka-topics.sh)"),
+    "configs": ("samsa.cli.configs", "describe and alter topic and broker configs (kafka-configs.sh)"),
+    "dump-log": ("samsa.cli.dump_log", "print the batches and records of a segment file (kafka-dump-log.sh)"),
+}
+
+
+def usage() -> str:
+    lines = ["usage: samsa <tool> [options]", "", "tools:"]
+    lines += [f"  {name:<20} {help_}" for name, (_, help_) in TOOLS.items()]
+    lines += ["", "Run a tool without options to see its usage."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage())
+        return 0 if argv else 1
+    tool = TOOLS.get(argv[0])
+    if tool is None:
+        print(f"samsa: unknown tool '{argv[0]}'\n\n{usage()}", file=sys.stderr)
+        return 1
+    module = importlib.import_module(tool[0])
+    try:
+        return module.main(argv[1:])
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,163 @@
+"""What the cluster is: brokers, topics, partition assignments and partition state.
+
+The model is backend-neutral. A :class:`MetadataStore` persists it: the embedded default
+keeps it in a local file (:class:`LocalMetadataStore`); clusters keep it in ZooKeeper
+behind the same interface.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from samsa.protocol import errors
+
+MAX_TOPIC_NAME = 249
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+
+
+@dataclass
+class BrokerInfo:
+    id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass
+class PartitionState:
+    replicas: list[int]
+    leader: int
+    leader_epoch: int = 0
+    isr: list[int] = field(default_factory=list)
+    partition_epoch: int = 0  # bumped on every change (ZooKeeper's "version")
+
+
+@dataclass
+class TopicInfo:
+    name: str
+    topic_id: bytes
+    partitions: dict[int, PartitionState]
+    configs: dict[str, str] = field(default_factory=dict)  # per-topic overrides, as strings
+
+    @property
+    def replication_factor(self) -> int:
+        return len(self.partitions[0].replicas) if self.partitions else 0
+
+    def to_json(self) -> dict:
+        return {
+            "topic_id": uuid.UUID(bytes=self.topic_id).hex,
+            "configs": self.configs,
+            "partitions": {str(p): asdict(s) for p, s in sorted(self.partitions.items())},
+        }
+
+    @classmethod
+    def from_json(cls, name: str, d: dict) -> "TopicInfo":
+        parts = {int(p): PartitionState(**s) for p, s in d["partitions"].items()}
+        return cls(name, uuid.UUID(hex=d["topic_id"]).bytes, parts, dict(d.get("configs", {})))
+
+
+def validate_topic_name(name: str | None) -> None:
+    if not name:
+        raise errors.InvalidTopicError("Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise errors.InvalidTopicError("Topic name cannot be \".\" or \"..\"")
+    if len(name) > MAX_TOPIC_NAME:
+        raise errors.InvalidTopicError(
+            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME} characters, topic name: {name}")
+    if not _LEGAL_TOPIC.fullmatch(name):
+        raise errors.InvalidTopicError(
+            f"Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'")
+
+
+def new_topic_id() -> bytes:
+    return uuid.uuid4().bytes
+
+
+class MetadataStore(Protocol):
+    """Where cluster metadata lives. All calls are synchronous and durable on return."""
+
+    cluster_id: str
+
+    def topics(self) -> dict[str, TopicInfo]: ...
+    def put_topic(self, topic: TopicInfo) -> None: ...
+    def delete_topic(self, name: str) -> None: ...
+    def broker_configs(self, broker_id: int | None) -> dict[str, str]: ...
+    def put_broker_configs(self, broker_id: int | None, configs: dict[str, str]) -> None: ...
+    def next_producer_id_block(self, size: int) -> int: ...
+    def close(self) -> None: ...
+
+
+class LocalMetadataStore:
+    """Metadata of a single broker in one JSON file, rewritten atomically on each change."""
+
+    FILE = "samsa-cluster-metadata.json"
+
+    def __init__(self, directory: str | Path):
+        self.path = Path(directory) / self.FILE
+        self._lock = threading.Lock()
+        data = json.loads(self.path.read_text()) if self.path.exists() else {}
+        self.cluster_id: str = data.get("cluster_id") or _new_cluster_id()
+        self._topics = {n: TopicInfo.from_json(n, d) for n, d in data.get("topics", {}).items()}
+        self._broker_configs: dict[str, dict[str, str]] = data.get("broker_configs", {})
+        self._next_producer_id: int = data.get("next_producer_id", 0)
+        if not self.path.exists():
+            self._save()
+
+    def topics(self) -> dict[str, TopicInfo]:
+        return dict(self._topics)
+
+    def put_topic(self, topic: TopicInfo) -> None:
+        self._topics[topic.name] = topic
+        self._save()
+
+    def delete_topic(self, name: str) -> None:
+        self._topics.pop(name, None)
+        self._save()
+
+    def broker_configs(self, broker_id: int | None) -> dict[str, str]:
+        return dict(self._broker_configs.get(_broker_key(broker_id), {}))
+
+    def put_broker_configs(self, broker_id: int | None, configs: dict[str, str]) -> None:
+        self._broker_configs[_broker_key(broker_id)] = dict(configs)
+        self._save()
+
+    def next_producer_id_block(self, size: int) -> int:
+        start = self._next_producer_id
+        self._next_producer_id += size
+        self._save()
+        return start
+
+    def close(self) -> None:
+        pass
+
+    def _save(self) -> None:
+        with self._lock:
+            data = {
+                "version": 1,
+                "cluster_id": self.cluster_id,
+                "next_producer_id": self._next_producer_id,
+                "broker_configs": self._broker_configs,
+                "topics": {n: t.to_json() for n, t in sorted(self._topics.items())},
+            }
+            tmp = self.path.with_suffix(".tmp")
+            with open(tmp, "w") as f:
+                json.dump(data, f, indent=1)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+
+
+def _broker_key(broker_id: int | None) -> str:
+    return "default" if broker_id is None else str(broker_id)
+
+
+def _new_cluster_id() -> str:
+    import base64
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")

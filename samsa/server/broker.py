@@ -1,0 +1,370 @@
+"""The broker: owns the config, the logs, the metadata store and the listeners.
+
+Request handlers (``samsa.server.handlers``) stay thin and call the methods here.
+Everything runs on one asyncio event loop; storage calls are synchronous page-cache
+writes, so they run inline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+from pathlib import Path
+
+from samsa.cluster.metadata import (BrokerInfo, LocalMetadataStore, MetadataStore, PartitionState, TopicInfo,
+                                    new_topic_id, validate_topic_name)
+from samsa.cluster.replica import Partition
+from samsa.protocol import errors
+from samsa.server.config import (BROKER_KEYS, TOPIC_KEYS, BrokerConfig, ConfigError, parse_listener,
+                                 parse_topic_config, parse_value)
+from samsa.server.dispatcher import Dispatcher
+from samsa.server.network import Connection
+from samsa.storage.config import LogConfig
+from samsa.storage.manager import LogManager
+
+log = logging.getLogger(__name__)
+
+PRODUCER_ID_BLOCK = 1000
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, store: MetadataStore | None = None):
+        self.config = config
+        self.broker_id = config.broker_id
+        self._store = store
+        self.store: MetadataStore
+        self.logs: LogManager
+        self.topics: dict[str, TopicInfo] = {}
+        self.topic_ids: dict[bytes, str] = {}
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.dispatcher = Dispatcher(self)
+        self.servers: list[asyncio.AbstractServer] = []
+        self.bound: list[tuple[str, str, int]] = []  # (listener name, host, port) as bound
+        self._tasks: list[asyncio.Task] = []
+        self._next_pid = 0
+        self._pid_block_end = 0
+        self.started = asyncio.Event()
+
+    # ---------------------------------------------------------------- lifecycle
+
+    async def start(self) -> None:
+        dirs = [Path(d) for d in self.config.log_dirs]
+        for d in dirs:
+            d.mkdir(parents=True, exist_ok=True)
+        self.store = self._store or LocalMetadataStore(dirs[0])
+        for name, value in self.store.broker_configs(None).items():
+            self.config.set(name, value)
+        for name, value in self.store.broker_configs(self.broker_id).items():
+            self.config.set(name, value)
+        self.logs = LogManager(
+            dirs,
+            default_config=self.log_config_for({}),
+            recovery_threads_per_dir=self.config["num.recovery.threads.per.data.dir"],
+            broker_id=self.broker_id,
+            cluster_id=self.store.cluster_id,
+        )
+        t0 = time.monotonic()
+        await asyncio.get_running_loop().run_in_executor(
+            None, lambda: self.logs.load(lambda topic: self.log_config(topic)))
+        self.topics = self.store.topics()
+        self.topic_ids = {t.topic_id: n for n, t in self.topics.items()}
+        for topic in self.topics.values():
+            for index, state in topic.partitions.items():
+                self._host_partition(topic.name, index, state)
+        log.info("loaded %d partitions in %.0f ms", len(self.partitions), (time.monotonic() - t0) * 1000)
+        await self._listen()
+        self._tasks = [
+            asyncio.ensure_future(self._every(self.config["log.retention.check.interval.ms"],
+                                              lambda: self.logs.run_retention(now_ms()))),
+            asyncio.ensure_future(self._every(min(self.config.flush_ms, 1000),
+                                              lambda: self.logs.run_flush(now_ms()))),
+            asyncio.ensure_future(self._every(self.config["log.flush.offset.checkpoint.interval.ms"] or 60000,
+                                              self.logs.checkpoint)),
+        ]
+        self.started.set()
+        log.info("[KafkaServer id=%d] started, listening on %s", self.broker_id,
+                 ", ".join(f"{n}://{h}:{p}" for n, h, p in self.bound))
+
+    async def _listen(self) -> None:
+        loop = asyncio.get_running_loop()
+        max_bytes = self.config["socket.request.max.bytes"]
+        for listener in self.config.listeners:
+            name, host, port = parse_listener(listener)
+            server = await loop.create_server(
+                lambda: Connection(self.dispatcher, max_bytes), host or None, port,
+                reuse_address=True, backlog=512)
+            for sock in server.sockets:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            actual = server.sockets[0].getsockname()[1]
+            self.servers.append(server)
+            self.bound.append((name, host, actual))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for server in self.servers:
+            server.close()
+        for conn in list(self.dispatcher.connections):
+            conn.transport.close()
+        for server in self.servers:
+            await server.wait_closed()
+        if hasattr(self, "logs"):
+            self.logs.close()
+        if hasattr(self, "store"):
+            self.store.close()
+        log.info("[KafkaServer id=%d] shut down completed", self.broker_id)
+
+    async def _every(self, interval_ms: int, fn) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                fn()
+            except Exception:
+                log.exception("background task failed")
+
+    # ---------------------------------------------------------------- cluster view
+
+    def advertised(self) -> BrokerInfo:
+        """This broker's endpoint as clients should reach it (first advertised listener)."""
+        name, host, port = parse_listener(self.config.advertised_listeners[0])
+        for bound_name, bound_host, bound_port in self.bound:
+            if bound_name == name and port == 0:
+                port = bound_port
+        if not host or host in ("0.0.0.0", "::"):
+            host = socket.gethostname() if not self.bound or self.bound[0][1] in ("", "0.0.0.0", "::") else self.bound[0][1]
+        return BrokerInfo(self.broker_id, host, port, self.config["broker.rack"])
+
+    def alive_brokers(self) -> list[BrokerInfo]:
+        return [self.advertised()]
+
+    @property
+    def controller_id(self) -> int:
+        return self.broker_id
+
+    def partition(self, topic: str, index: int) -> Partition:
+        """The hosted partition, or the Kafka error a client should get instead."""
+        p = self.partitions.get((topic, index))
+        if p is None:
+            raise errors.UnknownTopicOrPartitionError(f"{topic}-{index} is not hosted here")
+        if not p.is_leader:
+            raise errors.NotLeaderOrFollowerError(f"broker {self.broker_id} is not the leader of {topic}-{index}")
+        return p
+
+    # ---------------------------------------------------------------- topic configs
+
+    def topic_config(self, topic: str) -> dict[str, object]:
+        """Effective value of every topic config: override, else the broker's default."""
+        overrides = self.topics[topic].configs if topic in self.topics else {}
+        return {name: (parse_topic_config(name, overrides[name]) if name in overrides
+                       else self.config.topic_default(name))
+                for name in TOPIC_KEYS}
+
+    def log_config(self, topic: str) -> LogConfig:
+        overrides = self.topics[topic].configs if topic in self.topics else {}
+        return self.log_config_for(overrides)
+
+    def log_config_for(self, overrides: dict[str, str]) -> LogConfig:
+        def value(name: str):
+            return parse_topic_config(name, overrides[name]) if name in overrides else self.config.topic_default(name)
+        return LogConfig(
+            segment_bytes=value("segment.bytes"),
+            segment_ms=value("segment.ms"),
+            retention_ms=value("retention.ms"),
+            retention_bytes=value("retention.bytes"),
+            cleanup_policy=",".join(value("cleanup.policy")),
+            max_message_bytes=value("max.message.bytes"),
+            message_timestamp_type=value("message.timestamp.type"),
+            index_interval_bytes=value("index.interval.bytes"),
+            flush_messages=value("flush.messages"),
+            flush_ms=value("flush.ms"),
+            file_delete_delay_ms=value("file.delete.delay.ms"),
+            segment_index_bytes=value("segment.index.bytes"),
+        )
+
+    @staticmethod
+    def validate_topic_configs(configs: dict[str, str]) -> None:
+        for name, raw in configs.items():
+            try:
+                parse_topic_config(name, raw)
+            except ConfigError as e:
+                raise errors.InvalidConfigError(str(e)) from None
+
+    # ---------------------------------------------------------------- topic admin
+
+    def create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                     assignments: dict[int, list[int]] | None = None,
+                     configs: dict[str, str] | None = None, validate_only: bool = False) -> TopicInfo:
+        validate_topic_name(name)
+        if name in self.topics:
+            raise errors.TopicAlreadyExistsError(f"Topic '{name}' already exists.")
+        configs = dict(configs or {})
+        self.validate_topic_configs(configs)
+        if assignments:
+            if num_partitions not in (-1, len(assignments)) or replication_factor != -1:
+                raise errors.InvalidRequestError(
+                    "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.")
+            replicas = self._check_assignments(assignments, start=0)
+        else:
+            if num_partitions == -1:
+                num_partitions = self.config["num.partitions"]
+            if replication_factor == -1:
+                replication_factor = self.config["default.replication.factor"]
+            if num_partitions <= 0:
+                raise errors.InvalidPartitionsError("Number of partitions must be larger than 0.")
+            if replication_factor <= 0:
+                raise errors.InvalidReplicationFactorError("Replication factor must be larger than 0.")
+            alive = self.alive_brokers()
+            if replication_factor > len(alive):
+                raise errors.InvalidReplicationFactorError(
+                    f"Unable to replicate the partition {replication_factor} time(s): "
+                    f"The target replication factor of {replication_factor} cannot be reached because "
+                    f"only {len(alive)} broker(s) are registered.")
+            replicas = self.assign_replicas(num_partitions, replication_factor, start=0)
+        topic = TopicInfo(name, new_topic_id(),
+                          {p: PartitionState(replicas=r, leader=r[0], isr=list(r)) for p, r in replicas.items()},
+                          configs)
+        if validate_only:
+            return topic
+        self._install_topic(topic)
+        log.info("created topic %s with %d partitions, replication factor %d", name,
+                 len(topic.partitions), topic.replication_factor)
+        return topic
+
+    def auto_create_topic(self, name: str) -> TopicInfo | None:
+        if not self.config["auto.create.topics.enable"]:
+            return None
+        try:
+            return self.create_topic(name, -1, -1)
+        except errors.TopicAlreadyExistsError:
+            return self.topics[name]
+
+    def _install_topic(self, topic: TopicInfo) -> None:
+        self.store.put_topic(topic)
+        self.topics[topic.name] = topic
+        self.topic_ids[topic.topic_id] = topic.name
+        for index, state in topic.partitions.items():
+            self._host_partition(topic.name, index, state)
+
+    def _host_partition(self, topic: str, index: int, state: PartitionState) -> None:
+        if self.broker_id not in state.replicas or (topic, index) in self.partitions:
+            return
+        plog = self.logs.get(topic, index) or self.logs.create(topic, index, self.log_config(topic))
+        self.partitions[(topic, index)] = Partition(topic, index, plog, state, self.broker_id)
+
+    def assign_replicas(self, count: int, rf: int, start: int) -> dict[int, list[int]]:
+        """Round-robin over the live brokers, each partition's replicas on distinct brokers."""
+        ids = sorted(b.id for b in self.alive_brokers())
+        return {start + i: [ids[(start + i + j) % len(ids)] for j in range(rf)] for i in range(count)}
+
+    def _check_assignments(self, assignments: dict[int, list[int]], start: int) -> dict[int, list[int]]:
+        alive = {b.id for b in self.alive_brokers()}
+        sizes = {len(r) for r in assignments.values()}
+        if len(sizes) != 1 or 0 in sizes:
+            raise errors.InvalidReplicaAssignmentError("All partitions should have the same number of replicas")
+        for p, r in assignments.items():
+            if len(set(r)) != len(r):
+                raise errors.InvalidReplicaAssignmentError(f"Duplicate brokers not allowed in replica assignment: {r}")
+            if not set(r) <= alive:
+                raise errors.InvalidReplicaAssignmentError(f"Unknown broker(s) in replica assignment: {r}")
+        if sorted(assignments) != list(range(start, start + len(assignments))):
+            raise errors.InvalidReplicaAssignmentError("Partitions should be a consecutive 0-based integer sequence")
+        return assignments
+
+    def delete_topic(self, name: str) -> None:
+        if not self.config["delete.topic.enable"]:
+            raise errors.TopicDeletionDisabledError("Topic deletion is disabled.")
+        topic = self.topics.get(name)
+        if topic is None:
+            raise errors.UnknownTopicOrPartitionError(f"Topic {name} does not exist")
+        self.store.delete_topic(name)
+        del self.topics[name]
+        self.topic_ids.pop(topic.topic_id, None)
+        for index in topic.partitions:
+            p = self.partitions.pop((name, index), None)
+            if p is not None:
+                p.wake()
+                self.logs.delete(name, index)
+        log.info("deleted topic %s", name)
+
+    def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None,
+                          validate_only: bool) -> None:
+        topic = self.topics.get(name)
+        if topic is None:
+            raise errors.UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
+        current = len(topic.partitions)
+        if count < current:
+            raise errors.InvalidPartitionsError(
+                f"Topic currently has {current} partitions, {count} would not be an increase.")
+        if count == current:
+            raise errors.InvalidPartitionsError(f"Topic already has {current} partitions.")
+        added = count - current
+        if assignments:
+            if len(assignments) != added:
+                raise errors.InvalidReplicaAssignmentError(
+                    f"Increasing the number of partitions by {added} but {len(assignments)} assignments provided.")
+            replicas = self._check_assignments({current + i: r for i, r in enumerate(assignments)}, start=current)
+        else:
+            replicas = self.assign_replicas(added, topic.replication_factor, start=current)
+        if validate_only:
+            return
+        for p, r in replicas.items():
+            topic.partitions[p] = PartitionState(replicas=r, leader=r[0], isr=list(r))
+        self.store.put_topic(topic)
+        for p in replicas:
+            self._host_partition(name, p, topic.partitions[p])
+        log.info("topic %s now has %d partitions", name, count)
+
+    def alter_topic_configs(self, name: str, configs: dict[str, str], validate_only: bool) -> None:
+        """Replace the topic's overrides with ``configs`` (AlterConfigs semantics)."""
+        topic = self.topics.get(name)
+        if topic is None:
+            raise errors.UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
+        self.validate_topic_configs(configs)
+        if validate_only:
+            return
+        topic.configs = dict(configs)
+        self.store.put_topic(topic)
+        config = self.log_config(name)
+        for index in topic.partitions:
+            p = self.partitions.get((name, index))
+            if p is not None:
+                p.log.update_config(config)
+
+    def alter_broker_configs(self, broker_id: int | None, configs: dict[str, str], validate_only: bool) -> None:
+        for key, raw in configs.items():
+            spec = BROKER_KEYS.get(key)
+            if spec is None or not spec.dynamic:
+                raise errors.InvalidConfigError(f"Cannot update these configs dynamically: {{{key}}}")
+            try:
+                parse_value(spec, raw)
+            except ConfigError as e:
+                raise errors.InvalidConfigError(str(e)) from None
+        if validate_only:
+            return
+        before = self.store.broker_configs(broker_id)
+        for key in set(before) - set(configs):
+            self.config.set(key, None)
+        for key, raw in configs.items():
+            self.config.set(key, raw)
+        self.store.put_broker_configs(broker_id, configs)
+        for topic in self.topics:
+            config = self.log_config(topic)
+            for (t, _), p in self.partitions.items():
+                if t == topic:
+                    p.log.update_config(config)
+
+    # ---------------------------------------------------------------- producer ids
+
+    def allocate_producer_id(self) -> int:
+        if self._next_pid >= self._pid_block_end:
+            self._next_pid = self.store.next_producer_id_block(PRODUCER_ID_BLOCK)
+            self._pid_block_end = self._next_pid + PRODUCER_ID_BLOCK
+        pid = self._next_pid
+        self._next_pid += 1
+        return pid

@@ -1,0 +1,391 @@
+"""Broker and topic configuration: Kafka's keys, types, defaults and validation.
+
+``server.properties`` is read as Kafka reads it (``key=value`` or ``key: value`` lines,
+``#``/``!`` comments, backslash line continuations). Every known key is parsed to its
+type and checked; a bad value raises :class:`ConfigError` naming the key, the value and
+what was expected. Unknown keys are kept and warned about, as Kafka does.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+log = logging.getLogger(__name__)
+
+LONG_MAX = 9223372036854775807
+INT_MAX = 2147483647
+
+
+class ConfigError(ValueError):
+    """A config value that cannot be used; the message says which key and why."""
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    type: str                      # int, long, double, bool, string, list, password
+    default: Any
+    check: Callable[[Any], str | None] | None = None  # returns a complaint or None
+    dynamic: bool = False          # may be altered at run time (per broker, via AlterConfigs)
+
+
+def at_least(n: int) -> Callable[[Any], str | None]:
+    return lambda v: None if v is None or v >= n else f"Value must be at least {n}"
+
+
+def one_of(*choices: str) -> Callable[[Any], str | None]:
+    def check(v: Any) -> str | None:
+        values = v if isinstance(v, list) else [v]
+        bad = [x for x in values if x not in choices]
+        return f"String must be one of: {', '.join(choices)}" if bad else None
+    return check
+
+
+def _listeners(v: Any) -> str | None:
+    for item in v or []:
+        if not re.fullmatch(r"[A-Za-z0-9_]+://(\[[0-9a-fA-F:]+\]|[^:/\s]*):\d+", item):
+            return "Listeners must look like PLAINTEXT://host:port"
+    return None
+
+
+def parse_value(key: Key, raw: Any) -> Any:
+    if raw is None:
+        return None
+    t = key.type
+    if not isinstance(raw, str):
+        value = raw
+    else:
+        s = raw.strip()
+        try:
+            if t in ("int", "long"):
+                value = None if s == "" and key.default is None else int(s)
+            elif t == "double":
+                value = float(s)
+            elif t == "bool":
+                if s.lower() not in ("true", "false"):
+                    raise ValueError
+                value = s.lower() == "true"
+            elif t == "list":
+                value = [x.strip() for x in s.split(",") if x.strip()]
+            else:
+                value = s
+        except ValueError:
+            expected = {"int": "INT", "long": "LONG", "double": "DOUBLE", "bool": "BOOLEAN"}[t]
+            raise ConfigError(
+                f"Invalid value {raw} for configuration {key.name}: Expected value to be of type {expected}"
+            ) from None
+    if t == "int" and value is not None and not -2**31 <= value < 2**31:
+        raise ConfigError(f"Invalid value {raw} for configuration {key.name}: Not a number of type INT")
+    if key.check is not None:
+        complaint = key.check(value)
+        if complaint:
+            raise ConfigError(f"Invalid value {raw} for configuration {key.name}: {complaint}")
+    return value
+
+
+def _keys(*keys: Key) -> dict[str, Key]:
+    return {k.name: k for k in keys}
+
+
+BROKER_KEYS = _keys(
+    Key("broker.id", "int", -1, at_least(-1)),
+    Key("node.id", "int", -1),
+    Key("broker.rack", "string", None),
+    Key("listeners", "list", ["PLAINTEXT://:9092"], _listeners),
+    Key("advertised.listeners", "list", None, _listeners),
+    Key("listener.security.protocol.map", "list", ["PLAINTEXT:PLAINTEXT"]),
+    Key("inter.broker.listener.name", "string", None),
+    Key("security.inter.broker.protocol", "string", "PLAINTEXT", one_of("PLAINTEXT")),
+    Key("port", "int", None),
+    Key("host.name", "string", None),
+    Key("log.dirs", "list", None),
+    Key("log.dir", "list", ["/tmp/kafka-logs"]),
+    Key("num.partitions", "int", 1, at_least(1)),
+    Key("default.replication.factor", "int", 1, at_least(1)),
+    Key("auto.create.topics.enable", "bool", True),
+    Key("delete.topic.enable", "bool", True),
+    Key("num.network.threads", "int", 3, at_least(1)),
+    Key("num.io.threads", "int", 8, at_least(1)),
+    Key("background.threads", "int", 10, at_least(1)),
+    Key("queued.max.requests", "int", 500, at_least(1)),
+    Key("socket.send.buffer.bytes", "int", 102400),
+    Key("socket.receive.buffer.bytes", "int", 102400),
+    Key("socket.request.max.bytes", "int", 104857600, at_least(1)),
+    Key("connections.max.idle.ms", "long", 600000),
+    Key("num.recovery.threads.per.data.dir", "int", 2, at_least(1)),
+    Key("log.segment.bytes", "int", 1073741824, at_least(14), dynamic=True),
+    Key("log.roll.ms", "long", None, at_least(1), dynamic=True),
+    Key("log.roll.hours", "int", 168, at_least(1)),
+    Key("log.retention.ms", "long", None, dynamic=True),
+    Key("log.retention.minutes", "int", None),
+    Key("log.retention.hours", "int", 168),
+    Key("log.retention.bytes", "long", -1, dynamic=True),
+    Key("log.retention.check.interval.ms", "long", 300000, at_least(1)),
+    Key("log.segment.delete.delay.ms", "long", 60000, at_least(0), dynamic=True),
+    Key("log.flush.interval.messages", "long", LONG_MAX, at_least(1), dynamic=True),
+    Key("log.flush.interval.ms", "long", None, dynamic=True),
+    Key("log.flush.scheduler.interval.ms", "long", LONG_MAX),
+    Key("log.flush.offset.checkpoint.interval.ms", "int", 60000, at_least(0)),
+    Key("log.flush.start.offset.checkpoint.interval.ms", "int", 60000, at_least(0)),
+    Key("log.index.interval.bytes", "int", 4096, at_least(0), dynamic=True),
+    Key("log.index.size.max.bytes", "int", 10485760, at_least(4), dynamic=True),
+    Key("log.preallocate", "bool", False, dynamic=True),
+    Key("log.cleanup.policy", "list", ["delete"], one_of("delete", "compact"), dynamic=True),
+    Key("log.cleaner.enable", "bool", True),
+    Key("log.cleaner.threads", "int", 1, at_least(0)),
+    Key("log.cleaner.backoff.ms", "long", 15000, at_least(0)),
+    Key("log.cleaner.delete.retention.ms", "long", 86400000, at_least(0), dynamic=True),
+    Key("log.cleaner.min.cleanable.ratio", "double", 0.5, dynamic=True),
+    Key("log.cleaner.min.compaction.lag.ms", "long", 0, at_least(0), dynamic=True),
+    Key("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, at_least(1), dynamic=True),
+    Key("log.message.timestamp.type", "string", "CreateTime", one_of("CreateTime", "LogAppendTime"), dynamic=True),
+    Key("log.message.timestamp.difference.max.ms", "long", LONG_MAX, at_least(0), dynamic=True),
+    Key("log.message.timestamp.before.max.ms", "long", LONG_MAX, at_least(0), dynamic=True),
+    Key("log.message.timestamp.after.max.ms", "long", LONG_MAX, at_least(0), dynamic=True),
+    Key("log.message.format.version", "string", "3.0-IV1"),
+    Key("message.max.bytes", "int", 1048588, at_least(0), dynamic=True),
+    Key("compression.type", "string", "producer",
+        one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"), dynamic=True),
+    Key("min.insync.replicas", "int", 1, at_least(1), dynamic=True),
+    Key("unclean.leader.election.enable", "bool", False, dynamic=True),
+    Key("auto.leader.rebalance.enable", "bool", True),
+    Key("leader.imbalance.check.interval.seconds", "long", 300, at_least(1)),
+    Key("leader.imbalance.per.broker.percentage", "int", 10),
+    Key("controlled.shutdown.enable", "bool", True),
+    Key("controlled.shutdown.max.retries", "int", 3),
+    Key("controlled.shutdown.retry.backoff.ms", "long", 5000),
+    Key("replica.lag.time.max.ms", "long", 30000, at_least(1)),
+    Key("replica.fetch.max.bytes", "int", 1048576, at_least(0)),
+    Key("replica.fetch.response.max.bytes", "int", 10485760, at_least(0)),
+    Key("replica.fetch.wait.max.ms", "int", 500),
+    Key("replica.fetch.min.bytes", "int", 1),
+    Key("replica.fetch.backoff.ms", "int", 1000, at_least(0)),
+    Key("replica.socket.timeout.ms", "int", 30000),
+    Key("replica.high.watermark.checkpoint.interval.ms", "long", 5000),
+    Key("num.replica.fetchers", "int", 1, at_least(1)),
+    Key("offsets.topic.replication.factor", "int", 3, at_least(1)),
+    Key("offsets.topic.num.partitions", "int", 50, at_least(1)),
+    Key("offsets.topic.segment.bytes", "int", 104857600, at_least(1)),
+    Key("offsets.retention.minutes", "int", 10080, at_least(1)),
+    Key("offsets.retention.check.interval.ms", "long", 600000, at_least(1)),
+    Key("offsets.commit.timeout.ms", "int", 5000, at_least(1)),
+    Key("offset.metadata.max.bytes", "int", 4096),
+    Key("offsets.load.buffer.size", "int", 5242880, at_least(1)),
+    Key("transaction.state.log.replication.factor", "int", 3, at_least(1)),
+    Key("transaction.state.log.min.isr", "int", 2, at_least(1)),
+    Key("transaction.state.log.num.partitions", "int", 50, at_least(1)),
+    Key("transactional.id.expiration.ms", "int", 604800000, at_least(1)),
+    Key("transaction.max.timeout.ms", "int", 900000, at_least(1)),
+    Key("producer.id.expiration.ms", "int", 86400000, at_least(1)),
+    Key("group.initial.rebalance.delay.ms", "int", 3000, at_least(0)),
+    Key("group.min.session.timeout.ms", "int", 6000),
+    Key("group.max.session.timeout.ms", "int", 1800000),
+    Key("group.max.size", "int", INT_MAX, at_least(1)),
+    Key("zookeeper.connect", "string", None),
+    Key("zookeeper.connection.timeout.ms", "int", None),
+    Key("zookeeper.session.timeout.ms", "int", 18000),
+    Key("zookeeper.set.acl", "bool", False),
+    Key("zookeeper.max.in.flight.requests", "int", 10, at_least(1)),
+    Key("cluster.id", "string", None),
+    Key("metric.reporters", "list", []),
+    Key("group.coordinator.rebalance.protocols", "list", ["classic"]),
+)
+
+
+# Topic-level configs: name -> (broker key that supplies the default, type).
+TOPIC_KEYS: dict[str, tuple[str | None, Key]] = {
+    "cleanup.policy": ("log.cleanup.policy", Key("cleanup.policy", "list", ["delete"], one_of("delete", "compact"))),
+    "compression.type": ("compression.type", Key("compression.type", "string", "producer",
+                         one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"))),
+    "delete.retention.ms": ("log.cleaner.delete.retention.ms", Key("delete.retention.ms", "long", 86400000, at_least(0))),
+    "file.delete.delay.ms": ("log.segment.delete.delay.ms", Key("file.delete.delay.ms", "long", 60000, at_least(0))),
+    "flush.messages": ("log.flush.interval.messages", Key("flush.messages", "long", LONG_MAX, at_least(1))),
+    "flush.ms": ("log.flush.interval.ms", Key("flush.ms", "long", LONG_MAX, at_least(0))),
+    "index.interval.bytes": ("log.index.interval.bytes", Key("index.interval.bytes", "int", 4096, at_least(0))),
+    "max.compaction.lag.ms": ("log.cleaner.max.compaction.lag.ms", Key("max.compaction.lag.ms", "long", LONG_MAX, at_least(1))),
+    "max.message.bytes": ("message.max.bytes", Key("max.message.bytes", "int", 1048588, at_least(0))),
+    "message.timestamp.type": ("log.message.timestamp.type", Key("message.timestamp.type", "string", "CreateTime",
+                               one_of("CreateTime", "LogAppendTime"))),
+    "message.timestamp.difference.max.ms": ("log.message.timestamp.difference.max.ms",
+                                            Key("message.timestamp.difference.max.ms", "long", LONG_MAX, at_least(0))),
+    "message.timestamp.before.max.ms": ("log.message.timestamp.before.max.ms",
+                                        Key("message.timestamp.before.max.ms", "long", LONG_MAX, at_least(0))),
+    "message.timestamp.after.max.ms": ("log.message.timestamp.after.max.ms",
+                                       Key("message.timestamp.after.max.ms", "long", LONG_MAX, at_least(0))),
+    "min.cleanable.dirty.ratio": ("log.cleaner.min.cleanable.ratio", Key("min.cleanable.dirty.ratio", "double", 0.5)),
+    "min.compaction.lag.ms": ("log.cleaner.min.compaction.lag.ms", Key("min.compaction.lag.ms", "long", 0, at_least(0))),
+    "min.insync.replicas": ("min.insync.replicas", Key("min.insync.replicas", "int", 1, at_least(1))),
+    "preallocate": ("log.preallocate", Key("preallocate", "bool", False)),
+    "retention.bytes": ("log.retention.bytes", Key("retention.bytes", "long", -1)),
+    "retention.ms": ("log.retention.ms", Key("retention.ms", "long", 604800000, at_least(-1))),
+    "segment.bytes": ("log.segment.bytes", Key("segment.bytes", "int", 1073741824, at_least(14))),
+    "segment.index.bytes": ("log.index.size.max.bytes", Key("segment.index.bytes", "int", 10485760, at_least(4))),
+    "segment.jitter.ms": (None, Key("segment.jitter.ms", "long", 0, at_least(0))),
+    "segment.ms": ("log.roll.ms", Key("segment.ms", "long", 604800000, at_least(1))),
+    "unclean.leader.election.enable": ("unclean.leader.election.enable",
+                                       Key("unclean.leader.election.enable", "bool", False)),
+    "message.downconversion.enable": (None, Key("message.downconversion.enable", "bool", True)),
+}
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java .properties: comments, ``=``/``:`` separators, backslash continuations."""
+    out: dict[str, str] = {}
+    logical: list[str] = []
+    for raw in text.splitlines():
+        line = raw.strip() if not logical else raw.lstrip()
+        if not logical and (not line or line[0] in "#!"):
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            logical.append(line[:-1])
+            continue
+        logical.append(line)
+        entry = "".join(logical)
+        logical = []
+        m = re.match(r"([^=:\s]+)\s*[=:\s]\s*(.*)$", entry)
+        if m:
+            out[m.group(1)] = m.group(2).strip()
+        elif entry:
+            out[entry] = ""
+    return out
+
+
+class BrokerConfig:
+    """A broker's configuration: typed values by Kafka key, with derived settings."""
+
+    def __init__(self, props: dict[str, Any] | None = None, *, warn_unknown: bool = True):
+        self.originals: dict[str, Any] = dict(props or {})
+        self.static: dict[str, Any] = dict(self.originals)  # as given at start, before dynamic changes
+        self.values: dict[str, Any] = {}
+        self.unknown: dict[str, Any] = {}
+        for name, key in BROKER_KEYS.items():
+            self.values[name] = key.default
+        for name, raw in self.originals.items():
+            key = BROKER_KEYS.get(name)
+            if key is None:
+                self.unknown[name] = raw
+                if warn_unknown:
+                    log.warning("The configuration '%s' was supplied but isn't a known config.", name)
+                continue
+            self.values[name] = parse_value(key, raw)
+        self._check()
+
+    @classmethod
+    def from_file(cls, path: str | Path, overrides: dict[str, str] | None = None) -> "BrokerConfig":
+        try:
+            text = Path(path).read_text()
+        except OSError as e:
+            raise ConfigError(f"cannot read {path}: {e.strerror}") from None
+        props = parse_properties(text)
+        props.update(overrides or {})
+        return cls(props)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self.values.get(name, default)
+
+    def set(self, name: str, raw: Any) -> None:
+        """Change a dynamic broker config at run time (validated)."""
+        key = BROKER_KEYS.get(name)
+        if key is None:
+            raise ConfigError(f"Unknown broker config {name}")
+        self.values[name] = key.default if raw is None else parse_value(key, raw)
+        if raw is None:
+            self.originals.pop(name, None)
+        else:
+            self.originals[name] = raw
+
+    def _check(self) -> None:
+        if not self.log_dirs:
+            raise ConfigError("log.dirs must name at least one directory")
+        names = [parse_listener(x)[0] for x in self.listeners]
+        if len(set(names)) != len(names):
+            raise ConfigError("Invalid value for configuration listeners: each listener must have a different name")
+
+    # ---- derived settings, as Kafka computes them
+
+    @property
+    def broker_id(self) -> int:
+        bid = self.values["broker.id"]
+        return bid if bid >= 0 else max(self.values["node.id"], 0)
+
+    @property
+    def log_dirs(self) -> list[str]:
+        return self.values["log.dirs"] or self.values["log.dir"]
+
+    @property
+    def listeners(self) -> list[str]:
+        if "listeners" not in self.originals and self.values["port"] is not None:
+            return [f"PLAINTEXT://{self.values['host.name'] or ''}:{self.values['port']}"]
+        return self.values["listeners"]
+
+    @property
+    def advertised_listeners(self) -> list[str]:
+        return self.values["advertised.listeners"] or self.listeners
+
+    @property
+    def retention_ms(self) -> int:
+        v = self.values
+        if v["log.retention.ms"] is not None:
+            return v["log.retention.ms"]
+        if v["log.retention.minutes"] is not None:
+            return v["log.retention.minutes"] * 60_000
+        return v["log.retention.hours"] * 3_600_000
+
+    @property
+    def roll_ms(self) -> int:
+        v = self.values
+        return v["log.roll.ms"] if v["log.roll.ms"] is not None else v["log.roll.hours"] * 3_600_000
+
+    @property
+    def flush_ms(self) -> int:
+        v = self.values
+        ms = v["log.flush.interval.ms"]
+        return ms if ms is not None else v["log.flush.scheduler.interval.ms"]
+
+    def topic_default(self, topic_key: str) -> Any:
+        """The broker-wide default of a topic config (its synonym's value)."""
+        synonym, key = TOPIC_KEYS[topic_key]
+        if topic_key == "retention.ms":
+            return self.retention_ms
+        if topic_key == "segment.ms":
+            return self.roll_ms
+        if topic_key == "flush.ms":
+            return self.flush_ms
+        if synonym is None:
+            return key.default
+        value = self.values[synonym]
+        return key.default if value is None else value
+
+
+def parse_listener(listener: str) -> tuple[str, str, int]:
+    """'PLAINTEXT://host:9092' -> ('PLAINTEXT', 'host', 9092); empty host = all interfaces."""
+    m = re.fullmatch(r"([A-Za-z0-9_]+)://(\[[0-9a-fA-F:]+\]|[^:/\s]*):(\d+)", listener.strip())
+    if not m:
+        raise ConfigError(f"Invalid listener {listener!r}: expected NAME://host:port")
+    return m.group(1).upper(), m.group(2).strip("[]"), int(m.group(3))
+
+
+def parse_topic_config(name: str, raw: Any) -> Any:
+    """Validate one topic config value; ConfigError for an unknown key or a bad value."""
+    entry = TOPIC_KEYS.get(name)
+    if entry is None:
+        raise ConfigError(f"Unknown topic config name: {name}")
+    return parse_value(entry[1], raw)
+
+
+def format_value(value: Any) -> str | None:
+    """A config value as Kafka prints it in DescribeConfigs."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(value)
+    return str(value)

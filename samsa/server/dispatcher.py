@@ -1,0 +1,85 @@
+"""From a request frame to a response frame: header checks, decoding, the handler, encoding.
+
+What Kafka does with bad input, Samsa does too: an unknown API key, a version the broker
+does not support (other than ApiVersions), or a body that does not decode closes that
+one connection with a log line; an ApiVersions request in an unknown version gets the
+v0-layout UNSUPPORTED_VERSION answer so the client can retry.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Awaitable
+
+from samsa.protocol import api
+from samsa.protocol.errors import InvalidRequestError
+from samsa.server.handlers import HANDLERS
+
+if TYPE_CHECKING:
+    from samsa.server.broker import Broker
+    from samsa.server.network import Connection
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RequestContext:
+    broker: "Broker"
+    connection: "Connection"
+    header: api.RequestHeader
+
+    @property
+    def version(self) -> int:
+        return self.header.api_version
+
+
+class Dispatcher:
+    def __init__(self, broker: "Broker"):
+        self.broker = broker
+        self.connections: set = set()
+
+    @staticmethod
+    def supported_versions() -> list[tuple[int, int, int]]:
+        return [(key, h.min_version, h.max_version) for key, h in sorted(HANDLERS.items())]
+
+    def dispatch(self, conn: "Connection", frame: bytearray) -> list | Awaitable[list | None] | None:
+        try:
+            api_key, version, correlation_id = api.peek_request_header(frame)
+        except InvalidRequestError as e:
+            conn.close(str(e))
+            return None
+        handler = HANDLERS.get(api_key)
+        if handler is None:
+            conn.close(f"unknown API key {api_key}")
+            return None
+        if not handler.min_version <= version <= handler.max_version:
+            if api_key == api.API_VERSIONS:
+                return api.api_versions_v0_fallback(correlation_id, self.supported_versions())
+            conn.close(f"unsupported version {version} of {handler.name} "
+                       f"(supported: {handler.min_version}-{handler.max_version})")
+            return None
+        try:
+            header, body = api.decode_request(frame)
+        except InvalidRequestError as e:
+            conn.close(f"malformed {handler.name} v{version} request: {e}")
+            return None
+        ctx = RequestContext(self.broker, conn, header)
+        try:
+            result = handler.fn(ctx, body)
+        except Exception as e:
+            log.exception("%s v%d from %s failed", handler.name, version, conn.peer)
+            conn.close(f"internal error handling {handler.name}: {e}")
+            return None
+        if result is None:
+            return None
+        if isinstance(result, dict):
+            return api.encode_response(api_key, version, correlation_id, result)
+        return self._later(result, api_key, version, correlation_id)
+
+    @staticmethod
+    async def _later(result: Awaitable[dict | None], api_key: int, version: int, correlation_id: int) -> Any:
+        body = await result
+        if body is None:
+            return None
+        return api.encode_response(api_key, version, correlation_id, body)

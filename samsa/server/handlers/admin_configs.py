@@ -1,0 +1,180 @@
+"""DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44) for topics and brokers."""
+
+from __future__ import annotations
+
+from samsa.protocol import errors
+from samsa.server.config import BROKER_KEYS, TOPIC_KEYS, format_value
+from samsa.server.handlers import handles
+
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+# ConfigSource
+TOPIC_CONFIG, DYNAMIC_BROKER, DYNAMIC_DEFAULT_BROKER, STATIC_BROKER, DEFAULT = 1, 2, 3, 4, 5
+CONFIG_TYPES = {"bool": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list": 7, "password": 9}
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def broker_synonyms(broker, key: str) -> list[dict]:
+    """Where a broker key's value comes from, most specific first."""
+    out = []
+    per_broker = broker.store.broker_configs(broker.broker_id)
+    cluster_default = broker.store.broker_configs(None)
+    if key in per_broker:
+        out.append({"name": key, "value": per_broker[key], "source": DYNAMIC_BROKER})
+    if key in cluster_default:
+        out.append({"name": key, "value": cluster_default[key], "source": DYNAMIC_DEFAULT_BROKER})
+    if key in broker.config.static:
+        out.append({"name": key, "value": str(broker.config.static[key]), "source": STATIC_BROKER})
+    default = format_value(BROKER_KEYS[key].default)
+    if default is not None:
+        out.append({"name": key, "value": default, "source": DEFAULT})
+    return out
+
+
+def _entry(name: str, value, key_type: str, synonyms: list[dict], read_only: bool) -> dict:
+    source = synonyms[0]["source"] if synonyms else DEFAULT
+    return {"name": name, "value": format_value(value), "read_only": read_only, "is_default": source == DEFAULT,
+            "config_source": source, "is_sensitive": False, "synonyms": synonyms,
+            "config_type": CONFIG_TYPES[key_type], "documentation": None}
+
+
+def topic_entries(broker, topic: str, keys: list[str] | None, with_synonyms: bool) -> list[dict]:
+    overrides = broker.topics[topic].configs
+    effective = broker.topic_config(topic)
+    out = []
+    for name, (synonym, key) in sorted(TOPIC_KEYS.items()):
+        if keys is not None and name not in keys:
+            continue
+        synonyms = [{"name": name, "value": overrides[name], "source": TOPIC_CONFIG}] if name in overrides else []
+        if synonym is not None:
+            synonyms += broker_synonyms(broker, synonym)
+        elif name not in overrides:
+            synonyms.append({"name": name, "value": format_value(key.default), "source": DEFAULT})
+        entry = _entry(name, effective[name], key.type, synonyms, read_only=False)
+        if not with_synonyms:
+            entry["synonyms"] = []
+        out.append(entry)
+    return out
+
+
+def broker_entries(broker, keys: list[str] | None, with_synonyms: bool) -> list[dict]:
+    out = []
+    for name, key in sorted(BROKER_KEYS.items()):
+        if keys is not None and name not in keys:
+            continue
+        synonyms = broker_synonyms(broker, name)
+        entry = _entry(name, broker.config[name], key.type, synonyms, read_only=not key.dynamic)
+        if not with_synonyms:
+            entry["synonyms"] = []
+        out.append(entry)
+    return out
+
+
+def _broker_target(broker, resource_name: str) -> int | None:
+    """None for the cluster-wide default (empty name); else this broker's id or an error."""
+    if resource_name == "":
+        return None
+    try:
+        target = int(resource_name)
+    except ValueError:
+        raise errors.InvalidRequestError(f"Broker id must be an integer, got {resource_name!r}") from None
+    if target != broker.broker_id:
+        raise errors.InvalidRequestError(f"Unexpected broker id, expected {broker.broker_id} but received {target}")
+    return target
+
+
+@handles(32)
+def describe_configs(ctx, req: dict) -> dict:
+    broker = ctx.broker
+    results = []
+    for r in req["resources"]:
+        rtype, rname = r["resource_type"], r["resource_name"]
+        result = {"error_code": 0, "error_message": None, "resource_type": rtype, "resource_name": rname,
+                  "configs": []}
+        try:
+            synonyms = req.get("include_synonyms", False)
+            if rtype == TOPIC:
+                if rname not in broker.topics:
+                    raise errors.UnknownTopicOrPartitionError(f"Topic {rname} does not exist")
+                result["configs"] = topic_entries(broker, rname, r["configuration_keys"], synonyms)
+            elif rtype == BROKER:
+                _broker_target(broker, rname)
+                result["configs"] = broker_entries(broker, r["configuration_keys"], synonyms)
+            else:
+                raise errors.InvalidRequestError(f"Unsupported resource type {rtype}")
+        except errors.KafkaError as e:
+            result.update(error_code=e.code, error_message=str(e))
+        results.append(result)
+    return {"throttle_time_ms": 0, "results": results}
+
+
+def _apply(broker, rtype: int, rname: str, new: dict[str, str], validate_only: bool) -> None:
+    if rtype == TOPIC:
+        broker.alter_topic_configs(rname, new, validate_only)
+    elif rtype == BROKER:
+        broker.alter_broker_configs(_broker_target(broker, rname), new, validate_only)
+    else:
+        raise errors.InvalidRequestError(f"Unsupported resource type {rtype}")
+
+
+def _current(broker, rtype: int, rname: str) -> dict[str, str]:
+    if rtype == TOPIC:
+        if rname not in broker.topics:
+            raise errors.UnknownTopicOrPartitionError(f"Topic {rname} does not exist")
+        return dict(broker.topics[rname].configs)
+    if rtype == BROKER:
+        return broker.store.broker_configs(_broker_target(broker, rname))
+    raise errors.InvalidRequestError(f"Unsupported resource type {rtype}")
+
+
+def _alter(ctx, req: dict, incremental: bool) -> dict:
+    broker = ctx.broker
+    responses = []
+    for r in req["resources"]:
+        rtype, rname = r["resource_type"], r["resource_name"]
+        result = {"error_code": 0, "error_message": None, "resource_type": rtype, "resource_name": rname}
+        try:
+            if incremental:
+                new = _current(broker, rtype, rname)
+                for c in r["configs"]:
+                    _incremental(new, c["name"], c["config_operation"], c["value"], rtype)
+            else:
+                _current(broker, rtype, rname)
+                new = {c["name"]: c["value"] for c in r["configs"] if c["value"] is not None}
+            _apply(broker, rtype, rname, new, req["validate_only"])
+        except errors.KafkaError as e:
+            result.update(error_code=e.code, error_message=str(e))
+        responses.append(result)
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
+def _incremental(configs: dict[str, str], name: str, op: int, value: str | None, rtype: int) -> None:
+    key = (TOPIC_KEYS[name][1] if name in TOPIC_KEYS else None) if rtype == TOPIC else BROKER_KEYS.get(name)
+    if key is None:
+        raise errors.InvalidConfigError(f"Unknown config name: {name}")
+    if op == SET:
+        configs[name] = value
+    elif op == DELETE:
+        configs.pop(name, None)
+    elif op in (APPEND, SUBTRACT):
+        if key.type != "list":
+            raise errors.InvalidConfigError(f"Config value append/subtract is not allowed for config key: {name}")
+        current = configs.get(name, format_value(key.default) or "")
+        items = [x for x in current.split(",") if x]
+        changes = [x for x in (value or "").split(",") if x]
+        if op == APPEND:
+            items += [x for x in changes if x not in items]
+        else:
+            items = [x for x in items if x not in changes]
+        configs[name] = ",".join(items)
+    else:
+        raise errors.InvalidRequestError(f"Unknown config operation {op}")
+
+
+@handles(33)
+def alter_configs(ctx, req: dict) -> dict:
+    return _alter(ctx, req, incremental=False)
+
+
+@handles(44)
+def incremental_alter_configs(ctx, req: dict) -> dict:
+    return _alter(ctx, req, incremental=True)

@@ -1,0 +1,68 @@
+"""CreateTopics (19), DeleteTopics (20), CreatePartitions (37)."""
+
+from samsa.protocol import errors
+from samsa.server.handlers import handles
+from samsa.server.handlers.admin_configs import topic_entries
+
+
+def _fail(e: errors.KafkaError) -> dict:
+    return {"error_code": e.code, "error_message": str(e)}
+
+
+@handles(19)
+def create_topics(ctx, req: dict) -> dict:
+    broker = ctx.broker
+    results = []
+    for t in req["topics"]:
+        name = t["name"]
+        try:
+            assignments = {a["partition_index"]: a["broker_ids"] for a in t["assignments"]}
+            configs = {c["name"]: c["value"] for c in t["configs"] if c["value"] is not None}
+            topic = broker.create_topic(name, t["num_partitions"], t["replication_factor"], assignments,
+                                        configs, validate_only=req.get("validate_only", False))
+            created = name in broker.topics
+            results.append({
+                "name": name, "topic_id": topic.topic_id, "error_code": 0, "error_message": None,
+                "num_partitions": len(topic.partitions), "replication_factor": topic.replication_factor,
+                "configs": [{"name": c["name"], "value": c["value"], "read_only": False,
+                             "config_source": c["config_source"], "is_sensitive": False}
+                            for c in topic_entries(broker, name, None, False)] if created else None,
+            })
+        except errors.KafkaError as e:
+            results.append({"name": name, "num_partitions": -1, "replication_factor": -1, **_fail(e)})
+    return {"throttle_time_ms": 0, "topics": results}
+
+
+@handles(20)
+def delete_topics(ctx, req: dict) -> dict:
+    broker = ctx.broker
+    if ctx.version >= 6:
+        wanted = [(t["name"] or broker.topic_ids.get(t["topic_id"]), t["topic_id"]) for t in req["topics"]]
+    else:
+        wanted = [(n, None) for n in req["topic_names"]]
+    responses = []
+    for name, topic_id in wanted:
+        entry = {"name": name, "topic_id": topic_id or bytes(16), "error_code": 0}
+        try:
+            if name is None:
+                raise errors.UnknownTopicIdError("no topic has this id")
+            topic = broker.topics.get(name)
+            entry["topic_id"] = topic.topic_id if topic else entry["topic_id"]
+            broker.delete_topic(name)
+        except errors.KafkaError as e:
+            entry.update(_fail(e))
+        responses.append(entry)
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
+@handles(37)
+def create_partitions(ctx, req: dict) -> dict:
+    results = []
+    for t in req["topics"]:
+        try:
+            assignments = [a["broker_ids"] for a in t["assignments"]] if t["assignments"] else None
+            ctx.broker.create_partitions(t["name"], t["count"], assignments, req["validate_only"])
+            results.append({"name": t["name"], "error_code": 0, "error_message": None})
+        except errors.KafkaError as e:
+            results.append({"name": t["name"], **_fail(e)})
+    return {"throttle_time_ms": 0, "results": results}

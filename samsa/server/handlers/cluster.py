@@ -1,0 +1,70 @@
+"""DescribeCluster (60), DescribeLogDirs (35), DeleteRecords (21)."""
+
+import shutil
+
+from samsa.protocol import errors
+from samsa.server.handlers import handles
+from samsa.server.handlers.metadata import NO_OPERATIONS
+
+
+@handles(60)
+def describe_cluster(ctx, req: dict) -> dict:
+    broker = ctx.broker
+    if req.get("endpoint_type", 1) not in (1,):
+        return {"error_code": errors.E_UNSUPPORTED_ENDPOINT_TYPE, "error_message": "only broker endpoints",
+                "cluster_id": broker.store.cluster_id, "controller_id": -1, "brokers": []}
+    return {
+        "throttle_time_ms": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
+        "cluster_id": broker.store.cluster_id, "controller_id": broker.controller_id,
+        "brokers": [{"broker_id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
+                    for b in broker.alive_brokers()],
+        "cluster_authorized_operations": NO_OPERATIONS,
+    }
+
+
+@handles(35)
+def describe_log_dirs(ctx, req: dict) -> dict:
+    broker = ctx.broker
+    wanted = None
+    if req["topics"] is not None:
+        wanted = {(t["topic"], p) for t in req["topics"] for p in t["partitions"]}
+    results = []
+    for log_dir in broker.logs.log_dirs:
+        topics: dict[str, list] = {}
+        for (topic, index), partition in sorted(broker.partitions.items()):
+            if broker.logs.log_dir_of(partition.log) != log_dir:
+                continue
+            if wanted is not None and (topic, index) not in wanted:
+                continue
+            topics.setdefault(topic, []).append({
+                "partition_index": index, "partition_size": partition.log.size_bytes(),
+                "offset_lag": 0, "is_future_key": False})
+        usage = shutil.disk_usage(log_dir)
+        results.append({"error_code": 0, "log_dir": str(log_dir),
+                        "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()],
+                        "total_bytes": usage.total, "usable_bytes": usage.free})
+    return {"throttle_time_ms": 0, "error_code": 0, "results": results}
+
+
+@handles(21)
+def delete_records(ctx, req: dict) -> dict:
+    broker = ctx.broker
+    topics = []
+    for t in req["topics"]:
+        parts = []
+        for p in t["partitions"]:
+            index = p["partition_index"]
+            try:
+                partition = broker.partition(t["name"], index)
+                offset = p["offset"]
+                hw = partition.high_watermark
+                if offset == -1:
+                    offset = hw
+                if offset < 0 or offset > hw:
+                    raise errors.OffsetOutOfRangeError(f"offset {offset} is beyond the high watermark {hw}")
+                low = partition.log.delete_records_before(offset)
+                parts.append({"partition_index": index, "low_watermark": low, "error_code": 0})
+            except errors.KafkaError as e:
+                parts.append({"partition_index": index, "low_watermark": -1, "error_code": e.code})
+        topics.append({"name": t["name"], "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": topics}

@@ -1,0 +1,94 @@
+"""Fetch (1): byte ranges of the logs, long-polled until ``min_bytes`` or ``max_wait_ms``.
+
+Consumers read below the high watermark; a follower (``replica_id`` >= 0) reads up to the
+log end. The records go out as the bytes read from the segment file, never decoded. With
+too little data, the request waits on the partitions' next high-watermark change rather
+than polling. Fetch sessions (KIP-227) are not kept: every response has session id 0,
+which tells clients to send full fetches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from samsa.protocol import errors
+from samsa.server.handlers import handles
+
+INT32_MAX = 2147483647
+
+
+def _partition_error(index: int, code: int) -> dict:
+    return {"partition_index": index, "error_code": code, "high_watermark": -1,
+            "last_stable_offset": -1, "log_start_offset": -1, "records": b""}
+
+
+def collect(broker, req: dict, version: int) -> tuple[list, int, list]:
+    """Read every requested partition; (topic responses, bytes read, partitions read)."""
+    replica_id = req.get("replica_state", {}).get("replica_id", -1) if version >= 15 else req.get("replica_id", -1)
+    remaining = req.get("max_bytes", INT32_MAX) if version >= 3 else INT32_MAX
+    total = 0
+    touched = []
+    responses = []
+    for t in req["topics"]:
+        name = t.get("topic") if version <= 12 else broker.topic_ids.get(t["topic_id"])
+        parts = []
+        for p in t["partitions"]:
+            index = p["partition"]
+            if name is None:
+                parts.append(_partition_error(index, errors.E_UNKNOWN_TOPIC_ID))
+                continue
+            try:
+                partition = broker.partition(name, index)
+            except errors.KafkaError as e:
+                parts.append(_partition_error(index, e.code))
+                continue
+            plog = partition.log
+            limit = plog.log_end_offset if replica_id >= 0 else partition.high_watermark
+            offset = p["fetch_offset"]
+            entry = {"partition_index": index, "error_code": 0, "high_watermark": partition.high_watermark,
+                     "last_stable_offset": partition.high_watermark, "log_start_offset": plog.log_start_offset,
+                     "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}
+            touched.append(partition)
+            if offset < plog.log_start_offset or offset > plog.log_end_offset:
+                entry["error_code"] = errors.E_OFFSET_OUT_OF_RANGE
+            elif offset < limit and remaining > 0:
+                data = plog.read(offset, min(p["partition_max_bytes"], remaining), max_offset=limit,
+                                 min_one_batch=(total == 0))
+                entry["records"] = data
+                total += len(data)
+                remaining -= len(data)
+            parts.append(entry)
+        responses.append({"topic": name, "topic_id": t.get("topic_id"), "partitions": parts})
+    return responses, total, touched
+
+
+@handles(1, 4, 17)
+def fetch(ctx, req: dict):
+    broker = ctx.broker
+    responses, total, touched = collect(broker, req, ctx.version)
+    if total >= req["min_bytes"] or req["max_wait_ms"] <= 0 or not touched:
+        return _body(responses)
+    return _long_poll(ctx, req, touched)
+
+
+def _body(responses: list) -> dict:
+    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+
+
+async def _long_poll(ctx, req: dict, touched: list) -> dict:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + req["max_wait_ms"] / 1000
+    while True:
+        fut = loop.create_future()
+        for partition in touched:
+            partition.watch(fut)
+        try:
+            await asyncio.wait_for(fut, max(deadline - loop.time(), 0))
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            for partition in touched:
+                partition.unwatch(fut)
+        responses, total, touched = collect(ctx.broker, req, ctx.version)
+        if total >= req["min_bytes"] or loop.time() >= deadline or not touched or ctx.connection.closed:
+            return _body(responses)

@@ -1,0 +1,52 @@
+"""ListOffsets (2): earliest, latest, by timestamp, max timestamp."""
+
+from samsa.protocol import errors
+from samsa.server.handlers import handles
+
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+
+
+def lookup(partition, timestamp: int) -> tuple[int, int]:
+    """(timestamp, offset) as Kafka answers for a ListOffsets timestamp."""
+    plog = partition.log
+    hw = partition.high_watermark
+    if timestamp == LATEST:
+        return -1, hw
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        return -1, plog.log_start_offset
+    if timestamp == LATEST_TIERED:
+        return -1, plog.log_start_offset - 1
+    if timestamp == MAX_TIMESTAMP:
+        if plog.log_end_offset == plog.log_start_offset:
+            return -1, -1
+        offset, ts = plog.max_timestamp_offset()
+        return ts, offset
+    if timestamp < 0:
+        raise errors.InvalidRequestError(f"unknown special timestamp {timestamp}")
+    found = plog.offset_for_timestamp(timestamp)
+    if found is None or found[0] >= hw:
+        return -1, hw  # past the last record: the end offset, as Kafka answers
+    offset, ts = found
+    return ts, offset
+
+
+@handles(2, 0, 10)
+def list_offsets(ctx, req: dict) -> dict:
+    broker = ctx.broker
+    topics = []
+    for t in req["topics"]:
+        parts = []
+        for p in t["partitions"]:
+            index = p["partition_index"]
+            try:
+                partition = broker.partition(t["name"], index)
+                ts, offset = lookup(partition, p["timestamp"])
+                entry = {"partition_index": index, "error_code": 0, "timestamp": ts, "offset": offset,
+                         "leader_epoch": partition.state.leader_epoch,
+                         "old_style_offsets": [offset] if offset >= 0 else []}
+            except errors.KafkaError as e:
+                entry = {"partition_index": index, "error_code": e.code, "timestamp": -1, "offset": -1,
+                         "leader_epoch": -1}
+            parts.append(entry)
+        topics.append({"name": t["name"], "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": topics}

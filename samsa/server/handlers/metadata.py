@@ -1,0 +1,68 @@
+"""Metadata (3): brokers, controller, topics and who leads each partition."""
+
+from samsa.cluster.metadata import validate_topic_name
+from samsa.protocol import errors
+from samsa.server.handlers import handles
+
+INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
+NO_OPERATIONS = -2147483648
+
+
+def topic_entry(broker, name: str, topic_id: bytes | None = None, error: int = 0) -> dict:
+    topic = broker.topics.get(name)
+    if topic is None or error:
+        return {"error_code": error or errors.E_UNKNOWN_TOPIC_OR_PARTITION, "name": name,
+                "topic_id": topic_id or bytes(16), "partitions": [],
+                "topic_authorized_operations": NO_OPERATIONS}
+    alive = {b.id for b in broker.alive_brokers()}
+    partitions = []
+    for index, state in sorted(topic.partitions.items()):
+        leader_alive = state.leader in alive
+        partitions.append({
+            "error_code": 0 if leader_alive else errors.E_LEADER_NOT_AVAILABLE,
+            "partition_index": index,
+            "leader_id": state.leader if leader_alive else -1,
+            "leader_epoch": state.leader_epoch,
+            "replica_nodes": state.replicas,
+            "isr_nodes": state.isr,
+            "offline_replicas": [r for r in state.replicas if r not in alive],
+        })
+    return {"error_code": 0, "name": name, "topic_id": topic.topic_id,
+            "is_internal": name in INTERNAL_TOPICS, "partitions": partitions,
+            "topic_authorized_operations": NO_OPERATIONS}
+
+
+@handles(3)
+def metadata(ctx, req: dict) -> dict:
+    broker = ctx.broker
+    requested = req["topics"]
+    if requested is None or (ctx.version == 0 and not requested):
+        topics = [topic_entry(broker, name) for name in sorted(broker.topics)]
+    else:
+        allow_create = req.get("allow_auto_topic_creation", True) if ctx.version >= 4 else True
+        topics = []
+        for t in requested:
+            name = t.get("name")
+            if name is None and t.get("topic_id"):
+                name = broker.topic_ids.get(t["topic_id"])
+                if name is None:
+                    topics.append(topic_entry(broker, None, t["topic_id"], errors.E_UNKNOWN_TOPIC_ID))
+                    continue
+            if name not in broker.topics:
+                try:
+                    validate_topic_name(name)
+                except errors.InvalidTopicError:
+                    topics.append(topic_entry(broker, name, error=errors.E_INVALID_TOPIC_EXCEPTION))
+                    continue
+                if allow_create:
+                    broker.auto_create_topic(name)
+            topics.append(topic_entry(broker, name))
+    return {
+        "throttle_time_ms": 0,
+        "brokers": [{"node_id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
+                    for b in broker.alive_brokers()],
+        "cluster_id": broker.store.cluster_id,
+        "controller_id": broker.controller_id,
+        "topics": topics,
+        "cluster_authorized_operations": NO_OPERATIONS,
+    }

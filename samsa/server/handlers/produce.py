@@ -1,0 +1,104 @@
+"""Produce (0): validate each partition's record set and append it as bytes.
+
+The hot path: no record is decoded. Batches are checked (framing, magic, CRC32C, size),
+then the log patches offsets into them and writes them. acks=0 gets no answer; acks=all
+waits until the high watermark covers the append, or times out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from samsa.protocol import batch, errors
+from samsa.server.broker import now_ms
+from samsa.server.handlers import handles
+
+log = logging.getLogger(__name__)
+
+
+def append_partition(broker, topic: str, index: int, records, acks: int, now: int) -> tuple[dict, object]:
+    """Append one partition's records; (response entry, partition or None) for acks=all waits."""
+    try:
+        if records is None or len(records) == 0:
+            raise errors.InvalidRecordError("empty record set")
+        partition = broker.partition(topic, index)
+        config = partition.log.config
+        batches = batch.validate(records)
+        for _, header in batches:
+            if header.size > config.max_message_bytes:
+                raise errors.MessageTooLargeError(
+                    f"batch of {header.size} bytes is larger than max.message.bytes ({config.max_message_bytes})")
+        if len(records) > config.segment_bytes:
+            raise errors.RecordListTooLargeError(
+                f"record set of {len(records)} bytes is larger than segment.bytes ({config.segment_bytes})")
+        if acks == -1:
+            min_isr = broker.topic_config(topic)["min.insync.replicas"]
+            if len(partition.state.isr) < min_isr:
+                raise errors.NotEnoughReplicasError(
+                    f"the ISR of {topic}-{index} has {len(partition.state.isr)} replicas, "
+                    f"min.insync.replicas is {min_isr}")
+        info = partition.append(records, batches, now)
+        entry = {"index": index, "error_code": errors.E_DUPLICATE_SEQUENCE_NUMBER if info.duplicate else 0,
+                 "base_offset": info.base_offset, "log_append_time_ms": info.log_append_time,
+                 "log_start_offset": info.log_start_offset}
+        return entry, (partition, info.last_offset + 1)
+    except errors.KafkaError as e:
+        return {"index": index, "error_code": e.code, "base_offset": -1, "log_append_time_ms": -1,
+                "log_start_offset": -1, "error_message": str(e)}, None
+
+
+@handles(0, 0, 11)
+def produce(ctx, req: dict):
+    broker = ctx.broker
+    acks = req["acks"]
+    now = now_ms()
+    responses = []
+    waits = []
+    for t in req["topic_data"]:
+        name = t["name"]
+        entries = []
+        for p in t["partition_data"]:
+            if acks not in (0, 1, -1):
+                entry, wait = {"index": p["index"], "error_code": errors.E_INVALID_REQUIRED_ACKS,
+                               "base_offset": -1}, None
+            elif req.get("transactional_id") is not None:
+                entry, wait = {"index": p["index"], "error_code": errors.E_TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                               "base_offset": -1, "error_message": "transactions are not supported"}, None
+            else:
+                entry, wait = append_partition(broker, name, p["index"], p["records"], acks, now)
+            if entry["error_code"] not in (0, errors.E_DUPLICATE_SEQUENCE_NUMBER):
+                log.warning("produce to %s-%d from %s refused: %s", name, p["index"], ctx.connection.peer,
+                            entry.get("error_message") or errors.error_name(entry["error_code"]))
+            entries.append(entry)
+            if wait is not None and acks == -1:
+                waits.append((entry, wait))
+        responses.append({"name": name, "partition_responses": entries})
+    if acks == 0:
+        return None
+    body = {"responses": responses, "throttle_time_ms": 0}
+    pending = [(e, w) for e, w in waits if w[0].high_watermark < w[1]]
+    if not pending:
+        return body
+    return _await_replication(body, pending, req["timeout_ms"])
+
+
+async def _await_replication(body: dict, pending: list, timeout_ms: int) -> dict:
+    """Park an acks=all answer until every partition's high watermark covers its append."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(timeout_ms, 0) / 1000
+    while pending:
+        fut = loop.create_future()
+        for _, (partition, _) in pending:
+            partition.watch(fut)
+        try:
+            await asyncio.wait_for(fut, max(deadline - loop.time(), 0))
+        except asyncio.TimeoutError:
+            for entry, _ in pending:
+                entry["error_code"] = errors.E_REQUEST_TIMED_OUT
+            break
+        finally:
+            for _, (partition, _) in pending:
+                partition.unwatch(fut)
+        pending = [(e, w) for e, w in pending if w[0].high_watermark < w[1]]
+    return body

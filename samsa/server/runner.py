@@ -1,0 +1,62 @@
+"""Running a broker as a process: logging, signals, foreground or daemon."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+from samsa.server.broker import Broker
+from samsa.server.config import BrokerConfig
+
+log = logging.getLogger("samsa")
+
+LOG_FORMAT = "[%(asctime)s] %(levelname)s %(message)s (%(name)s)"
+
+
+def setup_logging(log_file: Path | None = None, level: str | None = None) -> None:
+    handler: logging.Handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level or os.environ.get("SAMSA_LOG_LEVEL", "INFO"))
+
+
+async def serve(config: BrokerConfig, ready_message: str | None = None) -> None:
+    broker = Broker(config)
+    await broker.start()
+    if ready_message:
+        print(ready_message.format(broker=broker), flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("[KafkaServer id=%d] shutting down", broker.broker_id)
+    await broker.stop()
+
+
+def run(config: BrokerConfig, *, daemon: bool = False, ready_message: str | None = None) -> int:
+    if daemon:
+        log_dir = Path(os.environ.get("LOG_DIR", "logs"))
+        log_dir.mkdir(parents=True, exist_ok=True)
+        if os.fork() > 0:
+            return 0
+        os.setsid()
+        if os.fork() > 0:
+            os._exit(0)
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(devnull, fd)
+        setup_logging(log_dir / "server.log")
+    else:
+        setup_logging()
+    try:
+        asyncio.run(serve(config, ready_message))
+    except OSError as e:
+        log.error("broker failed to start: %s", e)
+        return 1
+    return 0
