@@ -33,6 +33,7 @@ class Connection(asyncio.Protocol):
         self.busy = False
         self.closed = False
         self.write_paused = False
+        self.task: asyncio.Future | None = None
 
     # ---- asyncio callbacks
 
@@ -45,6 +46,8 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.queue.clear()
+        if self.task is not None:
+            self.task.cancel()
         self.dispatcher.connections.discard(self)
 
     def pause_writing(self) -> None:
@@ -88,13 +91,14 @@ class Connection(asyncio.Protocol):
                 self.transport.writelines(result)
                 continue
             self.busy = True
-            task = asyncio.ensure_future(result)
-            task.add_done_callback(self._finished)
+            self.task = asyncio.ensure_future(result)
+            self.task.add_done_callback(self._finished)
             return
 
     def _finished(self, task: asyncio.Future) -> None:
         self.busy = False
-        if self.closed:
+        self.task = None
+        if self.closed or task.cancelled():
             return
         try:
             chunks = task.result()

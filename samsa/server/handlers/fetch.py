@@ -24,7 +24,7 @@ def _partition_error(index: int, code: int) -> dict:
 
 def collect(broker, req: dict, version: int) -> tuple[list, int, list]:
     """Read every requested partition; (topic responses, bytes read, partitions read)."""
-    replica_id = req.get("replica_state", {}).get("replica_id", -1) if version >= 15 else req.get("replica_id", -1)
+    replica_id = (req["replica_state"] or {}).get("replica_id", -1) if version >= 15 else req["replica_id"]
     remaining = req.get("max_bytes", INT32_MAX) if version >= 3 else INT32_MAX
     total = 0
     touched = []

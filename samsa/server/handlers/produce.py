@@ -11,7 +11,7 @@ import asyncio
 import logging
 
 from samsa.protocol import batch, errors
-from samsa.server.broker import now_ms
+import time
 from samsa.server.handlers import handles
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ def append_partition(broker, topic: str, index: int, records, acks: int, now: in
 def produce(ctx, req: dict):
     broker = ctx.broker
     acks = req["acks"]
-    now = now_ms()
+    now = int(time.time() * 1000)
     responses = []
     waits = []
     for t in req["topic_data"]:
