@@ -16,6 +16,7 @@ from pathlib import Path
 from samsa.cluster.metadata import (BrokerInfo, LocalMetadataStore, MetadataStore, PartitionState, TopicInfo,
                                     new_topic_id, validate_topic_name)
 from samsa.cluster.replica import Partition
+from samsa.coordinator.coordinator import GroupCoordinator
 from samsa.protocol import errors
 from samsa.server.config import (BROKER_KEYS, TOPIC_KEYS, BrokerConfig, ConfigError, parse_listener,
                                  parse_topic_config, parse_value)
@@ -44,6 +45,7 @@ class Broker:
         self.topic_ids: dict[bytes, str] = {}
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.dispatcher = Dispatcher(self)
+        self.groups = GroupCoordinator(self)
         self.servers: list[asyncio.AbstractServer] = []
         self.bound: list[tuple[str, str, int]] = []  # (listener name, host, port) as bound
         self._tasks: list[asyncio.Task] = []
@@ -78,6 +80,7 @@ class Broker:
             for index, state in topic.partitions.items():
                 self._host_partition(topic.name, index, state)
         log.info("loaded %d partitions in %.0f ms", len(self.partitions), (time.monotonic() - t0) * 1000)
+        self.groups.start()
         await self._listen()
         self._tasks = [
             asyncio.ensure_future(self._every(self.config["log.retention.check.interval.ms"],
@@ -106,6 +109,7 @@ class Broker:
             self.bound.append((name, host, actual))
 
     async def stop(self) -> None:
+        self.groups.stop()
         for task in self._tasks:
             task.cancel()
         for server in self.servers:
@@ -142,6 +146,21 @@ class Broker:
 
     def alive_brokers(self) -> list[BrokerInfo]:
         return [self.advertised()]
+
+    async def wait_for_high_watermark(self, partition: Partition, offset: int, timeout_ms: int) -> None:
+        """Return once ``partition``'s high watermark reaches ``offset`` (replicated), or time out."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        while partition.high_watermark < offset:
+            fut = loop.create_future()
+            partition.watch(fut)
+            try:
+                await asyncio.wait_for(fut, max(deadline - loop.time(), 0))
+            except asyncio.TimeoutError:
+                raise errors.RequestTimedOutError(
+                    f"{partition.topic}-{partition.index} was not replicated within {timeout_ms} ms") from None
+            finally:
+                partition.unwatch(fut)
 
     @property
     def controller_id(self) -> int:

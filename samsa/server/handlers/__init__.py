@@ -41,6 +41,7 @@ from samsa.server.handlers import (  # noqa: E402,F401  (registration side effec
     api_versions,
     cluster,
     fetch,
+    groups,
     list_offsets,
     metadata,
     produce,

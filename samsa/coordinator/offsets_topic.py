@@ -1,0 +1,176 @@
+"""Records of the ``__consumer_offsets`` topic, in Kafka's own key/value format.
+
+Two kinds of record, told apart by the key's version prefix:
+
+- offset commit: key v1 ``(group, topic, partition)``, value v3
+  ``(offset, leader_epoch, metadata, commit_timestamp)``;
+- group metadata: key v2 ``(group)``, value v3 ``(protocol_type, generation, protocol,
+  leader, state_timestamp, members[...])``.
+
+A null value is a tombstone: the offset or the group was deleted. The topic is compacted,
+so the latest record per key is the state.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_OFFSET_VALUE = struct.Struct(">hqi")
+
+
+def java_string_hash(s: str) -> int:
+    """Java's String.hashCode over UTF-16 code units, as a signed 32-bit int."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def partition_for(group_id: str, partitions: int) -> int:
+    """Kafka's Utils.abs(groupId.hashCode) % partitions."""
+    h = java_string_hash(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+@dataclass
+class OffsetAndMetadata:
+    offset: int
+    leader_epoch: int = -1
+    metadata: str = ""
+    commit_timestamp: int = -1
+
+
+@dataclass
+class GroupRecord:
+    protocol_type: str
+    generation: int
+    protocol: str | None
+    leader: str | None
+    state_timestamp: int
+    members: list[dict]   # member_id, group_instance_id, client_id, client_host, rebalance_timeout,
+                          # session_timeout, subscription, assignment
+
+
+# ---------------------------------------------------------------- writing
+
+def _str(s: str | None) -> bytes:
+    if s is None:
+        return b"\xff\xff"
+    b = s.encode()
+    return _I16.pack(len(b)) + b
+
+
+def _bytes(b: bytes | None) -> bytes:
+    if b is None:
+        return b"\xff\xff\xff\xff"
+    return _I32.pack(len(b)) + bytes(b)
+
+
+def offset_key(group: str, topic: str, partition: int) -> bytes:
+    return _I16.pack(1) + _str(group) + _str(topic) + _I32.pack(partition)
+
+
+def offset_value(o: OffsetAndMetadata) -> bytes:
+    return _OFFSET_VALUE.pack(3, o.offset, o.leader_epoch) + _str(o.metadata) + _I64.pack(o.commit_timestamp)
+
+
+def group_key(group: str) -> bytes:
+    return _I16.pack(2) + _str(group)
+
+
+def group_value(g: GroupRecord) -> bytes:
+    out = [_I16.pack(3), _str(g.protocol_type), _I32.pack(g.generation), _str(g.protocol), _str(g.leader),
+           _I64.pack(g.state_timestamp), _I32.pack(len(g.members))]
+    for m in g.members:
+        out += [_str(m["member_id"]), _str(m["group_instance_id"]), _str(m["client_id"]), _str(m["client_host"]),
+                _I32.pack(m["rebalance_timeout"]), _I32.pack(m["session_timeout"]),
+                _bytes(m["subscription"]), _bytes(m["assignment"])]
+    return b"".join(out)
+
+
+# ---------------------------------------------------------------- reading
+
+class _Reader:
+    def __init__(self, buf: bytes):
+        self.buf = buf
+        self.pos = 0
+
+    def _unpack(self, s: struct.Struct) -> int:
+        (v,) = s.unpack_from(self.buf, self.pos)
+        self.pos += s.size
+        return v
+
+    def i16(self) -> int:
+        return self._unpack(_I16)
+
+    def i32(self) -> int:
+        return self._unpack(_I32)
+
+    def i64(self) -> int:
+        return self._unpack(_I64)
+
+    def str(self) -> str | None:
+        n = self.i16()
+        if n < 0:
+            return None
+        s = self.buf[self.pos:self.pos + n].decode()
+        self.pos += n
+        return s
+
+    def bytes(self) -> bytes | None:
+        n = self.i32()
+        if n < 0:
+            return None
+        b = bytes(self.buf[self.pos:self.pos + n])
+        self.pos += n
+        return b
+
+
+def parse_key(key: bytes) -> tuple[str, str, str | None, int | None]:
+    """('offset', group, topic, partition) or ('group', group, None, None)."""
+    r = _Reader(key)
+    version = r.i16()
+    if version in (0, 1):
+        return "offset", r.str(), r.str(), r.i32()
+    if version == 2:
+        return "group", r.str(), None, None
+    raise ValueError(f"unknown __consumer_offsets key version {version}")
+
+
+def parse_offset_value(value: bytes) -> OffsetAndMetadata:
+    r = _Reader(value)
+    version = r.i16()
+    offset = r.i64()
+    leader_epoch = r.i32() if version >= 3 else -1
+    metadata = r.str() or ""
+    commit_ts = r.i64()
+    return OffsetAndMetadata(offset, leader_epoch, metadata, commit_ts)
+
+
+def parse_group_value(value: bytes) -> GroupRecord:
+    r = _Reader(value)
+    version = r.i16()
+    protocol_type = r.str() or ""
+    generation = r.i32()
+    protocol = r.str()
+    leader = r.str()
+    state_ts = r.i64() if version >= 2 else -1
+    members = []
+    for _ in range(r.i32()):
+        m = {"member_id": r.str()}
+        m["group_instance_id"] = r.str() if version >= 3 else None
+        m["client_id"] = r.str()
+        m["client_host"] = r.str()
+        m["rebalance_timeout"] = r.i32() if version >= 1 else -1
+        m["session_timeout"] = r.i32()
+        m["subscription"] = r.bytes() or b""
+        m["assignment"] = r.bytes() or b""
+        members.append(m)
+    return GroupRecord(protocol_type, generation, protocol, leader, state_ts, members)
