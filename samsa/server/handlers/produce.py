@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from samsa.protocol import batch, errors
+from samsa.protocol import batch, errors, records
 import time
 from samsa.server.handlers import handles
 
@@ -29,6 +29,12 @@ def append_partition(broker, topic: str, index: int, records, acks: int, now: in
             if header.size > config.max_message_bytes:
                 raise errors.MessageTooLargeError(
                     f"batch of {header.size} bytes is larger than max.message.bytes ({config.max_message_bytes})")
+        if "compact" in config.cleanup_policy:
+            _check_keys(records, batches, topic)
+        codec = broker.topic_config(topic)["compression.type"]
+        if codec != "producer" and any(h.compression != CODECS[codec] for _, h in batches):
+            records = recompress(records, batches, CODECS[codec])
+            batches = batch.validate(records)
         if len(records) > config.segment_bytes:
             raise errors.RecordListTooLargeError(
                 f"record set of {len(records)} bytes is larger than segment.bytes ({config.segment_bytes})")
@@ -46,6 +52,28 @@ def append_partition(broker, topic: str, index: int, records, acks: int, now: in
     except errors.KafkaError as e:
         return {"index": index, "error_code": e.code, "base_offset": -1, "log_append_time_ms": -1,
                 "log_start_offset": -1, "error_message": str(e)}, None
+
+
+CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+def recompress(data, batches, codec: int) -> bytearray:
+    """compression.type set on the topic or broker: rebuild each batch with that codec."""
+    out = bytearray()
+    for pos, h in batches:
+        _, recs = records.decode_batch(data, pos)
+        out += records.build_batch(recs, compression=codec, producer_id=h.producer_id,
+                                   producer_epoch=h.producer_epoch, base_sequence=h.base_sequence,
+                                   is_transactional=h.is_transactional, is_control=h.is_control)
+    return out
+
+
+def _check_keys(data, batches, topic: str) -> None:
+    """A compacted topic keeps the latest record per key: a record without one is refused."""
+    for pos, _ in batches:
+        _, recs = records.decode_batch(data, pos)
+        if any(r.key is None for r in recs):
+            raise errors.InvalidRecordError(f"Compacted topic {topic} cannot accept a record without a key")
 
 
 @handles(0, 0, 11)
