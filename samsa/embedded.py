@@ -5,7 +5,8 @@
 
 It is the same broker as ``samsa server start``, on its own event loop in a thread, bound
 to an ephemeral loopback port, with its data in a temporary directory unless
-``log.dirs`` is given.
+``log.dirs`` is given. Defaults differ from Kafka's only where one broker needs it:
+``offsets.topic.replication.factor=1`` and ``group.initial.rebalance.delay.ms=0``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,10 @@ from samsa.server.config import BrokerConfig
 
 class Broker:
     def __init__(self, config: dict[str, Any] | None = None, **overrides: Any):
-        props = {"listeners": "PLAINTEXT://127.0.0.1:0", "broker.id": "0"}
+        # One broker: internal topics can only have one replica; tests want groups to form at once.
+        props = {"listeners": "PLAINTEXT://127.0.0.1:0", "broker.id": "0", "offsets.topic.replication.factor": "1",
+                 "transaction.state.log.replication.factor": "1", "transaction.state.log.min.isr": "1",
+                 "group.initial.rebalance.delay.ms": "0"}
         props.update({k: str(v) for k, v in (config or {}).items()})
         props.update({k.replace("_", "."): str(v) for k, v in overrides.items()})
         self._tmp: str | None = None
