@@ -90,6 +90,9 @@ class Broker:
             asyncio.ensure_future(self._every(self.config["log.flush.offset.checkpoint.interval.ms"] or 60000,
                                               self.logs.checkpoint)),
         ]
+        if self.config["log.cleaner.enable"]:
+            self._tasks.append(asyncio.ensure_future(self._every(
+                self.config["log.cleaner.backoff.ms"], lambda: self.logs.run_cleaner(now_ms()), in_thread=True)))
         self.started.set()
         log.info("[KafkaServer id=%d] started, listening on %s", self.broker_id,
                  ", ".join(f"{n}://{h}:{p}" for n, h, p in self.bound))
@@ -124,11 +127,16 @@ class Broker:
             self.store.close()
         log.info("[KafkaServer id=%d] shut down completed", self.broker_id)
 
-    async def _every(self, interval_ms: int, fn) -> None:
+    async def _every(self, interval_ms: int, fn, in_thread: bool = False) -> None:
+        """Run ``fn`` every interval; on a worker thread when it may take long (the cleaner)."""
+        loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(interval_ms / 1000)
             try:
-                fn()
+                if in_thread:
+                    await loop.run_in_executor(None, fn)
+                else:
+                    fn()
             except Exception:
                 log.exception("background task failed")
 
@@ -204,6 +212,10 @@ class Broker:
             flush_ms=value("flush.ms"),
             file_delete_delay_ms=value("file.delete.delay.ms"),
             segment_index_bytes=value("segment.index.bytes"),
+            delete_retention_ms=value("delete.retention.ms"),
+            min_cleanable_dirty_ratio=value("min.cleanable.dirty.ratio"),
+            min_compaction_lag_ms=value("min.compaction.lag.ms"),
+            max_compaction_lag_ms=value("max.compaction.lag.ms"),
         )
 
     @staticmethod

@@ -19,6 +19,10 @@ KAFKA_NAMES: dict[str, str] = {
     "flush.ms": "flush_ms",
     "file.delete.delay.ms": "file_delete_delay_ms",
     "segment.index.bytes": "segment_index_bytes",
+    "delete.retention.ms": "delete_retention_ms",
+    "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
+    "min.compaction.lag.ms": "min_compaction_lag_ms",
+    "max.compaction.lag.ms": "max_compaction_lag_ms",
 }
 
 
@@ -38,6 +42,11 @@ class LogConfig:
     flush_ms: int = 9223372036854775807
     file_delete_delay_ms: int = 60000
     segment_index_bytes: int = 10485760
+    # Log compaction (samsa.storage.cleaner)
+    delete_retention_ms: int = 86400000  # how long tombstones stay after their batch is first cleaned
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0  # KIP-58
+    max_compaction_lag_ms: int = 9223372036854775807  # KIP-354
 
     @property
     def log_append_time(self) -> bool:
@@ -46,6 +55,10 @@ class LogConfig:
     @property
     def delete_enabled(self) -> bool:
         return "delete" in {p.strip() for p in self.cleanup_policy.split(",")}
+
+    @property
+    def compact_enabled(self) -> bool:
+        return "compact" in {p.strip() for p in self.cleanup_policy.split(",")}
 
     def with_overrides(self, props: Mapping[str, str | int]) -> LogConfig:
         """A copy with Kafka-named overrides applied (``{"retention.ms": "1000"}``);
@@ -56,5 +69,11 @@ class LogConfig:
             field = KAFKA_NAMES.get(name)
             if field is None or value is None:
                 continue
-            changes[field] = str(value) if types[field] in ("str", str) else int(value)
+            kind = types[field]
+            if kind in ("str", str):
+                changes[field] = str(value)
+            elif kind in ("float", float):
+                changes[field] = float(value)
+            else:
+                changes[field] = int(value)
         return replace(self, **changes)

@@ -26,6 +26,7 @@ from samsa.protocol.batch import (
     set_partition_leader_epoch,
 )
 from samsa.protocol.errors import CorruptRecordError, KafkaStorageError, OffsetOutOfRangeError
+from samsa.storage.cleaner import complete_swaps
 from samsa.storage.config import LogConfig
 from samsa.storage.files import (
     DELETE_DIR_SUFFIX,
@@ -64,6 +65,7 @@ class PartitionLog:
         self.partition = partition
         self.log_start_offset = 0
         self.recovery_point = 0  # offsets below it are on disk (fsynced)
+        self.cleaner_offset = 0  # first dirty offset: where log compaction resumes
         self.producer_id_expiration_ms = DEFAULT_PRODUCER_ID_EXPIRATION_MS
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
@@ -197,6 +199,7 @@ class PartitionLog:
     def _clean_directory(self) -> list[int]:
         """Remove leftovers of interrupted operations and orphan indexes; return the
         base offsets of the segments, sorted."""
+        complete_swaps(self.dir)  # a committed swap of cleaned segments is finished
         logs, others = set(), []
         for name in os.listdir(self.dir):
             path = self.dir / name
@@ -573,6 +576,7 @@ class PartitionLog:
         if self._hw is not None:
             self._hw = min(self._hw, leo)
         self.recovery_point = min(self.recovery_point, leo)
+        self.cleaner_offset = min(self.cleaner_offset, leo)
         self.leader_epochs.truncate_from_end(leo)
         self._producers.load(self.log_start_offset, leo, self._headers_from)
 

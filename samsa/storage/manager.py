@@ -12,6 +12,7 @@ from typing import Callable, Iterable
 
 from samsa.protocol.errors import KafkaStorageError
 from samsa.storage.checkpoint import CheckpointError, read_offsets, write_offsets
+from samsa.storage.cleaner import CleanResult, Cleaner, read_cleaner_offsets, write_cleaner_offsets
 from samsa.storage.config import LogConfig
 from samsa.storage.files import (
     CLEAN_SHUTDOWN_FILE,
@@ -63,6 +64,7 @@ class LogManager:
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
         self._lock = threading.RLock()
+        self.cleaner = Cleaner()
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
 
@@ -106,6 +108,7 @@ class LogManager:
         clean = (dir / CLEAN_SHUTDOWN_FILE).exists()
         recovery_points = _read_checkpoint(dir / RECOVERY_POINT_CHECKPOINT)
         start_offsets = _read_checkpoint(dir / LOG_START_OFFSET_CHECKPOINT)
+        cleaner_offsets = read_cleaner_offsets(dir)
         self.hw_checkpoints.update(_read_checkpoint(dir / REPLICATION_OFFSET_CHECKPOINT))
         todo: list[tuple[TopicPartition, Path]] = []
         for name in sorted(os.listdir(dir)):
@@ -129,11 +132,13 @@ class LogManager:
                 config = topic_configs(key[0]) or self.default_config
             except KeyError:
                 config = self.default_config
-            return PartitionLog.open(
+            plog = PartitionLog.open(
                 path, config, not clean,
                 recovery_point=recovery_points.get(key, 0),
                 log_start_offset=start_offsets.get(key, 0),
             )
+            plog.cleaner_offset = cleaner_offsets.get(key, 0)
+            return plog
 
         loaded: list[tuple[TopicPartition, PartitionLog]] = []
         errors = []
@@ -201,6 +206,26 @@ class LogManager:
             except Exception:  # noqa: BLE001 - one bad log must not stop the others
                 log.exception("retention of %r failed", plog)
 
+    def run_cleaner(self, now_ms: int) -> list[CleanResult]:
+        """Compact the partitions whose cleanup.policy holds "compact" and that are due
+        (safe from a worker thread while the event loop appends). Returns what was done."""
+        results = []
+        for plog in self.partitions():
+            if not plog.config.compact_enabled:
+                continue
+            try:
+                result = self.cleaner.clean(plog, now_ms)
+            except KafkaStorageError as e:
+                if "closed" not in str(e):
+                    log.exception("cleaning of %r failed", plog)
+                continue
+            except Exception:  # noqa: BLE001 - one bad log must not stop the others
+                log.exception("cleaning of %r failed", plog)
+                continue
+            if result is not None:
+                results.append(result)
+        return results
+
     def run_flush(self, now_ms: int) -> None:
         for plog in self.partitions():
             try:
@@ -219,6 +244,7 @@ class LogManager:
             write_offsets(d / RECOVERY_POINT_CHECKPOINT, {k: p.recovery_point for k, p in logs})
             write_offsets(d / LOG_START_OFFSET_CHECKPOINT, {k: p.log_start_offset for k, p in logs})
             write_offsets(d / REPLICATION_OFFSET_CHECKPOINT, {k: p.high_watermark for k, p in logs})
+            write_cleaner_offsets(d, {k: p.cleaner_offset for k, p in logs if p.config.compact_enabled})
 
     def close(self) -> None:
         """Close every log, write the checkpoints and mark each directory whose logs

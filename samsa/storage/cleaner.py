@@ -1,0 +1,774 @@
+"""Log compaction for topics with ``cleanup.policy`` holding ``compact``.
+
+What compaction guarantees (Kafka's "Log Compaction" design): for every key the log
+keeps at least the last record written with it; offsets never change (a cleaned log has
+gaps); a record with a null value (a tombstone) deletes its key and is itself removed
+once ``delete.retention.ms`` has passed, so that consumers reading the log from the
+start have had time to see it.
+
+How a clean runs, for one partition:
+
+* The cleanable part of the log is made of whole closed segments below the *first
+  uncleanable offset*: the smallest of the active segment's base, the high watermark,
+  and the base of the first segment holding a record younger than
+  ``min.compaction.lag.ms`` (KIP-58). The active segment is never touched.
+* The part after the *first dirty offset* (where the previous clean stopped, kept in
+  ``PartitionLog.cleaner_offset`` and the log directory's ``cleaner-offset-checkpoint``)
+  is dirty. A clean runs when dirty bytes / cleanable bytes reaches
+  ``min.cleanable.dirty.ratio``, when the first dirty segment's first batch is older
+  than ``max.compaction.lag.ms`` (KIP-354), or when tombstones kept by an earlier clean
+  have reached their delete horizon.
+* An offset map (key -> last offset) is built over the dirty segments (a soft bound on
+  its entries can stop it at a segment boundary). Then every cleanable segment up to
+  the end of the mapped part is copied, keeping a record only if it is the last one of
+  its key; records without a key are dropped.
+* Batches are rewritten with their original base offset and last offset delta, so
+  kept records keep their offsets and each batch keeps its offset range (as Kafka's v2
+  format requires for compacted logs), and with their producer id, epoch, base
+  sequence, partition leader epoch, compression codec and timestamp type. A batch
+  whose records are all removed disappears, except the last batch of a producer still
+  in the producer state, which stays as an empty batch (record count 0, no
+  compression), so that rebuilding the producer state from the log finds its last
+  sequence (Kafka does the same).
+* Tombstones: the first time a batch holding a kept tombstone is cleaned, it gets a
+  delete horizon (now + ``delete.retention.ms``) in its ``baseTimestamp``, flagged by
+  attribute bit 0x40 (KIP-534); record timestamp deltas are re-encoded against it so
+  record timestamps do not change. A later clean at or after the horizon drops the
+  batch's tombstones.
+* Transactional and control batches are copied as they are (not mapped either: a
+  transactional record may still be aborted); compacting transactions is not done.
+
+Crash safety, per group of consecutive segments cleaned into one (a group is at most
+``segment.bytes``): the cleaned data goes to ``<base>.log.cleaned`` (indexes to
+``<base>.index.cleaned`` / ``.timeindex.cleaned``), fsynced, outside the log's lock. Then,
+holding the lock: check that the segments are still those cleaned, rename the file to
+``<base>.log.swap`` (fsync of the directory), delete the old segments, move the indexes
+into place and rename ``.swap`` to ``<base>.log``. When a log is opened,
+:func:`complete_swaps` finishes an interrupted swap: a ``.log.swap`` file is complete by
+construction, so it replaces every ``.log`` whose base offset lies in its offset range
+(at least ``<base>.log``) and its indexes are rebuilt; ``.cleaned`` files are deleted
+(the old segments are still all there). Old segments of the group whose base lies past
+the swap's last batch may survive such a crash: they hold only records the clean
+removed, and keeping them is merely a less compacted log, cleaned again later.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import struct
+import threading
+import time
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
+
+from crc32c import crc32c
+
+from samsa.protocol import compression as _compression
+from samsa.protocol.batch import (
+    COMPRESSION_MASK,
+    CRC_START,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    BatchHeader,
+    compute_crc,
+    read_header,
+)
+from samsa.protocol.errors import CorruptRecordError, KafkaStorageError
+from samsa.protocol.records import decode_varint, encode_varint
+from samsa.storage.config import LogConfig
+from samsa.storage.files import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    fsync_dir,
+    parse_offset_name,
+    pwrite_all,
+    segment_file,
+)
+from samsa.storage.index import IndexCorruptError, OffsetIndex, TimeIndex
+from samsa.storage.segment import INT32_MAX, LogSegment
+
+if TYPE_CHECKING:
+    from samsa.storage.log import PartitionLog
+
+log = logging.getLogger(__name__)
+
+DELETE_HORIZON_BIT = 0x40  # KIP-534: baseTimestamp holds the batch's delete horizon
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"  # per log directory, as in Kafka
+LONG_MAX = 0x7FFFFFFFFFFFFFFF
+DEFAULT_MAX_MAP_ENTRIES = 2_000_000
+READ_CHUNK = 1 << 20
+WRITE_CHUNK = 1 << 20
+_MAX_RAW_KEY = 32  # longer keys are hashed in the offset map
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")  # batch.BatchHeader's layout
+_CRC = struct.Struct(">I")
+_MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+
+
+class CleanerAbortedError(Exception):
+    """The log changed under the cleaner (truncated, deleted, closed): nothing swapped."""
+
+
+@dataclass
+class CleanResult:
+    """What one :meth:`Cleaner.clean` did. ``end_offset`` is the new first dirty offset."""
+
+    first_offset: int
+    end_offset: int
+    dirty_ratio: float
+    segments_before: int = 0
+    segments_after: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    batches_read: int = 0
+    records_read: int = 0
+    records_kept: int = 0
+    keys_mapped: int = 0
+    next_delete_horizon: int | None = None  # earliest delete horizon of kept tombstones
+    elapsed_ms: float = 0.0
+
+
+# ---------------------------------------------------------------------------- batches
+
+
+def _read_batches(fd: int, size: int) -> Iterator[tuple[int, BatchHeader, bytes, int]]:
+    """``(position, header, buf, offset_in_buf)`` of every batch of a segment file that
+    must hold whole v2 batches only; CorruptRecordError otherwise."""
+    pos = 0
+    while pos < size:
+        chunk = os.pread(fd, min(READ_CHUNK, size - pos), pos)
+        n = len(chunk)
+        if n < HEADER_SIZE:
+            raise CorruptRecordError(f"segment ends inside a batch header at position {pos}")
+        off = 0
+        while off + HEADER_SIZE <= n:
+            h = read_header(chunk, off)
+            if h.batch_length < _MIN_BATCH_LENGTH or h.magic != MAGIC or h.last_offset_delta < 0:
+                raise CorruptRecordError(f"invalid batch at position {pos + off}")
+            if off + h.size > n:
+                break
+            yield pos + off, h, chunk, off
+            off += h.size
+        if off == 0:  # one batch bigger than the chunk
+            h = read_header(chunk, 0)
+            data = os.pread(fd, h.size, pos)
+            if len(data) < h.size:
+                raise CorruptRecordError(f"batch at position {pos} is cut short")
+            yield pos, h, data, 0
+            off = h.size
+        pos += off
+
+
+class _RawRecord:
+    __slots__ = ("start", "end", "attrs_pos", "fields_pos", "ts_delta", "offset_delta", "key", "null_value")
+
+    def __init__(self, start, end, attrs_pos, fields_pos, ts_delta, offset_delta, key, null_value):
+        self.start = start
+        self.end = end
+        self.attrs_pos = attrs_pos
+        self.fields_pos = fields_pos
+        self.ts_delta = ts_delta
+        self.offset_delta = offset_delta
+        self.key = key
+        self.null_value = null_value
+
+
+def _batch_records(h: BatchHeader, buf, off: int) -> tuple[bytes, list[_RawRecord]]:
+    """The records section of the batch (decompressed) and where each record lies in
+    it, with what the cleaner needs: deltas, key, whether the value is null."""
+    if compute_crc(buf, off, h.size) != h.crc:
+        raise CorruptRecordError(f"batch at offset {h.base_offset}: CRC32C mismatch")
+    section = memoryview(buf)[off + HEADER_SIZE:off + h.size]
+    codec = h.attributes & COMPRESSION_MASK
+    data = _compression.decompress(codec, section) if codec else bytes(section)
+    section.release()
+    out = []
+    p, end = 0, len(data)
+    lod = h.last_offset_delta
+    try:
+        for _ in range(h.record_count):
+            start = p
+            length, p = decode_varint(data, p)
+            rec_end = p + length
+            if length < 0 or rec_end > end:
+                raise CorruptRecordError("record runs past the end of its batch")
+            attrs_pos = p
+            ts_delta, p = decode_varint(data, p + 1)
+            offset_delta, p = decode_varint(data, p)
+            if not 0 <= offset_delta <= lod:
+                raise CorruptRecordError(f"record offset delta {offset_delta} outside the batch")
+            fields_pos = p
+            n, p = decode_varint(data, p)
+            if n >= 0:
+                key = data[p:p + n]
+                p += n
+            else:
+                key = None
+            n, p = decode_varint(data, p)
+            out.append(_RawRecord(start, rec_end, attrs_pos, fields_pos, ts_delta, offset_delta, key, n < 0))
+            p = rec_end
+    except (IndexError, ValueError) as e:
+        raise CorruptRecordError(f"malformed record in batch at offset {h.base_offset}: {e}") from None
+    if p != end:
+        raise CorruptRecordError(f"batch at offset {h.base_offset}: {end - p} bytes after its records")
+    return data, out
+
+
+def _map_key(key: bytes) -> bytes:
+    """Offset-map key: the key itself if short, else a 32-byte hash marked by its length."""
+    if len(key) <= _MAX_RAW_KEY:
+        return key
+    return hashlib.blake2b(key, digest_size=32).digest() + b"#"
+
+
+def _encode_batch(
+    h: BatchHeader, attributes: int, base_timestamp: int, max_timestamp: int, count: int, payload: bytes
+) -> bytes:
+    """A batch with ``h``'s offsets, epochs and producer fields around ``payload`` (the
+    records section, already compressed if ``attributes`` says so)."""
+    out = bytearray(HEADER_SIZE)
+    out += payload
+    _HEADER.pack_into(
+        out, 0, h.base_offset, len(out) - LOG_OVERHEAD, h.partition_leader_epoch, MAGIC, 0, attributes,
+        h.last_offset_delta, base_timestamp, max_timestamp, h.producer_id, h.producer_epoch,
+        h.base_sequence, count,
+    )
+    with memoryview(out) as view, view[CRC_START:] as covered:
+        _CRC.pack_into(out, 17, crc32c(covered))
+    return bytes(out)
+
+
+class _Context:
+    """What deciding the fate of a record needs during one clean."""
+
+    __slots__ = ("offset_map", "now", "delete_retention_ms", "producer_last", "records_read", "records_kept", "horizon")
+
+    def __init__(self, offset_map: dict[bytes, int], now: int, delete_retention_ms: int, producer_last: dict[int, int]):
+        self.offset_map = offset_map
+        self.now = now
+        self.delete_retention_ms = delete_retention_ms
+        self.producer_last = producer_last
+        self.records_read = 0
+        self.records_kept = 0
+        self.horizon: int | None = None  # earliest delete horizon of the kept tombstones
+
+    def note_horizon(self, horizon: int) -> None:
+        if self.horizon is None or horizon < self.horizon:
+            self.horizon = horizon
+
+
+def _clean_batch(h: BatchHeader, buf, off: int, ctx: _Context) -> bytes | memoryview | None:
+    """The batch as it is to be kept (its bytes, maybe rewritten), or None to drop it."""
+    if h.is_control or h.is_transactional:
+        return memoryview(buf)[off:off + h.size]
+    data, records = _batch_records(h, buf, off)
+    ctx.records_read += len(records)
+    horizon = h.base_timestamp if h.attributes & DELETE_HORIZON_BIT else None
+    offset_map = ctx.offset_map
+    now = ctx.now
+    base = h.base_offset
+    kept = []
+    tombstones = False
+    for r in records:
+        if r.key is None:
+            continue  # keyless records cannot be compacted: dropped
+        latest = offset_map.get(_map_key(r.key))
+        if latest is not None and latest > base + r.offset_delta:
+            continue  # superseded by a later record with the same key
+        if r.null_value:
+            if horizon is not None and now >= horizon:
+                continue  # a tombstone past its delete horizon
+            tombstones = True
+        kept.append(r)
+    ctx.records_kept += len(kept)
+    if not kept:
+        if h.producer_id >= 0 and ctx.producer_last.get(h.producer_id) == h.last_offset:
+            # The producer's last batch: kept, empty, for its sequence and epoch.
+            attrs = h.attributes & ~(COMPRESSION_MASK | DELETE_HORIZON_BIT)
+            return _encode_batch(h, attrs, h.base_timestamp, h.max_timestamp, 0, b"")
+        return None
+    new_horizon = tombstones and horizon is None
+    if new_horizon:
+        horizon = min(now + ctx.delete_retention_ms, LONG_MAX)
+    if tombstones:
+        ctx.note_horizon(horizon)  # type: ignore[arg-type]
+    if len(kept) == len(records) and not new_horizon:
+        return memoryview(buf)[off:off + h.size]  # unchanged
+    old_base_ts = h.base_timestamp
+    if new_horizon:
+        # Re-encode each record's timestamp delta against the horizon (KIP-534): the
+        # records' own timestamps stay what they were.
+        parts = []
+        for r in kept:
+            body = b"".join((
+                data[r.attrs_pos:r.attrs_pos + 1],
+                encode_varint(old_base_ts + r.ts_delta - horizon),  # type: ignore[operator]
+                encode_varint(r.offset_delta),
+                data[r.fields_pos:r.end],
+            ))
+            parts.append(encode_varint(len(body)))
+            parts.append(body)
+        payload = b"".join(parts)
+        base_ts = horizon
+        attrs = h.attributes | DELETE_HORIZON_BIT
+    else:
+        payload = b"".join(data[r.start:r.end] for r in kept)
+        base_ts = old_base_ts
+        attrs = h.attributes
+    if h.log_append_time:
+        max_ts = h.max_timestamp
+    else:
+        max_ts = max(old_base_ts + r.ts_delta for r in kept)
+    codec = attrs & COMPRESSION_MASK
+    if codec:
+        payload = _compression.compress(codec, payload)
+    return _encode_batch(h, attrs, base_ts, max_ts, len(kept), payload)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------- output
+
+
+class _CleanedSegment:
+    """``<base>.log.cleaned`` and its two indexes, written like an active segment."""
+
+    def __init__(self, dir: Path, base_offset: int, config: LogConfig):
+        self.dir = dir
+        self.base_offset = base_offset
+        self.path = segment_file(dir, base_offset, LOG_SUFFIX + CLEANED_SUFFIX)
+        self.index_path = segment_file(dir, base_offset, INDEX_SUFFIX + CLEANED_SUFFIX)
+        self.time_index_path = segment_file(dir, base_offset, TIME_INDEX_SUFFIX + CLEANED_SUFFIX)
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        self.offset_index = OffsetIndex(self.index_path, base_offset, config.segment_index_bytes, new=True)
+        self.time_index = TimeIndex(self.time_index_path, base_offset, config.segment_index_bytes, new=True)
+        self.interval = config.index_interval_bytes
+        self.size = 0
+        self.since_index = 0
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = base_offset
+        self._pending = bytearray()
+        self._pending_pos = 0
+        self.committed = False  # renamed to .swap: from then on it must not be deleted
+
+    def append(self, batch, h_last_offset: int, max_timestamp: int) -> None:
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp, self.offset_of_max_timestamp = max_timestamp, h_last_offset
+        if self.since_index > self.interval:
+            self.offset_index.append(h_last_offset, self.size)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self.since_index = 0
+        n = len(batch)
+        self.since_index += n
+        self.size += n
+        self._pending += batch
+        if len(self._pending) >= WRITE_CHUNK:
+            self._write_pending()
+
+    def _write_pending(self) -> None:
+        if self._pending:
+            pwrite_all(self.fd, self._pending, self._pending_pos)
+            self._pending_pos += len(self._pending)
+            self._pending = bytearray()
+
+    def finish(self, mtime_ns: int | None) -> None:
+        """Write everything and fsync (data, then the indexes)."""
+        self._write_pending()
+        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        os.fsync(self.fd)
+        os.close(self.fd)
+        self.fd = -1
+        self.offset_index.flush(fsync=True)
+        self.time_index.flush(fsync=True)
+        if mtime_ns is not None:
+            os.utime(self.path, ns=(mtime_ns, mtime_ns))  # retention falls back to mtime
+
+    def discard(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        if self.committed:
+            return
+        for path in (self.path, self.index_path, self.time_index_path, self.swap_path):
+            path.unlink(missing_ok=True)
+
+    @property
+    def swap_path(self) -> Path:
+        return segment_file(self.dir, self.base_offset, LOG_SUFFIX + SWAP_SUFFIX)
+
+
+# ---------------------------------------------------------------------------- recovery
+
+
+def _swap_end(path: Path, base: int) -> int | None:
+    """One past the last offset of a ``.log.swap`` file (``base + 1`` if empty), or None
+    if it is not wholly made of valid batches (then it was never a finished swap)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        size = os.fstat(fd).st_size
+        end = base + 1
+        prev = base - 1
+        for _, h, buf, off in _read_batches(fd, size):
+            if h.base_offset <= prev or h.base_offset < base or compute_crc(buf, off, h.size) != h.crc:
+                return None
+            prev = h.last_offset
+            end = h.last_offset + 1
+        return end
+    except CorruptRecordError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def complete_swaps(dir: Path) -> None:
+    """Finish the swaps a crash interrupted (called when a log is opened, before its
+    directory is listed): each valid ``<base>.log.swap`` replaces the segments whose base
+    offsets lie in its offset range and becomes ``<base>.log``, its indexes left to be
+    rebuilt. An invalid one is deleted. Other ``.cleaned``/``.swap`` files are left for
+    the caller to delete."""
+    suffix = LOG_SUFFIX + SWAP_SUFFIX
+    swaps = sorted(off for name in os.listdir(dir) if (off := parse_offset_name(name, suffix)) is not None)
+    for base in swaps:
+        path = segment_file(dir, base, suffix)
+        end = _swap_end(path, base)
+        if end is None:
+            log.warning("%s: deleting %s, which is not a complete cleaned segment", dir, path.name)
+            path.unlink(missing_ok=True)
+            continue
+        log.info("%s: completing the swap of cleaned segment %s (offsets %d..%d)", dir, path.name, base, end - 1)
+        for name in os.listdir(dir):
+            off = parse_offset_name(name, LOG_SUFFIX)
+            if off is not None and base <= off < end:
+                for s in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                    segment_file(dir, off, s).unlink(missing_ok=True)
+        for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            segment_file(dir, base, s).unlink(missing_ok=True)  # rebuilt from the log
+        os.replace(path, segment_file(dir, base, LOG_SUFFIX))
+        fsync_dir(dir)
+
+
+# ---------------------------------------------------------------------------- cleaner
+
+
+@dataclass
+class _Source:
+    segment: LogSegment
+    fd: int  # a dup of the segment's descriptor: stays valid whatever the log does
+    base: int
+    end: int  # next segment's base
+    size: int
+
+
+@dataclass
+class _Plan:
+    sources: list[_Source]  # the cleanable segments
+    first_dirty: int
+    dirty_ratio: float
+    producer_last: dict[int, int]
+    config: LogConfig
+    segment_count: int
+    checkpoint_seen: int  # plog.cleaner_offset when planned
+    fds: list[int] = field(default_factory=list)
+
+
+class Cleaner:
+    """Compacts partition logs, one at a time (calls are serialised). Meant to run in a
+    worker thread: it holds a log's lock only to look at its segments and to swap
+    cleaned segments in; appends and reads go on meanwhile."""
+
+    def __init__(self, *, max_map_entries: int = DEFAULT_MAX_MAP_ENTRIES):
+        self.max_map_entries = max_map_entries
+        self._mutex = threading.Lock()
+        # Earliest delete horizon of the tombstones each log kept at its last clean:
+        # reaching it makes the log due for cleaning whatever its dirty ratio.
+        self._horizons: weakref.WeakKeyDictionary[PartitionLog, int] = weakref.WeakKeyDictionary()
+
+    # ------------------------------------------------------------------ entry point
+
+    def clean(self, plog: PartitionLog, now_ms: int) -> CleanResult | None:
+        """Compact ``plog`` if it is due (see the module docstring); None if nothing was
+        done. Raises on I/O errors or corrupt batches (nothing is swapped then)."""
+        with self._mutex:
+            config = plog.config
+            if not config.compact_enabled or plog._closed:
+                return None
+            self._maybe_roll(plog, now_ms)
+            plan = self._plan(plog, now_ms)
+            if plan is None:
+                return None
+            try:
+                result = self._run(plog, plan, now_ms)
+            except CleanerAbortedError as e:
+                log.info("%r: clean abandoned: %s", plog, e)
+                return None
+            except Exception:
+                if plog._closed:  # closed or deleted while being cleaned
+                    log.info("%r: clean abandoned: the log was closed", plog, exc_info=True)
+                    return None
+                raise
+            finally:
+                for fd in plan.fds:
+                    os.close(fd)
+            if result.next_delete_horizon is None:
+                self._horizons.pop(plog, None)
+            else:
+                self._horizons[plog] = result.next_delete_horizon
+            return result
+
+    def _maybe_roll(self, plog: PartitionLog, now: int) -> None:
+        """KIP-354: an active segment older than max.compaction.lag.ms is rolled so it
+        can be cleaned."""
+        lag = plog.config.max_compaction_lag_ms
+        if lag >= LONG_MAX or lag >= plog.config.segment_ms:
+            return
+        with plog._lock:
+            if plog._closed:
+                return
+            active = plog._segments[-1]
+            if active.should_roll_by_time(now, now, lag):
+                plog.roll(now)
+
+    # ------------------------------------------------------------------ planning
+
+    def _plan(self, plog: PartitionLog, now: int) -> _Plan | None:
+        with plog._lock:
+            if plog._closed:
+                return None
+            config = plog.config
+            segments = plog._segments
+            active = segments[-1]
+            uncleanable = min(active.base_offset, plog.high_watermark)
+            if config.min_compaction_lag_ms > 0:
+                limit = now - config.min_compaction_lag_ms
+                for seg in segments[:-1]:
+                    if seg.largest_timestamp > limit:
+                        uncleanable = min(uncleanable, seg.base_offset)
+                        break
+            sources = []
+            for i, seg in enumerate(segments[:-1]):
+                end = segments[i + 1].base_offset
+                if end > uncleanable:
+                    break
+                sources.append(_Source(seg, -1, seg.base_offset, end, seg.size))
+            if not sources:
+                return None
+            first_dirty = plog.cleaner_offset
+            if first_dirty < plog.log_start_offset or first_dirty > plog.log_end_offset:
+                first_dirty = plog.log_start_offset
+            clean_bytes = sum(s.size for s in sources if s.end <= first_dirty)
+            dirty = [s for s in sources if s.end > first_dirty]
+            dirty_bytes = sum(s.size for s in dirty)
+            total = clean_bytes + dirty_bytes
+            ratio = dirty_bytes / total if total else 0.0
+            due = bool(dirty) and total > 0 and ratio >= config.min_cleanable_dirty_ratio
+            if not due and dirty and config.max_compaction_lag_ms < LONG_MAX:
+                first_ts = _first_batch_timestamp(dirty[0].segment)
+                due = first_ts >= 0 and now - first_ts > config.max_compaction_lag_ms
+            if not due:
+                horizon = self._horizons.get(plog)
+                due = horizon is not None and now >= horizon
+            if not due:
+                return None
+            producer_last = {
+                pid: e.batches[-1].last_offset for pid, e in plog._producers.producers.items() if e.batches
+            }
+            plan = _Plan(sources, first_dirty, ratio, producer_last, config, len(segments), plog.cleaner_offset)
+            for s in sources:
+                s.fd = os.dup(s.segment.fd)
+                plan.fds.append(s.fd)
+            return plan
+
+    # ------------------------------------------------------------------ cleaning
+
+    def _run(self, plog: PartitionLog, plan: _Plan, now: int) -> CleanResult:
+        t0 = time.monotonic()
+        config = plan.config
+        offset_map, clean_end = self._build_offset_map(plan)
+        sources = [s for s in plan.sources if s.end <= clean_end]
+        result = CleanResult(sources[0].base, clean_end, plan.dirty_ratio, keys_mapped=len(offset_map))
+        ctx = _Context(offset_map, now, config.delete_retention_ms, plan.producer_last)
+        swapped = 0
+        for group in _group(sources, config):
+            out = _CleanedSegment(plog.dir, group[0].base, config)
+            try:
+                unchanged = True
+                for src in group:
+                    result.bytes_read += src.size
+                    for _, h, buf, off in _read_batches(src.fd, src.size):
+                        result.batches_read += 1
+                        kept = _clean_batch(h, buf, off, ctx)
+                        if kept is None:
+                            unchanged = False
+                            continue
+                        if isinstance(kept, bytes):
+                            unchanged = False
+                            max_ts = read_header(kept).max_timestamp
+                        else:
+                            max_ts = h.max_timestamp
+                        out.append(kept, h.last_offset, max_ts)
+                if unchanged and len(group) == 1:
+                    out.discard()  # nothing to gain from rewriting it
+                    continue
+                out.finish(os.fstat(group[-1].fd).st_mtime_ns)
+                result.bytes_written += out.size
+                self._swap(plog, group, out)
+                swapped += 1
+            except BaseException:
+                out.discard()
+                raise
+        result.records_read = ctx.records_read
+        result.records_kept = ctx.records_kept
+        result.next_delete_horizon = ctx.horizon
+        with plog._lock:
+            if plog.cleaner_offset == plan.checkpoint_seen:  # else truncated meanwhile: keep that
+                plog.cleaner_offset = max(plan.first_dirty, clean_end)
+            result.segments_before = plan.segment_count
+            result.segments_after = len(plog._segments)
+        result.elapsed_ms = (time.monotonic() - t0) * 1000
+        log.info(
+            "%r: cleaned offsets %d..%d in %d group(s): %d -> %d bytes, %d of %d records kept, %.0f ms",
+            plog, result.first_offset, clean_end - 1, swapped, result.bytes_read, result.bytes_written,
+            result.records_kept, result.records_read, result.elapsed_ms,
+        )
+        return result
+
+    def _build_offset_map(self, plan: _Plan) -> tuple[dict[bytes, int], int]:
+        """key -> last offset over the dirty segments, stopping at a segment boundary
+        once the map holds ``max_map_entries`` keys. Returns it and the end of the part
+        to clean (the end of the last mapped segment, or of the clean part if nothing
+        is dirty)."""
+        offset_map: dict[bytes, int] = {}
+        dirty = [s for s in plan.sources if s.end > plan.first_dirty]
+        if not dirty:
+            return offset_map, plan.sources[-1].end
+        end = dirty[0].base
+        for src in dirty:
+            if offset_map and len(offset_map) >= self.max_map_entries:
+                break
+            for _, h, buf, off in _read_batches(src.fd, src.size):
+                if h.is_control or h.is_transactional:
+                    continue
+                _, records = _batch_records(h, buf, off)
+                base = h.base_offset
+                for r in records:
+                    if r.key is not None:
+                        offset_map[_map_key(r.key)] = base + r.offset_delta
+            end = src.end
+        return offset_map, end
+
+    # ------------------------------------------------------------------ swapping
+
+    def _swap(self, plog: PartitionLog, group: list[_Source], out: _CleanedSegment) -> None:
+        """Replace the group's segments with the cleaned one, under the log's lock."""
+        dir = plog.dir
+        base = group[0].base
+        with plog._lock:
+            if plog._closed:
+                raise CleanerAbortedError("the log was closed")
+            segments = plog._segments
+            olds = [s.segment for s in group]
+            try:
+                i = next(j for j, seg in enumerate(segments) if seg is olds[0])
+            except StopIteration:
+                raise CleanerAbortedError(f"segment {base} is gone") from None
+            k = len(olds)
+            if (
+                i + k >= len(segments)  # the last one must not have become the active segment
+                or any(a is not b for a, b in zip(segments[i:i + k], olds))
+                or any(s.segment.size != s.size for s in group)
+                or segments[i + k].base_offset != group[-1].end
+            ):
+                raise CleanerAbortedError(f"segments from {base} changed while being cleaned")
+            os.rename(out.path, out.swap_path)
+            out.committed = True
+            fsync_dir(dir)
+            # From here the swap is committed: a crash is finished by complete_swaps.
+            try:
+                self._install(plog, i, olds, group[-1].end, out)
+            except OSError as e:
+                plog.close_handles()  # the segment list no longer matches the files
+                raise KafkaStorageError(f"swap of cleaned segment {out.swap_path} failed: {e}") from e
+
+    @staticmethod
+    def _install(plog: PartitionLog, i: int, olds: list[LogSegment], end: int, out: _CleanedSegment) -> None:
+        dir, base, k = plog.dir, out.base_offset, len(olds)
+        segments = plog._segments
+        for seg in olds:
+            seg.delete()
+        os.replace(out.index_path, segment_file(dir, base, INDEX_SUFFIX))
+        os.replace(out.time_index_path, segment_file(dir, base, TIME_INDEX_SUFFIX))
+        fsync_dir(dir)
+        os.replace(out.swap_path, segment_file(dir, base, LOG_SUFFIX))
+        fsync_dir(dir)
+        new = LogSegment.open(dir, base, plog.config)
+        try:
+            new.load_closed(end)
+        except IndexCorruptError as e:
+            log.warning("%s; rebuilding the indexes of cleaned segment %s", e, new.path)
+            new.recover(verify_crc=False)
+            new.seal()
+            new.flush()
+        segments[i:i + k] = [new]
+        plog._bases[i:i + k] = [base]
+
+
+def _first_batch_timestamp(seg: LogSegment) -> int:
+    """Max timestamp of the segment's first batch (KIP-354 measures a segment's age from
+    it), else its largest timestamp."""
+    if seg.size >= HEADER_SIZE:
+        try:
+            h = read_header(os.pread(seg.fd, HEADER_SIZE, 0))
+        except OSError:
+            return -1
+        if h.max_timestamp >= 0:
+            return h.max_timestamp
+    return seg.largest_timestamp
+
+
+def _group(sources: list[_Source], config: LogConfig) -> Iterator[list[_Source]]:
+    """Consecutive segments cleaned into one: at most segment.bytes in all (before
+    cleaning), offsets fitting a segment's 32-bit relative offsets, and an index that
+    stays within segment.index.bytes."""
+    max_entries = max(config.segment_index_bytes // TimeIndex.ENTRY_SIZE, 1)
+    interval = max(config.index_interval_bytes, 1)
+    group: list[_Source] = []
+    size = 0
+    for src in sources:
+        if group and (
+            size + src.size > config.segment_bytes
+            or src.end - 1 - group[0].base > INT32_MAX
+            or (size + src.size) // interval >= max_entries
+        ):
+            yield group
+            group, size = [], 0
+        group.append(src)
+        size += src.size
+    if group:
+        yield group
+
+
+def read_cleaner_offsets(log_dir: Path) -> dict[tuple[str, int], int]:
+    """The log directory's ``cleaner-offset-checkpoint`` (first dirty offset of each
+    compacted partition); {} if missing or unreadable (everything is dirty then)."""
+    from samsa.storage.checkpoint import CheckpointError, read_offsets
+
+    try:
+        return read_offsets(log_dir / CLEANER_OFFSET_CHECKPOINT)
+    except CheckpointError as e:
+        log.warning("ignoring %s: %s", log_dir / CLEANER_OFFSET_CHECKPOINT, e)
+        return {}
+
+
+def write_cleaner_offsets(log_dir: Path, offsets: dict[tuple[str, int], int]) -> None:
+    from samsa.storage.checkpoint import write_offsets
+
+    write_offsets(log_dir / CLEANER_OFFSET_CHECKPOINT, offsets)
