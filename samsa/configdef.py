@@ -62,10 +62,9 @@ def parse_value(key: Key, raw: Any) -> Any:
             else:
                 value = s
         except ValueError:
-            expected = {"int": "INT", "long": "LONG", "double": "DOUBLE", "bool": "BOOLEAN"}[t]
-            raise ConfigError(
-                f"Invalid value {raw} for configuration {key.name}: Expected value to be of type {expected}"
-            ) from None
+            complaint = ("Expected value to be either true or false" if t == "bool" else
+                         "Not a number of type " + {"int": "INT", "long": "LONG", "double": "DOUBLE"}[t])
+            raise ConfigError(f"Invalid value {raw} for configuration {key.name}: {complaint}") from None
     if t == "int" and value is not None and not -2**31 <= value < 2**31:
         raise ConfigError(f"Invalid value {raw} for configuration {key.name}: Not a number of type INT")
     if key.check is not None:

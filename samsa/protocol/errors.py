@@ -151,6 +151,11 @@ class KafkaError(Exception):
     def retriable(self) -> bool:
         return CODES.get(self.code, ("", False))[1]
 
+    @property
+    def message(self) -> str:
+        """The message alone, as Kafka puts it in a response's error_message."""
+        return super().__str__()
+
     def __str__(self) -> str:
         msg = super().__str__()
         return msg if msg == self.name else f"{self.name}: {msg}"

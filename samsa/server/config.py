@@ -131,6 +131,15 @@ BROKER_KEYS = keys(
 )
 
 
+# Broker keys whose value may come from another, coarser key, most specific first.
+BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {
+    "log.retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "log.roll.ms": ("log.roll.ms", "log.roll.hours"),
+    "log.flush.interval.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+    "log.dirs": ("log.dirs", "log.dir"),
+}
+
+
 # Topic-level configs: name -> (broker key that supplies the default, type).
 TOPIC_KEYS: dict[str, tuple[str | None, Key]] = {
     "cleanup.policy": ("log.cleanup.policy", Key("cleanup.policy", "list", ["delete"], one_of("delete", "compact"))),

@@ -86,9 +86,9 @@ def test_unknown_key_is_warned_about(caplog):
 
 
 @pytest.mark.parametrize("key,value,fragment", [
-    ("num.partitions", "abc", "Expected value to be of type INT"),
+    ("num.partitions", "abc", "Not a number of type INT"),
     ("num.partitions", "0", "at least 1"),
-    ("auto.create.topics.enable", "yes", "BOOLEAN"),
+    ("auto.create.topics.enable", "yes", "either true or false"),
     ("listeners", "localhost:9092", "PLAINTEXT://host:port"),
     ("log.message.timestamp.type", "Sometime", "CreateTime"),
     ("log.segment.bytes", "3000000000", "INT"),

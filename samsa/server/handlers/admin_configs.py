@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from samsa.protocol import errors
-from samsa.server.config import BROKER_KEYS, TOPIC_KEYS, format_value
+from samsa.server.config import BROKER_KEYS, BROKER_SYNONYMS, TOPIC_KEYS, format_value
 from samsa.server.handlers import handles
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
@@ -13,20 +13,23 @@ CONFIG_TYPES = {"bool": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list"
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
-def broker_synonyms(broker, key: str) -> list[dict]:
-    """Where a broker key's value comes from, most specific first."""
-    out = []
+def broker_synonyms(broker, name: str) -> list[dict]:
+    """Where a broker key's value comes from, most specific first (its coarser synonyms too)."""
     per_broker = broker.store.broker_configs(broker.broker_id)
     cluster_default = broker.store.broker_configs(None)
-    if key in per_broker:
-        out.append({"name": key, "value": per_broker[key], "source": DYNAMIC_BROKER})
-    if key in cluster_default:
-        out.append({"name": key, "value": cluster_default[key], "source": DYNAMIC_DEFAULT_BROKER})
-    if key in broker.config.static:
-        out.append({"name": key, "value": str(broker.config.static[key]), "source": STATIC_BROKER})
-    default = format_value(BROKER_KEYS[key].default)
-    if default is not None:
-        out.append({"name": key, "value": default, "source": DEFAULT})
+    out = []
+    for key in BROKER_SYNONYMS.get(name, (name,)):
+        if key in per_broker:
+            out.append({"name": key, "value": per_broker[key], "source": DYNAMIC_BROKER})
+        if key in cluster_default:
+            out.append({"name": key, "value": cluster_default[key], "source": DYNAMIC_DEFAULT_BROKER})
+        if key in broker.config.static:
+            out.append({"name": key, "value": str(broker.config.static[key]), "source": STATIC_BROKER})
+    for key in BROKER_SYNONYMS.get(name, (name,)):
+        default = format_value(BROKER_KEYS[key].default)
+        if default is not None:
+            out.append({"name": key, "value": default, "source": DEFAULT})
+            break
     return out
 
 
@@ -102,7 +105,7 @@ def describe_configs(ctx, req: dict) -> dict:
             else:
                 raise errors.InvalidRequestError(f"Unsupported resource type {rtype}")
         except errors.KafkaError as e:
-            result.update(error_code=e.code, error_message=str(e))
+            result.update(error_code=e.code, error_message=e.message)
         results.append(result)
     return {"throttle_time_ms": 0, "results": results}
 
@@ -142,7 +145,7 @@ def _alter(ctx, req: dict, incremental: bool) -> dict:
                 new = {c["name"]: c["value"] for c in r["configs"] if c["value"] is not None}
             _apply(broker, rtype, rname, new, req["validate_only"])
         except errors.KafkaError as e:
-            result.update(error_code=e.code, error_message=str(e))
+            result.update(error_code=e.code, error_message=e.message)
         responses.append(result)
     return {"throttle_time_ms": 0, "responses": responses}
 

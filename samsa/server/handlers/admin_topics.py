@@ -6,7 +6,7 @@ from samsa.server.handlers.admin_configs import topic_entries
 
 
 def _fail(e: errors.KafkaError) -> dict:
-    return {"error_code": e.code, "error_message": str(e)}
+    return {"error_code": e.code, "error_message": e.message}
 
 
 @handles(19)

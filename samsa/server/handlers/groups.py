@@ -23,7 +23,7 @@ def _coordinator(ctx, key: str, key_type: int) -> dict:
         b = ctx.broker.groups.coordinator_for(key)
         return {"key": key, "node_id": b.id, "host": b.host, "port": b.port, "error_code": 0, "error_message": None}
     except errors.KafkaError as e:
-        return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": e.code, "error_message": str(e)}
+        return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": e.code, "error_message": e.message}
 
 
 @handles(10)

@@ -25,7 +25,7 @@ def lookup(partition, timestamp: int) -> tuple[int, int]:
         raise errors.InvalidRequestError(f"unknown special timestamp {timestamp}")
     found = plog.offset_for_timestamp(timestamp)
     if found is None or found[0] >= hw:
-        return -1, hw  # past the last record: the end offset, as Kafka answers
+        return -1, -1  # no record that late: Kafka answers UNKNOWN_OFFSET, clients read it as the end
     offset, ts = found
     return ts, offset
 

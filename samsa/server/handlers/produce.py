@@ -51,7 +51,7 @@ def append_partition(broker, topic: str, index: int, records, acks: int, now: in
         return entry, (partition, info.last_offset + 1)
     except errors.KafkaError as e:
         return {"index": index, "error_code": e.code, "base_offset": -1, "log_append_time_ms": -1,
-                "log_start_offset": -1, "error_message": str(e)}, None
+                "log_start_offset": -1, "error_message": e.message}, None
 
 
 CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}

@@ -1,0 +1,297 @@
+"""``samsa configs``: kafka-configs.sh for topics and brokers, with Kafka's flags and output.
+
+    samsa configs --bootstrap-server localhost:9092 --entity-type topics --entity-name test \\
+        --alter --add-config retention.ms=1000,cleanup.policy=[compact,delete]
+    samsa configs --bootstrap-server localhost:9092 --topic test --describe
+
+Altering uses IncrementalAlterConfigs (deletes first, then sets), as Kafka's tool does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from samsa.cli.topics import UsageError, error_message
+from samsa.client.admin import Admin
+from samsa.client.types import AlterConfigOp, ConfigEntry, ConfigResource
+from samsa.protocol import errors
+from samsa.server.config import parse_properties
+
+DESCRIPTION = "This tool helps to manipulate and describe entity config for a topic or a broker"
+SUPPORTED = {"topics": "topic", "brokers": "broker"}
+KAFKA_ONLY = ("broker-loggers", "clients", "users", "ips", "client-metrics", "groups")
+# Which source makes an entry "dynamic" for each kind of entity (what --describe shows).
+DYNAMIC_SOURCE = {"topics": "DYNAMIC_TOPIC_CONFIG", "brokers": "DYNAMIC_BROKER_CONFIG",
+                  "brokers-default": "DYNAMIC_DEFAULT_BROKER_CONFIG"}
+_OUTSIDE_BRACKETS = r"(?=[^\]]*(?:\[|$))"
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        raise UsageError(message)
+
+
+class _EntityName(argparse.Action):
+    """--entity-name / --entity-default in command-line order ("" = the default entity)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        names = list(getattr(namespace, "entity_names", None) or [])
+        names.append("" if option_string == "--entity-default" else values)
+        namespace.entity_names = names
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="samsa configs", description=DESCRIPTION)
+    a = p.add_argument
+    a("--bootstrap-server", metavar="<String: server to connect to>", help="The Kafka servers to connect to.")
+    a("--bootstrap-controller", metavar="<String: controller to connect to>", help=argparse.SUPPRESS)
+    a("--zookeeper", help=argparse.SUPPRESS)
+    a("--command-config", metavar="<String: command config property file>",
+      help="Property file containing configs to be passed to Admin Client.")
+    a("--alter", action="store_true", help="Alter the configuration for the entity.")
+    a("--describe", action="store_true", help="List configs for the given entity.")
+    a("--all", action="store_true", help="List all configs for the given entity, including static configs if available.")
+    a("--entity-type", action="append", default=[], metavar="<String>", help="Type of entity (topics/brokers)")
+    a("--entity-name", action=_EntityName, dest="entity_names", metavar="<String>",
+      help="Name of entity (topic name/broker id)")
+    a("--entity-default", action=_EntityName, dest="entity_names", nargs=0,
+      help="Default entity name for brokers (applies to corresponding entity type)")
+    a("--add-config", metavar="<String>", help="Key Value pairs of configs to add. Square brackets can be used to "
+      "group values which contain commas: 'k1=v1,k2=[v1,v2,v2],k3=v3'.")
+    a("--add-config-file", metavar="<String>", help="Path to a properties file with configs to add.")
+    a("--delete-config", action="append", metavar="<String>", help="config keys to remove 'k1,k2'")
+    a("--topic", metavar="<String>", help="The topic's name.")
+    a("--broker", metavar="<String>", help="The broker's ID.")
+    a("--broker-defaults", action="store_true", help="The config defaults for all brokers.")
+    for flag in ("--client", "--user", "--ip", "--group", "--client-metrics", "--broker-logger"):
+        a(flag, help=argparse.SUPPRESS)
+    for flag in ("--client-defaults", "--user-defaults", "--ip-defaults"):
+        a(flag, action="store_true", help=argparse.SUPPRESS)
+    return p
+
+
+# ---------------------------------------------------------------------------- arguments
+
+def entity(opts: argparse.Namespace) -> tuple[str, str | None]:
+    """(entity type, entity name or "" for the default or None for all) after Kafka's checks."""
+    flags = [("topics", opts.topic), ("brokers", opts.broker), ("brokers", "" if opts.broker_defaults else None)]
+    for flag, kind in (("client", "clients"), ("user", "users"), ("ip", "ips"), ("group", "groups"),
+                       ("client_metrics", "client-metrics"), ("broker_logger", "broker-loggers"),
+                       ("client_defaults", "clients"), ("user_defaults", "users"), ("ip_defaults", "ips")):
+        if getattr(opts, flag):
+            flags.append((kind, "x"))
+    from_flags = [(kind, name) for kind, name in flags if name is not None]
+    types = list(opts.entity_type) + [kind for kind, _ in from_flags]
+    names = list(opts.entity_names or []) + [name for _, name in from_flags]
+    dupes = sorted({t for t in types if types.count(t) > 1})
+    if dupes:
+        raise UsageError(f"Duplicate entity type(s) specified: {','.join(dupes)}")
+    for t in types:
+        if t in KAFKA_ONLY:
+            raise UsageError(f"Entity type {t} is not supported by Samsa; the entity type must be one of topics, brokers")
+        if t not in SUPPORTED:
+            raise UsageError(f"Invalid entity type {t}, the entity type must be one of topics, brokers "
+                             "with a --bootstrap-server argument")
+    if not types:
+        raise UsageError("At least one entity type must be specified")
+    if len(types) > 1:
+        raise UsageError("Only one entity type may be specified")
+    if (opts.entity_type or opts.entity_names) and from_flags:
+        raise UsageError("--entity-{type,name,default} should not be used in conjunction with specific entity flags")
+    if len(names) > 1:
+        raise UsageError("An entity name must be specified for every entity type")
+    kind = types[0]
+    name = names[0] if names else None
+    if kind == "brokers" and name:
+        try:
+            int(name)
+        except ValueError:
+            raise UsageError(f"The entity name for brokers must be a valid integer broker id, but it is: {name}") from None
+    if opts.describe and kind == "topics" and name == "":
+        raise UsageError("--entity-default must not be specified with --describe of topics")
+    if opts.alter:
+        if name is None:
+            raise UsageError("An entity-name or default entity must be specified with --alter of users, clients, brokers or ips"
+                             if kind == "brokers" else f"An entity name must be specified with --alter of {kind}")
+        if kind == "topics" and name == "":
+            raise UsageError("An entity name must be specified with --alter of topics")
+    return kind, name
+
+
+def check_args(opts: argparse.Namespace) -> tuple[str, str | None]:
+    if opts.zookeeper is not None:
+        raise UsageError("--zookeeper is not supported: Samsa's tools talk to the brokers, "
+                         "use --bootstrap-server HOST:PORT instead")
+    if int(opts.alter) + int(opts.describe) != 1:
+        raise UsageError("Command must include exactly one action: --describe, --alter")
+    if opts.describe:
+        for flag in ("add_config", "add_config_file", "delete_config"):
+            if getattr(opts, flag):
+                raise UsageError(f'Option "[describe]" can\'t be used with option "[{flag.replace("_", "-")}]"')
+    if opts.bootstrap_controller and not opts.bootstrap_server:
+        raise UsageError("--bootstrap-controller is not supported: Samsa has no separate controllers, "
+                         "use --bootstrap-server")
+    if not opts.bootstrap_server:
+        raise UsageError("Either --bootstrap-server or --bootstrap-controller must be specified.")
+    kind, name = entity(opts)
+    if opts.alter:
+        if opts.add_config and opts.add_config_file:
+            raise UsageError("Only one of --add-config or --add-config-file must be specified")
+        if not (opts.add_config or opts.add_config_file or opts.delete_config):
+            raise UsageError("At least one of --add-config, --add-config-file, or --delete-config must be specified with --alter")
+    return kind, name
+
+
+def parse_add_config(text: str) -> dict[str, str]:
+    """``k1=v1,k2=[a,b]`` -> ``{"k1": "v1", "k2": "a,b"}`` (commas inside brackets kept)."""
+    out: dict[str, str] = {}
+    for item in re.split("," + _OUTSIDE_BRACKETS, text):
+        parts = re.split(r"\s*=\s*" + _OUTSIDE_BRACKETS, item)
+        if len(parts) != 2:
+            raise UsageError('Invalid entity config: all configs to be added must be in the format "key=val" '
+                             'or  "key=[val1,val2]" to group values which contain commas.')
+        out[parts[0].strip()] = re.sub(r"[\[\]]", "", parts[1]).strip()
+    return out
+
+
+def configs_to_add(opts: argparse.Namespace) -> dict[str, str]:
+    props: dict[str, str] = {}
+    if opts.add_config_file:
+        try:
+            props.update(parse_properties(Path(opts.add_config_file).read_text()))
+        except OSError as e:
+            raise UsageError(f"Cannot read {opts.add_config_file}: {e.strerror}") from None
+    if opts.add_config:
+        props.update(parse_add_config(opts.add_config))
+    for key in props:
+        if not re.fullmatch(r"[$a-zA-Z0-9._-]*", key):
+            raise UsageError(f"Invalid character found for config key: {key}")
+    return props
+
+
+def configs_to_delete(opts: argparse.Namespace) -> list[str]:
+    return [k.strip() for item in opts.delete_config or [] for k in item.split(",") if k.strip()]
+
+
+def admin_config(opts: argparse.Namespace) -> dict[str, str]:
+    config: dict[str, str] = {}
+    if opts.command_config:
+        try:
+            config.update(parse_properties(Path(opts.command_config).read_text()))
+        except OSError as e:
+            raise UsageError(f"Cannot read command config file {opts.command_config}: {e.strerror}") from None
+    config["bootstrap.servers"] = opts.bootstrap_server
+    config.setdefault("client.id", "samsa-configs")
+    return config
+
+
+# ---------------------------------------------------------------------------- actions
+
+def _validate_topic(name: str) -> None:
+    """Kafka's Topic.validate, client side (as kafka-configs.sh does before describing)."""
+    if not name:
+        raise errors.InvalidTopicError("Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise errors.InvalidTopicError('Topic name cannot be "." or ".."')
+    if len(name) > 249:
+        raise errors.InvalidTopicError(
+            f"Topic name is illegal, it can't be longer than 249 characters, topic name: {name}")
+    if not _LEGAL_TOPIC.fullmatch(name):
+        raise errors.InvalidTopicError(f'Topic name "{name}" is illegal, it contains a character other than '
+                                       "ASCII alphanumerics, '.', '_' and '-'")
+
+
+def _dynamic_source(kind: str, name: str) -> str:
+    return DYNAMIC_SOURCE["brokers-default" if kind == "brokers" and name == "" else kind]
+
+
+def resource_config(admin: Admin, kind: str, name: str, synonyms: bool, describe_all: bool) -> list[ConfigEntry]:
+    """The entity's config entries sorted by name: all of them, or only its dynamic ones."""
+    if kind == "topics" and name:
+        _validate_topic(name)
+    resource = ConfigResource(SUPPORTED[kind], name)
+    entries = admin.describe_configs([resource], include_synonyms=synonyms)[resource].values()
+    source = None if describe_all else _dynamic_source(kind, name)
+    return sorted((e for e in entries if source is None or e.source == source), key=lambda e: e.name)
+
+
+def _value(v: str | None) -> str:
+    return "null" if v is None else v
+
+
+def describe(admin: Admin, kind: str, name: str | None, describe_all: bool) -> None:
+    singular = kind[:-1]
+    if name is not None and not describe_all:
+        if kind == "topics":
+            _validate_topic(name)
+            if name not in admin.list_topics(include_internal=True):
+                print(f"The {singular} '{name}' doesn't exist and doesn't have dynamic config.")
+                return
+        elif name != "" and name not in {str(b.id) for b in admin.describe_cluster().brokers}:
+            print(f"The {singular} '{name}' doesn't exist and doesn't have dynamic config.")
+            return
+    if name is not None:
+        entities = [name]
+    elif kind == "topics":
+        entities = list(admin.list_topics(include_internal=True))
+    else:
+        entities = [str(b.id) for b in admin.describe_cluster().brokers] + [""]
+    for entity_name in entities:
+        if entity_name == "":
+            print(f"Default configs for {kind} in the cluster are:")
+        else:
+            print(f"{'All' if describe_all else 'Dynamic'} configs for {singular} {entity_name} are:")
+        for e in resource_config(admin, kind, entity_name, True, describe_all):
+            synonyms = ", ".join(f"{s.source}:{s.name}={_value(s.value)}" for s in e.synonyms)
+            print(f"  {e.name}={_value(e.value)} sensitive={'true' if e.is_sensitive else 'false'} synonyms={{{synonyms}}}")
+
+
+def alter(admin: Admin, kind: str, name: str, opts: argparse.Namespace) -> None:
+    to_add = configs_to_add(opts)
+    to_delete = configs_to_delete(opts)
+    current = {e.name for e in resource_config(admin, kind, name, False, False)}
+    invalid = [k for k in to_delete if k not in current]
+    if invalid:
+        raise UsageError(f"Invalid config(s): {','.join(invalid)}")
+    ops = [AlterConfigOp(k, "", "delete") for k in to_delete] + [AlterConfigOp(k, v, "set") for k, v in to_add.items()]
+    admin.incremental_alter_configs({ConfigResource(SUPPORTED[kind], name): ops})
+    if name:
+        print(f"Completed updating config for {kind[:-1]} {name}.")
+    else:
+        print(f"Completed updating default config for {kind} in the cluster.")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser()
+    if not argv:
+        print(DESCRIPTION, file=sys.stderr)
+        parser.print_help(sys.stderr)
+        return 1
+    try:
+        opts = parser.parse_args(argv)
+        kind, name = check_args(opts)
+        with Admin(admin_config(opts)) as admin:
+            if opts.alter:
+                assert name is not None
+                alter(admin, kind, name, opts)
+            else:
+                describe(admin, kind, name, opts.all)
+    except UsageError as e:
+        print(e, file=sys.stderr)
+        return 1
+    except errors.InvalidTopicError as e:
+        print(error_message(e), file=sys.stderr)
+        return 1
+    except (errors.KafkaError, ValueError) as e:
+        print(f"Error while executing config command with args '{' '.join(argv)}': {error_message(e)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,516 @@
+"""The admin client: topics, partitions, configs, offsets, cluster and log dirs.
+
+:class:`AsyncAdmin` is the asyncio client; :class:`Admin` offers the same methods as plain
+blocking calls, running an AsyncAdmin on a private event loop in a background thread.
+Configuration uses Kafka's admin client keys (``bootstrap.servers``, ``client.id``,
+``request.timeout.ms``, ``default.api.timeout.ms``, ``retry.backoff.ms``,
+``socket.connection.setup.timeout.ms``).
+
+An error in a response raises the :mod:`samsa.protocol.errors` exception for its code,
+carrying the broker's error message when it sent one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import defaultdict
+from typing import Any, Awaitable, Callable, Coroutine, Iterable, Mapping, TypeVar
+
+from samsa.client.cluster import Cluster
+from samsa.client.connection import BrokerConnection, KafkaConnectionError, KafkaTimeoutError
+from samsa.client.types import (
+    ALTER_OPS,
+    CONFIG_SOURCES,
+    OFFSET_SPECS,
+    RESOURCE_TYPES,
+    AlterConfigOp,
+    ClusterDescription,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSynonym,
+    ListOffsetsResultInfo,
+    LogDirDescription,
+    NewPartitions,
+    NewTopic,
+    Node,
+    PartitionInfo,
+    ReplicaInfo,
+    TopicDescription,
+    TopicListing,
+    TopicPartition,
+    uuid_to_str,
+)
+from samsa.protocol import errors
+
+T = TypeVar("T")
+
+LIST_OFFSETS, METADATA, DELETE_RECORDS, CREATE_TOPICS, DELETE_TOPICS = 2, 3, 21, 19, 20
+DESCRIBE_CONFIGS, ALTER_CONFIGS, DESCRIBE_LOG_DIRS, CREATE_PARTITIONS = 32, 33, 35, 37
+INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER = 44, 60
+
+_RESOURCE_NAMES = {v: k for k, v in RESOURCE_TYPES.items()}
+# Per-partition errors after which a fresh look at the metadata may help.
+_STALE_LEADER = {errors.NotLeaderOrFollowerError.code, errors.LeaderNotAvailableError.code,
+                 errors.UnknownTopicOrPartitionError.code, errors.FencedLeaderEpochError.code,
+                 errors.UnknownLeaderEpochError.code}
+# Failures after which a whole admin call is sent again (to a possibly new controller).
+_RETRY_CALL = (errors.NotControllerError, KafkaConnectionError, KafkaTimeoutError)
+_ISOLATION = {"read_uncommitted": 0, "read_committed": 1}
+
+
+def _error(code: int, message: str | None, context: str = "") -> errors.KafkaError:
+    """The exception for ``code``: the broker's message, else ``context`` and the error name."""
+    if message:
+        # Some brokers (Samsa's own included) prefix the message with the error's name.
+        return errors.error_for(code, message.removeprefix(errors.error_name(code) + ": "))
+    return errors.error_for(code, f"{context}: {errors.error_name(code)}" if context else "")
+
+
+def _check(code: int, message: str | None = None, context: str = "") -> None:
+    if code:
+        raise _error(code, message, context)
+
+
+class AsyncAdmin:
+    def __init__(self, config: Mapping[str, Any]):
+        servers = config.get("bootstrap.servers")
+        if not servers:
+            raise ValueError("bootstrap.servers must be set")
+        self.request_timeout_ms = int(config.get("request.timeout.ms", 30000))
+        self.default_api_timeout_ms = int(config.get("default.api.timeout.ms", 60000))
+        self.retry_backoff_ms = int(config.get("retry.backoff.ms", 100))
+        self.cluster = Cluster(
+            servers, client_id=config.get("client.id", "samsa-admin"),
+            request_timeout_ms=self.request_timeout_ms,
+            connect_timeout_ms=int(config.get("socket.connection.setup.timeout.ms", 10000)),
+            bootstrap_timeout_ms=min(self.request_timeout_ms, self.default_api_timeout_ms),
+            retry_backoff_ms=self.retry_backoff_ms)
+        self._ready_lock = asyncio.Lock()
+        self._bootstrapped = False
+
+    async def __aenter__(self) -> "AsyncAdmin":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self.cluster.aclose()
+
+    async def _ready(self) -> Cluster:
+        async with self._ready_lock:
+            if not self._bootstrapped:
+                await self.cluster.bootstrap()
+                self._bootstrapped = True
+        return self.cluster
+
+    async def _retrying(self, attempt: Callable[[], Awaitable[T]]) -> T:
+        """Run ``attempt``; after a lost connection, a client-side timeout or NOT_CONTROLLER,
+        refresh the metadata and try again until ``default.api.timeout.ms`` has passed.
+
+        Other errors in a response fail at once, as in Kafka's admin client (a retriable
+        code such as UNKNOWN_TOPIC_OR_PARTITION answering DeleteTopics is final)."""
+        await self._ready()  # a failed bootstrap has already waited its time: no retry
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.default_api_timeout_ms / 1000
+        backoff = self.retry_backoff_ms / 1000
+        while True:
+            try:
+                return await attempt()
+            except _RETRY_CALL:
+                if loop.time() + backoff >= deadline:
+                    raise
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 1.0)
+            try:
+                await self.cluster.refresh([])
+            except errors.KafkaError:
+                pass
+
+    async def _to_controller(self, api_key: int, body: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        cluster = await self._ready()
+        conn = await cluster.controller()
+        resp = await conn.request(api_key, body, **kw)
+        assert resp is not None
+        return resp
+
+    async def _to_node(self, node_id: int | None, api_key: int, body: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        cluster = await self._ready()
+        conn = await (cluster.any() if node_id is None else cluster.node(node_id))
+        resp = await conn.request(api_key, body, **kw)
+        assert resp is not None
+        return resp
+
+    # ------------------------------------------------------------------ topics
+
+    async def create_topics(self, new_topics: Iterable[NewTopic], validate_only: bool = False) -> None:
+        topics = list(new_topics)
+        body = {
+            "topics": [{
+                "name": t.name,
+                "num_partitions": -1 if t.replica_assignment else t.num_partitions,
+                "replication_factor": -1 if t.replica_assignment else t.replication_factor,
+                "assignments": [{"partition_index": p, "broker_ids": list(r)}
+                                for p, r in sorted((t.replica_assignment or {}).items())],
+                "configs": [{"name": k, "value": v} for k, v in t.config.items()],
+            } for t in topics],
+            "timeout_ms": self.request_timeout_ms,
+            "validate_only": validate_only,
+        }
+        needs_defaults = any(t.num_partitions == -1 or t.replication_factor == -1
+                             for t in topics if not t.replica_assignment)
+
+        async def attempt() -> None:
+            resp = await self._to_controller(CREATE_TOPICS, body, min_version=4 if needs_defaults else 1)
+            for r in resp["topics"]:
+                _check(r["error_code"], r.get("error_message"), f"Creating topic {r['name']}")
+        await self._retrying(attempt)
+
+    async def delete_topics(self, names: Iterable[str]) -> None:
+        names = list(names)
+        body = {"topics": [{"name": n} for n in names], "topic_names": names, "timeout_ms": self.request_timeout_ms}
+
+        async def attempt() -> None:
+            resp = await self._to_controller(DELETE_TOPICS, body)
+            for r in resp["responses"]:
+                _check(r["error_code"], r.get("error_message"), f"Deleting topic {r['name']}")
+        await self._retrying(attempt)
+
+    async def list_topics(self, include_internal: bool = False) -> dict[str, TopicListing]:
+        """Topic name -> listing, sorted by name."""
+        cluster = await self._ready()
+        resp = await cluster.refresh()
+        out = {}
+        for t in sorted(resp["topics"], key=lambda t: t["name"] or ""):
+            if t["error_code"] or t["name"] is None or (t.get("is_internal") and not include_internal):
+                continue
+            out[t["name"]] = TopicListing(t["name"], uuid_to_str(t.get("topic_id") or bytes(16)),
+                                          t.get("is_internal", False))
+        return out
+
+    async def describe_topics(self, names: Iterable[str]) -> dict[str, TopicDescription]:
+        names = list(names)
+        cluster = await self._ready()
+        resp = await cluster.refresh(names)
+        by_name = {t["name"]: t for t in resp["topics"]}
+        out = {}
+        for name in names:
+            t = by_name.get(name)
+            if t is None or t["error_code"] == errors.UnknownTopicOrPartitionError.code:
+                raise errors.UnknownTopicOrPartitionError(f"Topic '{name}' does not exist")
+            _check(t["error_code"], None, f"Describing topic {name}")
+            out[name] = TopicDescription(
+                name, uuid_to_str(t.get("topic_id") or bytes(16)), t.get("is_internal", False),
+                [PartitionInfo(p["partition_index"], p["leader_id"] if p["leader_id"] >= 0 else None,
+                               list(p["replica_nodes"]), list(p["isr_nodes"]), list(p.get("offline_replicas") or []))
+                 for p in sorted(t["partitions"], key=lambda p: p["partition_index"])])
+        return out
+
+    async def create_partitions(self, new_partitions: Mapping[str, int | NewPartitions],
+                                validate_only: bool = False) -> None:
+        topics = []
+        for name, spec in new_partitions.items():
+            if isinstance(spec, int):
+                spec = NewPartitions(spec)
+            topics.append({"name": name, "count": spec.total_count,
+                           "assignments": None if spec.new_assignments is None
+                           else [{"broker_ids": list(r)} for r in spec.new_assignments]})
+        body = {"topics": topics, "timeout_ms": self.request_timeout_ms, "validate_only": validate_only}
+
+        async def attempt() -> None:
+            resp = await self._to_controller(CREATE_PARTITIONS, body)
+            for r in resp["results"]:
+                _check(r["error_code"], r.get("error_message"), f"Creating partitions of {r['name']}")
+        await self._retrying(attempt)
+
+    # ------------------------------------------------------------------ configs
+
+    @staticmethod
+    def _config_node(resource: ConfigResource) -> int | None:
+        """Broker resources go to that broker; the rest (and the cluster default) anywhere."""
+        if resource.type in ("broker", "broker_logger") and resource.name:
+            try:
+                return int(resource.name)
+            except ValueError:
+                raise errors.InvalidRequestError(f"Broker id must be an integer, got {resource.name!r}") from None
+        return None
+
+    @staticmethod
+    def _group(resources: Iterable[ConfigResource]) -> dict[int | None, list[ConfigResource]]:
+        groups: dict[int | None, list[ConfigResource]] = defaultdict(list)
+        for r in resources:
+            groups[AsyncAdmin._config_node(r)].append(r)
+        return groups
+
+    async def describe_configs(self, resources: Iterable[ConfigResource], include_synonyms: bool = False
+                               ) -> dict[ConfigResource, dict[str, ConfigEntry]]:
+        resources = list(resources)
+        out: dict[ConfigResource, dict[str, ConfigEntry]] = {}
+        for node_id, group in self._group(resources).items():
+            body = {"resources": [{"resource_type": RESOURCE_TYPES[r.type], "resource_name": r.name,
+                                   "configuration_keys": None} for r in group],
+                    "include_synonyms": include_synonyms, "include_documentation": False}
+            resp = await self._to_node(node_id, DESCRIBE_CONFIGS, body)
+            for res in resp["results"]:
+                resource = ConfigResource(_RESOURCE_NAMES.get(res["resource_type"], "topic"), res["resource_name"])
+                _check(res["error_code"], res.get("error_message"), f"Describing configs of {resource.type} {resource.name}")
+                out[resource] = {c["name"]: self._entry(c) for c in res["configs"]}
+        return {r: out[r] for r in resources if r in out}
+
+    @staticmethod
+    def _entry(c: dict[str, Any]) -> ConfigEntry:
+        if "config_source" in c:  # v1+
+            source = CONFIG_SOURCES.get(c["config_source"], "UNKNOWN")
+        else:
+            source = "DEFAULT_CONFIG" if c.get("is_default") else "UNKNOWN"
+        return ConfigEntry(
+            c["name"], c["value"], source, source == "DEFAULT_CONFIG", c["read_only"], c["is_sensitive"],
+            [ConfigSynonym(s["name"], s["value"], CONFIG_SOURCES.get(s["source"], "UNKNOWN"))
+             for s in c.get("synonyms") or []])
+
+    async def _alter(self, api_key: int, payload: dict[ConfigResource, list[dict[str, Any]]], validate_only: bool) -> None:
+        for node_id, group in self._group(payload).items():
+            body = {"resources": [{"resource_type": RESOURCE_TYPES[r.type], "resource_name": r.name,
+                                   "configs": payload[r]} for r in group],
+                    "validate_only": validate_only}
+
+            async def attempt(node_id: int | None = node_id, body: dict = body) -> None:
+                if node_id is None:
+                    resp = await self._to_controller(api_key, body)
+                else:
+                    resp = await self._to_node(node_id, api_key, body)
+                for res in resp["responses"]:
+                    _check(res["error_code"], res.get("error_message"),
+                           f"Altering configs of {_RESOURCE_NAMES.get(res['resource_type'])} {res['resource_name']}")
+            await self._retrying(attempt)
+
+    async def alter_configs(self, configs: Mapping[ConfigResource, Mapping[str, str | None]],
+                            validate_only: bool = False) -> None:
+        """Replace each resource's dynamic configs with the ones given (AlterConfigs)."""
+        payload = {r: [{"name": k, "value": v} for k, v in c.items()] for r, c in configs.items()}
+        await self._alter(ALTER_CONFIGS, payload, validate_only)
+
+    async def incremental_alter_configs(self, ops: Mapping[ConfigResource, Iterable[AlterConfigOp]],
+                                        validate_only: bool = False) -> None:
+        payload = {r: [{"name": o.name, "config_operation": ALTER_OPS[o.op], "value": o.value} for o in o_list]
+                   for r, o_list in ops.items()}
+        await self._alter(INCREMENTAL_ALTER_CONFIGS, payload, validate_only)
+
+    # ------------------------------------------------------------------ cluster
+
+    async def describe_cluster(self) -> ClusterDescription:
+        cluster = await self._ready()
+        conn = await cluster.any()
+        if DESCRIBE_CLUSTER in conn.api_versions:
+            resp = await conn.request(DESCRIBE_CLUSTER, {"include_cluster_authorized_operations": False,
+                                                         "endpoint_type": 1})
+            assert resp is not None
+            _check(resp["error_code"], resp.get("error_message"), "DescribeCluster")
+            brokers = [Node(b["broker_id"], b["host"], b["port"], b.get("rack")) for b in resp["brokers"]]
+            controller_id, cluster_id = resp["controller_id"], resp["cluster_id"]
+        else:
+            await cluster.refresh([])
+            brokers = list(cluster.brokers.values())
+            controller_id, cluster_id = cluster.controller_id or -1, cluster.cluster_id
+        by_id = {b.id: b for b in brokers}
+        return ClusterDescription(cluster_id, by_id.get(controller_id), sorted(brokers, key=lambda b: b.id))
+
+    async def describe_log_dirs(self, brokers: Iterable[int] | None = None
+                                ) -> dict[int, dict[str, LogDirDescription]]:
+        cluster = await self._ready()
+        if brokers is None:
+            await cluster.refresh([])
+            brokers = sorted(cluster.brokers)
+        out: dict[int, dict[str, LogDirDescription]] = {}
+        for broker_id in brokers:
+            resp = await self._to_node(broker_id, DESCRIBE_LOG_DIRS, {"topics": None})
+            _check(resp.get("error_code", 0), None, f"DescribeLogDirs on broker {broker_id}")
+            dirs = {}
+            for d in resp["results"]:
+                replicas = {TopicPartition(t["name"], p["partition_index"]):
+                            ReplicaInfo(p["partition_size"], p["offset_lag"], p["is_future_key"])
+                            for t in d["topics"] for p in t["partitions"]}
+                error = _error(d["error_code"], None, d["log_dir"]) if d["error_code"] else None
+                total = d.get("total_bytes", -1)
+                usable = d.get("usable_bytes", -1)
+                dirs[d["log_dir"]] = LogDirDescription(error, replicas, total if total >= 0 else None,
+                                                       usable if usable >= 0 else None)
+            out[broker_id] = dirs
+        return out
+
+    # ------------------------------------------------------------------ offsets / records
+
+    async def _by_leader(self, tps: list[TopicPartition],
+                         send: Callable[[BrokerConnection, list[TopicPartition]],
+                                        Coroutine[Any, Any, dict[TopicPartition, tuple[int, Any]]]]
+                         ) -> dict[TopicPartition, Any]:
+        """Send each partition's part to its leader; retry the ones whose leader moved."""
+        cluster = await self._ready()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.default_api_timeout_ms / 1000
+        backoff = self.retry_backoff_ms / 1000
+        results: dict[TopicPartition, Any] = {}
+        todo = list(dict.fromkeys(tps))
+        while todo:
+            groups: dict[int, list[TopicPartition]] = defaultdict(list)
+            retry: list[tuple[TopicPartition, errors.KafkaError]] = []
+            for tp in todo:
+                try:
+                    groups[await cluster.leader_id(tp.topic, tp.partition)].append(tp)
+                except errors.KafkaError as e:
+                    if not e.retriable or isinstance(e, errors.UnknownTopicOrPartitionError):
+                        raise
+                    retry.append((tp, e))
+            for leader, group in groups.items():
+                try:
+                    answers = await send(await cluster.node(leader), group)
+                except KafkaConnectionError as e:
+                    retry.extend((tp, e) for tp in group)
+                    continue
+                for tp in group:
+                    code, value = answers.get(tp, (errors.UnknownServerError.code, None))
+                    if code == 0:
+                        results[tp] = value
+                    elif code in _STALE_LEADER:
+                        retry.append((tp, _error(code, None, str(tp))))
+                    else:
+                        raise _error(code, None, str(tp))
+            if not retry:
+                break
+            if loop.time() + backoff >= deadline:
+                raise retry[0][1]
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 1.0)
+            todo = [tp for tp, _ in retry]
+            await cluster.refresh(sorted({tp.topic for tp in todo}))
+        return results
+
+    async def list_offsets(self, specs: Mapping[TopicPartition, str | int],
+                           isolation_level: str = "read_uncommitted") -> dict[TopicPartition, ListOffsetsResultInfo]:
+        """Offsets by spec: "earliest", "latest", "max_timestamp" or a timestamp in ms."""
+        timestamps: dict[TopicPartition, int] = {}
+        for tp, spec in specs.items():
+            if isinstance(spec, str):
+                if spec not in OFFSET_SPECS:
+                    raise ValueError(f"unknown offset spec {spec!r}; expected earliest, latest, max_timestamp or a timestamp")
+                timestamps[tp] = OFFSET_SPECS[spec]
+            else:
+                timestamps[tp] = int(spec)
+        min_version = 7 if -3 in timestamps.values() else (2 if isolation_level != "read_uncommitted" else 1)
+
+        async def send(conn: BrokerConnection, group: list[TopicPartition]) -> dict[TopicPartition, tuple[int, Any]]:
+            by_topic: dict[str, list[dict]] = defaultdict(list)
+            for tp in group:
+                by_topic[tp.topic].append({"partition_index": tp.partition, "current_leader_epoch": -1,
+                                           "timestamp": timestamps[tp]})
+            body = {"replica_id": -1, "isolation_level": _ISOLATION[isolation_level],
+                    "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+                    "timeout_ms": self.request_timeout_ms}
+            resp = await conn.request(LIST_OFFSETS, body, min_version=min_version)
+            assert resp is not None
+            return {TopicPartition(t["name"], p["partition_index"]):
+                    (p["error_code"], ListOffsetsResultInfo(p["offset"], p["timestamp"],
+                                                            p.get("leader_epoch", -1) if p.get("leader_epoch", -1) >= 0 else None))
+                    for t in resp["topics"] for p in t["partitions"]}
+        return await self._by_leader(list(timestamps), send)
+
+    async def delete_records(self, before: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """Delete the records below each offset (-1: the high watermark); returns the new low watermarks."""
+        async def send(conn: BrokerConnection, group: list[TopicPartition]) -> dict[TopicPartition, tuple[int, Any]]:
+            by_topic: dict[str, list[dict]] = defaultdict(list)
+            for tp in group:
+                by_topic[tp.topic].append({"partition_index": tp.partition, "offset": before[tp]})
+            body = {"topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+                    "timeout_ms": self.request_timeout_ms}
+            resp = await conn.request(DELETE_RECORDS, body)
+            assert resp is not None
+            return {TopicPartition(t["name"], p["partition_index"]): (p["error_code"], p["low_watermark"])
+                    for t in resp["topics"] for p in t["partitions"]}
+        return await self._by_leader(list(before), send)
+
+
+class Admin:
+    """Blocking admin client: :class:`AsyncAdmin` on a private event loop thread."""
+
+    def __init__(self, config: Mapping[str, Any]):
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="samsa-admin", daemon=True)
+        self._thread.start()
+        self._closed = False
+        try:
+            self._admin: AsyncAdmin = self._run(self._make(config))
+        except BaseException:
+            self._stop_loop()
+            raise
+
+    @staticmethod
+    async def _make(config: Mapping[str, Any]) -> AsyncAdmin:
+        return AsyncAdmin(config)
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self._closed:
+            coro.close()
+            raise RuntimeError("the admin client is closed")
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def _stop_loop(self) -> None:
+        self._closed = True
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        if not self._thread.is_alive():
+            self._loop.close()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        try:
+            self._run(self._admin.close())
+        finally:
+            self._stop_loop()
+
+    def __enter__(self) -> "Admin":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def create_topics(self, new_topics: Iterable[NewTopic], validate_only: bool = False) -> None:
+        return self._run(self._admin.create_topics(list(new_topics), validate_only))
+
+    def delete_topics(self, names: Iterable[str]) -> None:
+        return self._run(self._admin.delete_topics(list(names)))
+
+    def list_topics(self, include_internal: bool = False) -> dict[str, TopicListing]:
+        return self._run(self._admin.list_topics(include_internal))
+
+    def describe_topics(self, names: Iterable[str]) -> dict[str, TopicDescription]:
+        return self._run(self._admin.describe_topics(list(names)))
+
+    def create_partitions(self, new_partitions: Mapping[str, int | NewPartitions], validate_only: bool = False) -> None:
+        return self._run(self._admin.create_partitions(new_partitions, validate_only))
+
+    def describe_configs(self, resources: Iterable[ConfigResource], include_synonyms: bool = False
+                         ) -> dict[ConfigResource, dict[str, ConfigEntry]]:
+        return self._run(self._admin.describe_configs(list(resources), include_synonyms))
+
+    def alter_configs(self, configs: Mapping[ConfigResource, Mapping[str, str | None]],
+                      validate_only: bool = False) -> None:
+        return self._run(self._admin.alter_configs(configs, validate_only))
+
+    def incremental_alter_configs(self, ops: Mapping[ConfigResource, Iterable[AlterConfigOp]],
+                                  validate_only: bool = False) -> None:
+        return self._run(self._admin.incremental_alter_configs(ops, validate_only))
+
+    def describe_cluster(self) -> ClusterDescription:
+        return self._run(self._admin.describe_cluster())
+
+    def describe_log_dirs(self, brokers: Iterable[int] | None = None) -> dict[int, dict[str, LogDirDescription]]:
+        return self._run(self._admin.describe_log_dirs(None if brokers is None else list(brokers)))
+
+    def list_offsets(self, specs: Mapping[TopicPartition, str | int],
+                     isolation_level: str = "read_uncommitted") -> dict[TopicPartition, ListOffsetsResultInfo]:
+        return self._run(self._admin.list_offsets(specs, isolation_level))
+
+    def delete_records(self, before: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        return self._run(self._admin.delete_records(before))

@@ -1,0 +1,171 @@
+"""Small value types shared by the admin client, the producer and the consumer.
+
+They mirror the classes of Kafka's Java clients (``TopicPartition``, ``NewTopic``,
+``ConfigEntry`` ...) with snake_case fields. Topic ids are shown as Kafka shows a
+``Uuid``: 22 characters of URL-safe base64 without padding.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+
+ZERO_UUID = bytes(16)
+
+# Kafka's ConfigResource.Type ids, and ConfigEntry.ConfigSource ids -> names.
+RESOURCE_TYPES = {"topic": 2, "broker": 4, "broker_logger": 8}
+CONFIG_SOURCES = {
+    0: "UNKNOWN",
+    1: "DYNAMIC_TOPIC_CONFIG",
+    2: "DYNAMIC_BROKER_CONFIG",
+    3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    4: "STATIC_BROKER_CONFIG",
+    5: "DEFAULT_CONFIG",
+    6: "DYNAMIC_BROKER_LOGGER_CONFIG",
+    7: "CLIENT_METRICS_CONFIG",
+    8: "GROUP_CONFIG",
+}
+ALTER_OPS = {"set": 0, "delete": 1, "append": 2, "subtract": 3}
+# ListOffsets special timestamps.
+OFFSET_SPECS = {"latest": -1, "earliest": -2, "max_timestamp": -3}
+
+
+def uuid_to_str(raw: bytes) -> str:
+    """Kafka's textual form of a Uuid (``Uuid.toString``)."""
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def uuid_from_str(text: str) -> bytes:
+    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if len(raw) != 16:
+        raise ValueError(f"not a Kafka Uuid: {text!r}")
+    return raw
+
+
+@dataclass(frozen=True, order=True)
+class TopicPartition:
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+@dataclass(frozen=True)
+class Node:
+    id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass
+class NewTopic:
+    """A topic to create. -1 partitions / replication factor = the broker's default."""
+
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    replica_assignment: dict[int, list[int]] | None = None
+    config: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class NewPartitions:
+    """Grow a topic to ``total_count`` partitions; ``new_assignments`` lists the replicas
+    of each added partition (None: the broker places them)."""
+
+    total_count: int
+    new_assignments: list[list[int]] | None = None
+
+
+@dataclass
+class PartitionInfo:
+    partition: int
+    leader: int | None  # None: no leader available
+    replicas: list[int]
+    isr: list[int]
+    offline: list[int] = field(default_factory=list)
+
+
+@dataclass
+class TopicDescription:
+    name: str
+    topic_id: str  # Kafka's textual Uuid
+    is_internal: bool
+    partitions: list[PartitionInfo]
+
+
+@dataclass
+class TopicListing:
+    name: str
+    topic_id: str
+    is_internal: bool
+
+
+@dataclass(frozen=True)
+class ConfigResource:
+    type: str  # "topic" | "broker" | "broker_logger"
+    name: str  # topic name, broker id, or "" for the cluster-wide broker default
+
+    def __post_init__(self) -> None:
+        if self.type not in RESOURCE_TYPES:
+            raise ValueError(f"unknown config resource type {self.type!r}; expected one of {', '.join(RESOURCE_TYPES)}")
+
+
+@dataclass(frozen=True)
+class ConfigSynonym:
+    name: str
+    value: str | None
+    source: str  # a CONFIG_SOURCES name
+
+
+@dataclass
+class ConfigEntry:
+    name: str
+    value: str | None
+    source: str = "UNKNOWN"
+    is_default: bool = False
+    read_only: bool = False
+    is_sensitive: bool = False
+    synonyms: list[ConfigSynonym] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class AlterConfigOp:
+    name: str
+    value: str | None = None
+    op: str = "set"  # "set" | "delete" | "append" | "subtract"
+
+    def __post_init__(self) -> None:
+        if self.op not in ALTER_OPS:
+            raise ValueError(f"unknown config operation {self.op!r}; expected one of {', '.join(ALTER_OPS)}")
+
+
+@dataclass
+class ClusterDescription:
+    cluster_id: str | None
+    controller: Node | None
+    brokers: list[Node]
+
+
+@dataclass
+class ListOffsetsResultInfo:
+    offset: int
+    timestamp: int
+    leader_epoch: int | None
+
+
+@dataclass
+class ReplicaInfo:
+    size: int
+    offset_lag: int
+    is_future: bool
+
+
+@dataclass
+class LogDirDescription:
+    error: Exception | None
+    replicas: dict[TopicPartition, ReplicaInfo]
+    total_bytes: int | None = None
+    usable_bytes: int | None = None
