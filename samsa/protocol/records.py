@@ -529,3 +529,46 @@ def iter_records(buf, *, skip_control: bool = False) -> Iterator[Record]:
         if skip_control and header.attributes & CONTROL_BIT:
             continue
         yield from records
+
+
+def check_framing(buf, pos: int, header: BatchHeader) -> None:
+    """Cheap structural check of a client's batch: its records fill it exactly, one per offset.
+
+    Kafka reads every record a client produces; a batch whose CRC is good but whose records
+    are garbage would otherwise be stored and stop every consumer at it. Uncompressed
+    records are walked in place by their length prefixes; compressed ones are decompressed
+    and walked. Raises CorruptRecordError.
+    """
+    start, stop = pos + HEADER_SIZE, pos + header.batch_length + LOG_OVERHEAD
+    codec = header.attributes & COMPRESSION_MASK
+    data = buf
+    if codec:
+        with memoryview(buf) as view, view[start:stop] as section:
+            data = _compression.decompress(codec, section)
+        start, stop = 0, len(data)
+    count = 0
+    p = start
+    expected = header.record_count
+    try:
+        while p < stop:
+            b = data[p]
+            if b < 0x80:  # one-byte zig-zag varint: even means positive
+                length = -1 if b & 1 else b >> 1
+                p += 1
+            elif data[p + 1] < 0x80:  # two bytes: records of 64 to 8191 bytes
+                z = (b & 0x7F) | (data[p + 1] << 7)
+                length = -1 if z & 1 else z >> 1
+                p += 2
+            else:
+                length, p = decode_varint(data, p)
+            if length <= 0:
+                raise CorruptRecordError(f"record {count} of the batch has an invalid length")
+            p += length
+            count += 1
+            if count > expected:
+                break
+    except IndexError:
+        raise CorruptRecordError("record batch ends inside a record") from None
+    if p != stop or count != expected:
+        raise CorruptRecordError(
+            f"record batch holds {count} record(s) in {stop - start} bytes but its header says {expected}")

@@ -60,10 +60,9 @@ class Broker:
         for d in dirs:
             d.mkdir(parents=True, exist_ok=True)
         self.store = self._store or LocalMetadataStore(dirs[0])
-        for name, value in self.store.broker_configs(None).items():
-            self.config.set(name, value)
-        for name, value in self.store.broker_configs(self.broker_id).items():
-            self.config.set(name, value)
+        self.config.apply_dynamic(self.store.broker_configs(None), self.store.broker_configs(self.broker_id))
+        self.topics = self.store.topics()
+        self.topic_ids = {t.topic_id: n for n, t in self.topics.items()}
         self.logs = LogManager(
             dirs,
             default_config=self.log_config_for({}),
@@ -74,8 +73,6 @@ class Broker:
         t0 = time.monotonic()
         await asyncio.get_running_loop().run_in_executor(
             None, lambda: self.logs.load(lambda topic: self.log_config(topic)))
-        self.topics = self.store.topics()
-        self.topic_ids = {t.topic_id: n for n, t in self.topics.items()}
         for topic in self.topics.values():
             for index, state in topic.partitions.items():
                 self._host_partition(topic.name, index, state)
@@ -378,12 +375,8 @@ class Broker:
                 raise errors.InvalidConfigError(str(e)) from None
         if validate_only:
             return
-        before = self.store.broker_configs(broker_id)
-        for key in set(before) - set(configs):
-            self.config.set(key, None)
-        for key, raw in configs.items():
-            self.config.set(key, raw)
         self.store.put_broker_configs(broker_id, configs)
+        self.config.apply_dynamic(self.store.broker_configs(None), self.store.broker_configs(self.broker_id))
         for topic in self.topics:
             config = self.log_config(topic)
             for (t, _), p in self.partitions.items():

@@ -212,16 +212,13 @@ class BrokerConfig:
     def get(self, name: str, default: Any = None) -> Any:
         return self.values.get(name, default)
 
-    def set(self, name: str, raw: Any) -> None:
-        """Change a dynamic broker config at run time (validated)."""
-        key = BROKER_KEYS.get(name)
-        if key is None:
-            raise ConfigError(f"Unknown broker config {name}")
-        self.values[name] = key.default if raw is None else parse_value(key, raw)
-        if raw is None:
-            self.originals.pop(name, None)
-        else:
-            self.originals[name] = raw
+    def apply_dynamic(self, cluster_default: dict[str, str], per_broker: dict[str, str]) -> None:
+        """Recompute values from their layers: default < server.properties < cluster-wide
+        dynamic default < this broker's dynamic config (as AlterConfigs stores them)."""
+        layers = {**self.static, **cluster_default, **per_broker}
+        for name, key in BROKER_KEYS.items():
+            self.values[name] = parse_value(key, layers[name]) if name in layers else key.default
+        self.originals = {k: v for k, v in layers.items() if k in BROKER_KEYS or k in self.unknown}
 
     def _check(self) -> None:
         if not self.log_dirs:

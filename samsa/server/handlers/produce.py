@@ -25,10 +25,12 @@ def append_partition(broker, topic: str, index: int, records, acks: int, now: in
         partition = broker.partition(topic, index)
         config = partition.log.config
         batches = batch.validate(records)
-        for _, header in batches:
+        for pos, header in batches:
             if header.size > config.max_message_bytes:
                 raise errors.MessageTooLargeError(
                     f"batch of {header.size} bytes is larger than max.message.bytes ({config.max_message_bytes})")
+            check_client_batch(records, pos, header)
+        check_timestamps(broker.topic_config(topic), batches, now)
         if "compact" in config.cleanup_policy:
             _check_keys(records, batches, topic)
         codec = broker.topic_config(topic)["compression.type"]
@@ -45,13 +47,45 @@ def append_partition(broker, topic: str, index: int, records, acks: int, now: in
                     f"the ISR of {topic}-{index} has {len(partition.state.isr)} replicas, "
                     f"min.insync.replicas is {min_isr}")
         info = partition.append(records, batches, now)
-        entry = {"index": index, "error_code": errors.E_DUPLICATE_SEQUENCE_NUMBER if info.duplicate else 0,
+        # A retry of one of a producer's last batches: answered as its first success was, as Kafka does.
+        entry = {"index": index, "error_code": 0,
                  "base_offset": info.base_offset, "log_append_time_ms": info.log_append_time,
                  "log_start_offset": info.log_start_offset}
         return entry, (partition, info.last_offset + 1)
     except errors.KafkaError as e:
         return {"index": index, "error_code": e.code, "base_offset": -1, "log_append_time_ms": -1,
                 "log_start_offset": -1, "error_message": e.message}, None
+
+
+def check_client_batch(data, pos: int, h: batch.BatchHeader) -> None:
+    """What Kafka refuses in a batch from a client even with a good CRC (INVALID_RECORD / CORRUPT_MESSAGE)."""
+    if h.is_control:
+        raise errors.InvalidRecordError("Clients are not allowed to write control records")
+    if h.record_count <= 0 or h.last_offset_delta != h.record_count - 1:
+        raise errors.InvalidRecordError(
+            f"Inconsistent batch offset range: {h.record_count} record(s), last offset delta {h.last_offset_delta}")
+    if h.producer_id >= 0 and h.base_sequence < 0:
+        raise errors.InvalidRecordError(
+            f"Invalid sequence number {h.base_sequence} in record batch with producerId {h.producer_id}")
+    if h.is_transactional and h.producer_id < 0:
+        raise errors.InvalidRecordError("Transactional batch without a producer id")
+    records.check_framing(data, pos, h)
+
+
+def check_timestamps(config: dict, batches, now: int) -> None:
+    """message.timestamp.before.max.ms / after.max.ms (and the older difference.max.ms)."""
+    if config["message.timestamp.type"] == "LogAppendTime":
+        return
+    before = min(config["message.timestamp.before.max.ms"], config["message.timestamp.difference.max.ms"])
+    after = min(config["message.timestamp.after.max.ms"], config["message.timestamp.difference.max.ms"])
+    if before >= batch.LONG_MAX_TS and after >= batch.LONG_MAX_TS:
+        return
+    for _, h in batches:
+        for ts in (h.base_timestamp, h.max_timestamp):
+            if ts < now - before or ts > now + after:
+                raise errors.InvalidTimestampError(
+                    f"Timestamp {ts} of a record is out of range: the broker's time is {now}, "
+                    f"message.timestamp.before.max.ms={before}, message.timestamp.after.max.ms={after}")
 
 
 CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -95,7 +129,7 @@ def produce(ctx, req: dict):
                                "base_offset": -1, "error_message": "transactions are not supported"}, None
             else:
                 entry, wait = append_partition(broker, name, p["index"], p["records"], acks, now)
-            if entry["error_code"] not in (0, errors.E_DUPLICATE_SEQUENCE_NUMBER):
+            if entry["error_code"]:
                 log.warning("produce to %s-%d from %s refused: %s", name, p["index"], ctx.connection.peer,
                             entry.get("error_message") or errors.error_name(entry["error_code"]))
             entries.append(entry)
@@ -103,6 +137,9 @@ def produce(ctx, req: dict):
                 waits.append((entry, wait))
         responses.append({"name": name, "partition_responses": entries})
     if acks == 0:
+        if any(e["error_code"] for t in responses for e in t["partition_responses"]):
+            # Nothing goes back with acks=0: closing the connection is how Kafka tells the producer.
+            ctx.connection.close("an acks=0 produce failed")
         return None
     body = {"responses": responses, "throttle_time_ms": 0}
     pending = [(e, w) for e, w in waits if w[0].high_watermark < w[1]]
