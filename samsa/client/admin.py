@@ -13,10 +13,10 @@ carrying the broker's error message when it sent one.
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections import defaultdict
 from typing import Any, Awaitable, Callable, Coroutine, Iterable, Mapping, TypeVar
 
+from samsa.client.loop import LoopThread
 from samsa.client.cluster import Cluster
 from samsa.client.connection import BrokerConnection, KafkaConnectionError, KafkaTimeoutError
 from samsa.client.types import (
@@ -434,14 +434,11 @@ class Admin:
     """Blocking admin client: :class:`AsyncAdmin` on a private event loop thread."""
 
     def __init__(self, config: Mapping[str, Any]):
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="samsa-admin", daemon=True)
-        self._thread.start()
-        self._closed = False
+        self._thread = LoopThread("samsa-admin")
         try:
             self._admin: AsyncAdmin = self._run(self._make(config))
         except BaseException:
-            self._stop_loop()
+            self._thread.stop()
             raise
 
     @staticmethod
@@ -449,25 +446,15 @@ class Admin:
         return AsyncAdmin(config)
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        if self._closed:
-            coro.close()
-            raise RuntimeError("the admin client is closed")
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
-
-    def _stop_loop(self) -> None:
-        self._closed = True
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=10)
-        if not self._thread.is_alive():
-            self._loop.close()
+        return self._thread.run(coro)
 
     def close(self) -> None:
-        if self._closed:
+        if self._thread.closed:
             return
         try:
             self._run(self._admin.close())
         finally:
-            self._stop_loop()
+            self._thread.stop()
 
     def __enter__(self) -> "Admin":
         return self
