@@ -32,7 +32,8 @@ BROKER_KEYS = keys(
     Key("broker.rack", "string", None),
     Key("listeners", "list", ["PLAINTEXT://:9092"], _listeners),
     Key("advertised.listeners", "list", None, _listeners),
-    Key("listener.security.protocol.map", "list", ["PLAINTEXT:PLAINTEXT"]),
+    Key("listener.security.protocol.map", "list",
+        ["PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL"]),
     Key("inter.broker.listener.name", "string", None),
     Key("security.inter.broker.protocol", "string", "PLAINTEXT", one_of("PLAINTEXT")),
     Key("port", "int", None),
@@ -226,6 +227,14 @@ class BrokerConfig:
         names = [parse_listener(x)[0] for x in self.listeners]
         if len(set(names)) != len(names):
             raise ConfigError("Invalid value for configuration listeners: each listener must have a different name")
+        protocols = dict(item.split(":", 1) for item in self.values["listener.security.protocol.map"] if ":" in item)
+        for name in names:
+            protocol = protocols.get(name)
+            if protocol is None:
+                raise ConfigError(f"No security protocol defined for listener {name} "
+                                  "(listener.security.protocol.map)")
+            if protocol.upper() != "PLAINTEXT":
+                raise ConfigError(f"Listener {name} uses {protocol}: Samsa supports PLAINTEXT listeners only")
 
     # ---- derived settings, as Kafka computes them
 

@@ -130,3 +130,12 @@ def test_topic_defaults_follow_broker_synonyms():
     assert c.topic_default("retention.ms") == 600_000
     assert c.topic_default("max.message.bytes") == 2000
     assert c.topic_default("cleanup.policy") == ["compact"]
+
+
+def test_only_plaintext_listeners():
+    with pytest.raises(ConfigError, match="PLAINTEXT listeners only"):
+        BrokerConfig({"listeners": "SSL://:9093"})
+    with pytest.raises(ConfigError, match="No security protocol"):
+        BrokerConfig({"listeners": "INTERNAL://:9093"})
+    c = BrokerConfig({"listeners": "INTERNAL://:9093", "listener.security.protocol.map": "INTERNAL:PLAINTEXT"})
+    assert c.listeners == ["INTERNAL://:9093"]
