@@ -445,7 +445,7 @@ class GroupCoordinator:
             return e.code, [e.code] * len(leaving)
         group = self.groups.get(group_id)
         if group is None:
-            return errors.E_UNKNOWN_MEMBER_ID, [errors.E_UNKNOWN_MEMBER_ID] * len(leaving)
+            return 0, [errors.E_UNKNOWN_MEMBER_ID] * len(leaving)
         codes = []
         for member_id, instance_id in leaving:
             if instance_id:
