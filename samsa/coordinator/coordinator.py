@@ -222,7 +222,7 @@ class GroupCoordinator:
                   rebalance_timeout):
         max_size = self.cfg("group.max.size")
         if instance_id and instance_id in group.static_members:
-            return self._rejoin_static(group, group.static_members[instance_id], protocols, req)
+            return self._rejoin_static(group, group.static_members[instance_id], protocols, req, version)
         if len(group.members) + len(group.pending_members) >= max_size:
             return self._join_error(errors.E_GROUP_MAX_SIZE_REACHED)
         member_id = f"{client_id}-{uuid.uuid4()}"
@@ -238,33 +238,50 @@ class GroupCoordinator:
         group.add(member)
         return self._park_join(group, member)
 
-    def _rejoin_static(self, group: Group, old_id: str, protocols, req: dict):
-        """A static member restarting: take over its old identity, no rebalance if nothing changed."""
+    def _rejoin_static(self, group: Group, old_id: str, protocols, req: dict, version: int):
+        """A static member restarting: it takes over its old identity and assignment, and the
+        group does not rebalance as long as the selected protocol stays the same."""
         old = group.members[old_id]
         new_id = f"{req.get('group_instance_id')}-{uuid.uuid4()}"
+        was_leader = group.leader == old_id
         self._fence(old)
         group.remove(old_id)
-        was_leader = group.leader is None or group.leader == old_id
         member = Member(new_id, old.group_instance_id, old.client_id, old.client_host, req["session_timeout_ms"],
                         req.get("rebalance_timeout_ms", old.rebalance_timeout_ms), req["protocol_type"], protocols,
                         assignment=old.assignment)
         group.add(member)
         if was_leader:
             group.leader = new_id
-        if group.state == STABLE and old.same_protocols(protocols):
-            self._schedule_expiry(group, member)
-            self._persist_group(group)
-            return {"error_code": 0, "generation_id": group.generation, "protocol_type": group.protocol_type,
-                    "protocol_name": group.protocol, "leader": group.leader, "skip_assignment": group.leader == new_id,
-                    "member_id": new_id, "members": []}
-        return self._park_join(group, member)
+        if group.state != STABLE or group.protocol not in group.candidate_protocols() \
+                or group.select_protocol() != group.protocol:
+            return self._park_join(group, member)
+        self._schedule_expiry(group, member)
+        self._persist_group(group)
+        response = {"error_code": 0, "generation_id": group.generation, "protocol_type": group.protocol_type,
+                    "protocol_name": group.protocol, "member_id": new_id, "leader": group.leader,
+                    "skip_assignment": False, "members": []}
+        if was_leader and version >= 9:
+            # KIP-814: the leader learns it leads, with the members, but must not reassign.
+            response.update(skip_assignment=True, members=self._join_response(group, member)["members"])
+        elif was_leader:
+            # Older clients would reassign if told they lead: name the old id, as Kafka does.
+            response["leader"] = old_id
+        return response
+
+    def _fenced(self, group: Group | None, member_id: str, instance_id: str | None) -> int:
+        """FENCED_INSTANCE_ID for a replaced static member, UNKNOWN_MEMBER_ID for a stranger, else 0."""
+        if group is not None and instance_id and instance_id in group.static_members \
+                and group.static_members[instance_id] != member_id:
+            return errors.E_FENCED_INSTANCE_ID
+        if group is None or member_id not in group.members:
+            return errors.E_UNKNOWN_MEMBER_ID
+        return 0
 
     def _join_known(self, group: Group, member_id: str, instance_id, protocols):
-        member = group.members.get(member_id)
-        if member is None:
-            return self._join_error(errors.E_UNKNOWN_MEMBER_ID, member_id)
-        if instance_id and group.static_members.get(instance_id) != member_id:
-            return self._join_error(errors.E_FENCED_INSTANCE_ID, member_id)
+        code = self._fenced(group, member_id, instance_id)
+        if code:
+            return self._join_error(code, member_id)
+        member = group.members[member_id]
         if group.state == STABLE and not group.is_leader(member_id) and member.same_protocols(protocols):
             return self._join_response(group, member)
         if group.state == COMPLETING_REBALANCE and member.same_protocols(protocols):
@@ -380,12 +397,10 @@ class GroupCoordinator:
         except errors.KafkaError as e:
             return self._sync_error(e.code)
         group = self.groups.get(group_id)
-        member = group.members.get(req["member_id"]) if group else None
-        if group is None or member is None:
-            return self._sync_error(errors.E_UNKNOWN_MEMBER_ID)
-        instance_id = req.get("group_instance_id")
-        if instance_id and group.static_members.get(instance_id) != member.member_id:
-            return self._sync_error(errors.E_FENCED_INSTANCE_ID)
+        code = self._fenced(group, req["member_id"], req.get("group_instance_id"))
+        if code:
+            return self._sync_error(code)
+        member = group.members[req["member_id"]]
         if req["generation_id"] != group.generation:
             return self._sync_error(errors.E_ILLEGAL_GENERATION)
         if (req.get("protocol_type") and req["protocol_type"] != group.protocol_type) or (
@@ -424,12 +439,10 @@ class GroupCoordinator:
         except errors.KafkaError as e:
             return e.code
         group = self.groups.get(group_id)
-        member = group.members.get(req["member_id"]) if group else None
-        if group is None or member is None:
-            return errors.E_UNKNOWN_MEMBER_ID
-        instance_id = req.get("group_instance_id")
-        if instance_id and group.static_members.get(instance_id) != member.member_id:
-            return errors.E_FENCED_INSTANCE_ID
+        code = self._fenced(group, req["member_id"], req.get("group_instance_id"))
+        if code:
+            return code
+        member = group.members[req["member_id"]]
         if req["generation_id"] != group.generation:
             return errors.E_ILLEGAL_GENERATION
         self._schedule_expiry(group, member)
@@ -496,8 +509,10 @@ class GroupCoordinator:
         member = group.members.get(member_id)
         if member is None:
             return
-        if member.join_future is not None and not member.join_future.done() and group.state == PREPARING_REBALANCE:
-            # A member waiting in a join is alive; the rebalance timeout bounds it.
+        waiting = (member.join_future is not None and not member.join_future.done()) or (
+            member.sync_future is not None and not member.sync_future.done())
+        if waiting:
+            # A member waiting for its join or sync answer is alive; the rebalance bounds the wait.
             self._schedule_expiry(group, member)
             return
         self._remove_member(group, member_id, f"session timeout of {member.session_timeout_ms} ms expired")
@@ -523,16 +538,12 @@ class GroupCoordinator:
                 raise errors.CoordinatorNotAvailableError()
             if generation < 0 and (group is None or group.state == EMPTY):
                 pass  # a consumer storing offsets without group management
-            elif group is None or member_id not in group.members:
-                raise errors.UnknownMemberIdError()
+            elif code := self._fenced(group, member_id, req.get("group_instance_id")):
+                raise errors.error_for(code)
             elif group.state == COMPLETING_REBALANCE:
                 raise errors.RebalanceInProgressError()
             elif generation != group.generation:
                 raise errors.IllegalGenerationError()
-            else:
-                instance_id = req.get("group_instance_id")
-                if instance_id and group.static_members.get(instance_id) != member_id:
-                    raise errors.FencedInstanceIdError()
         except errors.KafkaError as e:
             error = e.code
         ts = now_ms()
@@ -543,7 +554,8 @@ class GroupCoordinator:
             for p in t["partitions"]:
                 code = error
                 meta = p.get("committed_metadata") or ""
-                if not code and t["name"] not in self.broker.topics:
+                topic = self.broker.topics.get(t["name"])
+                if not code and (topic is None or p["partition_index"] not in topic.partitions):
                     code = errors.E_UNKNOWN_TOPIC_OR_PARTITION
                 elif not code and len(meta.encode()) > max_meta:
                     code = errors.E_OFFSET_METADATA_TOO_LARGE

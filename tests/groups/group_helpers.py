@@ -25,7 +25,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -439,14 +439,15 @@ class ProcMember:
             return [e for e in self.events if e["ev"] == kind]
 
     def assignment(self) -> set[int] | None:
-        """The partitions of the last assign event (eager), None before the first."""
+        """The partitions it owns, None before its first assignment. (Assign adds, revoke and lost
+        remove: right for eager protocols, which revoke everything first, and for cooperative ones.)"""
         with self.lock:
             cur = None
             for e in self.events:
                 if e["ev"] == "assign":
-                    cur = set(e["partitions"])
-                elif e["ev"] in ("revoke", "lost"):
-                    cur = set()
+                    cur = (cur or set()) | set(e["partitions"])
+                elif e["ev"] in ("revoke", "lost") and cur is not None:
+                    cur -= set(e["partitions"])
             return cur
 
     def kill(self) -> None:
@@ -510,15 +511,6 @@ class Raw:
 
     def call(self, api_key: int, version: int, body: dict) -> dict:
         return self.recv(api_key, version, self.send(api_key, version, body))
-
-
-def kill_quietly(*things) -> None:
-    for t in things:
-        try:
-            t.kill()
-        except Exception:  # noqa: BLE001 - best-effort cleanup
-            pass
-
 
 
 # ----------------------------------------------------------------------------------- kcat -G
@@ -690,18 +682,27 @@ class GroupClient(Raw):
 
 def stable_raw_group(port: int, group: str, topics=("t",), n: int = 1, **join_kw):
     """Form a group of ``n`` dynamic raw members (JoinGroup v4+) and complete its rebalance, the
-    leader assigning partition i of the first topic to the i-th member; returns (clients, member ids, generation, leader id)."""
+    leader (the first client) assigning partition i of the first topic to the i-th member; returns (clients, member ids, generation, leader id)."""
     clients = [GroupClient(port) for _ in range(n)]
     ids = []
     for c in clients:
         r = c.join(group, "", **join_kw)
         assert r["error_code"] in (MEMBER_ID_REQUIRED, NONE), r
         ids.append(r["member_id"])
-    cids = [c.join_send(group, mid, topics=list(topics), **join_kw) for c, mid in zip(clients, ids)]
+    cids = []
+    for i, (c, mid) in enumerate(zip(clients, ids)):
+        cids.append(c.join_send(group, mid, topics=list(topics), **join_kw))
+        if i == 0 and n > 1:
+            # the first member is in (and waits for the others): it is the leader
+            observer = GroupClient(port)
+            wait_until(lambda: observer.describe(group)["group_state"] == "PreparingRebalance",
+                       what="the first member's join")
+            observer.close()
     joins = [c.recv(JOIN_GROUP, join_kw.get("version", 5), cid) for c, cid in zip(clients, cids)]
     for r in joins:
         assert r["error_code"] == NONE, r
     gen, leader = joins[0]["generation_id"], joins[0]["leader"]
+    assert leader == ids[0]
     assert all(r["generation_id"] == gen for r in joins)
     sync_cids = []
     for c, mid in zip(clients, ids):

@@ -149,3 +149,33 @@ def test_group_carries_on_across_broker_restart(own_broker, names, how):
         for m in members:
             if m.is_alive():
                 m.stop()
+
+
+def test_deletions_survive_restart(own_broker, names):
+    """DeleteGroups and OffsetDelete write tombstones: after a crash and restart the deleted group
+    and the deleted offsets stay gone, the rest stays."""
+    b = own_broker()
+    topic, group = names
+    create_topic(b.bootstrap, topic, 2)
+    raw = GroupClient(b.port)
+    wait_until(lambda: raw.call(10, 3, {"key": group, "key_type": 0})["error_code"] == 0, what="a coordinator")
+    gone, kept = group + "-gone", group + "-kept"
+    for g in (gone, kept):
+        assert set(raw.commit(g, {(topic, 0): 5, (topic, 1): 6}, metadata="x").values()) == {0}
+    r = raw.call(42, 2, {"groups_names": [gone]})
+    assert r["results"][0]["error_code"] == 0
+    r = raw.call(47, 0, {"group_id": kept, "topics": [{"name": topic, "partitions": [{"partition_index": 1}]}]})
+    assert r["error_code"] == 0 and r["topics"][0]["partitions"][0]["error_code"] == 0
+    raw.close()
+
+    restart(b, "kill")
+
+    raw = GroupClient(b.port)
+    f = wait_until(lambda: (lambda r: r[None] == 0 and r)(raw.fetch(kept, [(topic, 0), (topic, 1)])),
+                   what="OffsetFetch after the restart")
+    assert f[(topic, 0)][0] == 5 and f[(topic, 1)][0] == -1
+    f = raw.fetch(gone, [(topic, 0), (topic, 1)])
+    assert f[(topic, 0)][0] == -1 and f[(topic, 1)][0] == -1
+    listed = {g["group_id"] for g in raw.call(16, 4, {"states_filter": []})["groups"]}
+    assert kept in listed and gone not in listed
+    raw.close()
