@@ -377,11 +377,9 @@ class Broker:
             return
         self.store.put_broker_configs(broker_id, configs)
         self.config.apply_dynamic(self.store.broker_configs(None), self.store.broker_configs(self.broker_id))
-        for topic in self.topics:
-            config = self.log_config(topic)
-            for (t, _), p in self.partitions.items():
-                if t == topic:
-                    p.log.update_config(config)
+        configs = {topic: self.log_config(topic) for topic in self.topics}
+        for (topic, _), partition in self.partitions.items():
+            partition.log.update_config(configs[topic])
 
     # ---------------------------------------------------------------- producer ids
 

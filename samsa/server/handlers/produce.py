@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from samsa.protocol import batch, errors, records
-import time
 from samsa.server.handlers import handles
 
 log = logging.getLogger(__name__)
@@ -145,25 +145,15 @@ def produce(ctx, req: dict):
     pending = [(e, w) for e, w in waits if w[0].high_watermark < w[1]]
     if not pending:
         return body
-    return _await_replication(body, pending, req["timeout_ms"])
+    return _await_replication(broker, body, pending, req["timeout_ms"])
 
 
-async def _await_replication(body: dict, pending: list, timeout_ms: int) -> dict:
+async def _await_replication(broker, body: dict, pending: list, timeout_ms: int) -> dict:
     """Park an acks=all answer until every partition's high watermark covers its append."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + max(timeout_ms, 0) / 1000
-    while pending:
-        fut = loop.create_future()
-        for _, (partition, _) in pending:
-            partition.watch(fut)
+    async def wait(entry: dict, partition, offset: int) -> None:
         try:
-            await asyncio.wait_for(fut, max(deadline - loop.time(), 0))
-        except asyncio.TimeoutError:
-            for entry, _ in pending:
-                entry["error_code"] = errors.E_REQUEST_TIMED_OUT
-            break
-        finally:
-            for _, (partition, _) in pending:
-                partition.unwatch(fut)
-        pending = [(e, w) for e, w in pending if w[0].high_watermark < w[1]]
+            await broker.wait_for_high_watermark(partition, offset, timeout_ms)
+        except errors.KafkaError as e:
+            entry["error_code"] = e.code
+    await asyncio.gather(*(wait(entry, partition, offset) for entry, (partition, offset) in pending))
     return body
