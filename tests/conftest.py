@@ -1,82 +1,12 @@
-"""Shared fixtures: a real Samsa broker process on a free loopback port."""
+"""Shared fixtures. ``tests/`` is on sys.path, so test modules import ``broker_process``."""
 
 from __future__ import annotations
 
 import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for_port(port: int, proc: subprocess.Popen | None = None, timeout: float = 30.0) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"broker exited with {proc.returncode}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout}s")
-
-
-class BrokerProcess:
-    """``samsa server start`` in a child process, with its own data dir and port."""
-
-    def __init__(self, data_dir: Path, port: int | None = None, **overrides: object):
-        self.data_dir = Path(data_dir)
-        self.port = port or free_port()
-        self.overrides = {"broker.id": "0", "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
-                          "log.dirs": str(self.data_dir / "logs"), "num.partitions": "1",
-                          "offsets.topic.replication.factor": "1", "group.initial.rebalance.delay.ms": "0"}
-        self.overrides.update({k: str(v) for k, v in overrides.items()})
-        self.proc: subprocess.Popen | None = None
-        self.log_path = self.data_dir / f"broker-{self.port}.log"
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self) -> "BrokerProcess":
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        props = self.data_dir / "server.properties"
-        props.write_text("".join(f"{k}={v}\n" for k, v in self.overrides.items()))
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "samsa.cli.main", "server", "start", str(props)],
-            stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT, cwd=ROOT)
-        wait_for_port(self.port, self.proc)
-        return self
-
-    def kill(self) -> None:
-        """SIGKILL: no clean shutdown, as in a crash."""
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-    def log_text(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+from broker_process import BrokerProcess
 
 
 @pytest.fixture(scope="session")

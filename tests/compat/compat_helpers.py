@@ -5,13 +5,10 @@ Everything here waits with a bound (a deadline), never asserts on how long anyth
 
 from __future__ import annotations
 
-import importlib.util
 import socket
 import struct
-import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -25,18 +22,7 @@ WAIT = 30.0  # seconds: the bound of every wait for the broker
 BASE_TS = (int(time.time()) - 3600) * 1000
 
 
-def _root_conftest():
-    """tests/conftest.py as a module of its own name ("conftest" is ambiguous across directories)."""
-    name = "samsa_tests_root_conftest"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parent.parent / "conftest.py")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules[name]
-
-
-BrokerProcess = _root_conftest().BrokerProcess
+from broker_process import BrokerProcess  # noqa: E402,F401  (used by the tests)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,6 @@ group's guarantee from that log:
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import signal
 import socket
@@ -38,19 +37,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 
 
-def _root_conftest():
-    """tests/conftest.py as a module of its own name ("conftest" is ambiguous across directories)."""
-    name = "samsa_tests_root_conftest"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, HERE.parent / "conftest.py")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules[name]
-
-
-BrokerProcess = _root_conftest().BrokerProcess
-free_port = _root_conftest().free_port
+from broker_process import BrokerProcess, free_port  # noqa: E402,F401  (used by the tests)
 
 # Broker settings of the group tests: quick session expiry allowed, no initial delay.
 GROUP_BROKER = {"group.min.session.timeout.ms": 1000, "group.initial.rebalance.delay.ms": 0}
