@@ -114,8 +114,12 @@ class Broker:
             task.cancel()
         for server in self.servers:
             server.close()
+        parked = [c.task for c in self.dispatcher.connections if c.task is not None]
         for conn in list(self.dispatcher.connections):
             conn.transport.close()
+        for task in parked:
+            task.cancel()
+        await asyncio.gather(*parked, *self._tasks, return_exceptions=True)
         for server in self.servers:
             await server.wait_closed()
         if hasattr(self, "logs"):
