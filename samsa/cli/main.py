@@ -13,6 +13,7 @@ TOOLS = {
     "server": ("samsa.cli.server", "start or stop a broker (kafka-server-start.sh / kafka-server-stop.sh)"),
     "topics": ("samsa.cli.topics", "create, list, describe, alter and delete topics (kafka-topics.sh)"),
     "configs": ("samsa.cli.configs", "describe and alter topic and broker configs (kafka-configs.sh)"),
+    "consumer-groups": ("samsa.cli.consumer_groups", "list, describe, reset and delete consumer groups (kafka-consumer-groups.sh)"),
     "dump-log": ("samsa.cli.dump_log", "print the batches and records of a segment file (kafka-dump-log.sh)"),
 }
 
