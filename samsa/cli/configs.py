@@ -14,11 +14,12 @@ import re
 import sys
 from pathlib import Path
 
-from samsa.cli.topics import UsageError, error_message
+from samsa.cli.common import Parser, UsageError, admin_config, error_message
 from samsa.client.admin import Admin
 from samsa.client.types import AlterConfigOp, ConfigEntry, ConfigResource
+from samsa.configdef import parse_properties
 from samsa.protocol import errors
-from samsa.server.config import parse_properties
+from samsa.protocol.names import validate_topic_name
 
 DESCRIPTION = "This tool helps to manipulate and describe entity config for a topic or a broker"
 SUPPORTED = {"topics": "topic", "brokers": "broker"}
@@ -30,8 +31,7 @@ _OUTSIDE_BRACKETS = r"(?=[^\]]*(?:\[|$))"
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):
+def error(self, message: str):
         raise UsageError(message)
 
 
@@ -45,7 +45,7 @@ class _EntityName(argparse.Action):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="samsa configs", description=DESCRIPTION)
+    p = Parser(prog="samsa configs", description=DESCRIPTION)
     a = p.add_argument
     a("--bootstrap-server", metavar="<String: server to connect to>", help="The Kafka servers to connect to.")
     a("--bootstrap-controller", metavar="<String: controller to connect to>", help=argparse.SUPPRESS)
@@ -177,33 +177,7 @@ def configs_to_delete(opts: argparse.Namespace) -> list[str]:
     return [k.strip() for item in opts.delete_config or [] for k in item.split(",") if k.strip()]
 
 
-def admin_config(opts: argparse.Namespace) -> dict[str, str]:
-    config: dict[str, str] = {}
-    if opts.command_config:
-        try:
-            config.update(parse_properties(Path(opts.command_config).read_text()))
-        except OSError as e:
-            raise UsageError(f"Cannot read command config file {opts.command_config}: {e.strerror}") from None
-    config["bootstrap.servers"] = opts.bootstrap_server
-    config.setdefault("client.id", "samsa-configs")
-    return config
-
-
 # ---------------------------------------------------------------------------- actions
-
-def _validate_topic(name: str) -> None:
-    """Kafka's Topic.validate, client side (as kafka-configs.sh does before describing)."""
-    if not name:
-        raise errors.InvalidTopicError("Topic name is illegal, it can't be empty")
-    if name in (".", ".."):
-        raise errors.InvalidTopicError('Topic name cannot be "." or ".."')
-    if len(name) > 249:
-        raise errors.InvalidTopicError(
-            f"Topic name is illegal, it can't be longer than 249 characters, topic name: {name}")
-    if not _LEGAL_TOPIC.fullmatch(name):
-        raise errors.InvalidTopicError(f'Topic name "{name}" is illegal, it contains a character other than '
-                                       "ASCII alphanumerics, '.', '_' and '-'")
-
 
 def _dynamic_source(kind: str, name: str) -> str:
     return DYNAMIC_SOURCE["brokers-default" if kind == "brokers" and name == "" else kind]
@@ -212,7 +186,7 @@ def _dynamic_source(kind: str, name: str) -> str:
 def resource_config(admin: Admin, kind: str, name: str, synonyms: bool, describe_all: bool) -> list[ConfigEntry]:
     """The entity's config entries sorted by name: all of them, or only its dynamic ones."""
     if kind == "topics" and name:
-        _validate_topic(name)
+        validate_topic_name(name)
     resource = ConfigResource(SUPPORTED[kind], name)
     entries = admin.describe_configs([resource], include_synonyms=synonyms)[resource].values()
     source = None if describe_all else _dynamic_source(kind, name)
@@ -227,7 +201,7 @@ def describe(admin: Admin, kind: str, name: str | None, describe_all: bool) -> N
     singular = kind[:-1]
     if name is not None and not describe_all:
         if kind == "topics":
-            _validate_topic(name)
+            validate_topic_name(name)
             if name not in admin.list_topics(include_internal=True):
                 print(f"The {singular} '{name}' doesn't exist and doesn't have dynamic config.")
                 return
@@ -275,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         opts = parser.parse_args(argv)
         kind, name = check_args(opts)
-        with Admin(admin_config(opts)) as admin:
+        with Admin(admin_config(opts, "samsa-configs")) as admin:
             if opts.alter:
                 assert name is not None
                 alter(admin, kind, name, opts)

@@ -15,7 +15,7 @@ import re
 import sys
 from datetime import datetime, timezone
 
-from samsa.cli.topics import UsageError, _Parser, admin_config, error_message
+from samsa.cli.common import Parser, UsageError, admin_config, error_message
 from samsa.client.admin import AsyncAdmin
 from samsa.client.group_admin import GroupAdmin, GroupDescription
 from samsa.client.types import TopicPartition
@@ -26,7 +26,7 @@ RESET_SPECS = ("to_earliest", "to_latest", "to_current", "to_offset", "to_dateti
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="samsa consumer-groups", description=DESCRIPTION)
+    p = Parser(prog="samsa consumer-groups", description=DESCRIPTION)
     a = p.add_argument
     a("--bootstrap-server", help="REQUIRED: The server(s) to connect to.")
     a("--command-config", help="Property file containing configs to be passed to Admin Client.")
@@ -288,8 +288,7 @@ def parse_duration(text: str) -> int:
 
 
 async def run(opts: argparse.Namespace) -> int:
-    config = admin_config(opts)
-    config["client.id"] = "samsa-consumer-groups"
+    config = admin_config(opts, "samsa-consumer-groups")
     config.setdefault("request.timeout.ms", str(opts.timeout))
     config.setdefault("default.api.timeout.ms", str(opts.timeout))
     admin = AsyncAdmin(config)

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Iterator
 
-from samsa.cli.topics import UsageError
+from samsa.cli.common import Parser, UsageError
 from samsa.coordinator import offsets_topic
 from samsa.protocol.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, compute_crc, read_header
 from samsa.protocol.errors import CorruptRecordError, KafkaError
@@ -38,16 +38,11 @@ _TXN_ENTRY = struct.Struct(">hqqqq")
 _I16 = struct.Struct(">h")
 _CONTROL_VALUE = struct.Struct(">hi")
 
-Parser = Callable[[Record], tuple[str | None, str | None]]
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):
-        raise UsageError(message)
+PayloadDecoder = Callable[[Record], tuple[str | None, str | None]]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="samsa dump-log", description=DESCRIPTION)
+    p = Parser(prog="samsa dump-log", description=DESCRIPTION)
     a = p.add_argument
     a("--files", metavar="<String: file1, file2, ...>",
       help="REQUIRED: The comma separated list of data and index log files to be dumped.")
@@ -88,7 +83,7 @@ def _decoder(name: str | None) -> Callable[[bytes], str]:
     raise UsageError(f"Unsupported decoder class {name}: use StringDecoder, IntegerDecoder or LongDecoder")
 
 
-def plain_parser(key_decoder: str | None, value_decoder: str | None) -> Parser:
+def plain_parser(key_decoder: str | None, value_decoder: str | None) -> PayloadDecoder:
     decode_key, decode_value = _decoder(key_decoder), _decoder(value_decoder)
     return lambda r: (None if r.key is None else decode_key(r.key), None if r.value is None else decode_value(r.value))
 
@@ -184,7 +179,7 @@ def _control(record: Record) -> str:
     return f" controlType: {names.get(kind, 'UNKNOWN')}({kind})"
 
 
-def record_line(h: BatchHeader, r: Record, opts: argparse.Namespace, parser: Parser, print_data: bool) -> str:
+def record_line(h: BatchHeader, r: Record, opts: argparse.Namespace, parser: PayloadDecoder, print_data: bool) -> str:
     out = ""
     prefix = "| "
     if not opts.skip_record_metadata:
@@ -206,7 +201,7 @@ def record_line(h: BatchHeader, r: Record, opts: argparse.Namespace, parser: Par
     return out
 
 
-def dump_log(path: Path, opts: argparse.Namespace, parser: Parser, print_data: bool,
+def dump_log(path: Path, opts: argparse.Namespace, parser: PayloadDecoder, print_data: bool,
              non_consecutive: dict[str, list[tuple[int, int]]]) -> None:
     print(f"Log starting offset: {int(path.name.split('.')[0])}")
     data = path.read_bytes()
@@ -401,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
         for flag in ("transaction_log_decoder", "cluster_metadata_decoder", "remote_log_metadata_decoder"):
             if getattr(opts, flag):
                 raise UsageError(f"--{flag.replace('_', '-')} is not supported by Samsa")
-        record_parser: Parser = offsets_parser if opts.offsets_decoder else plain_parser(
+        record_parser: PayloadDecoder = offsets_parser if opts.offsets_decoder else plain_parser(
             opts.key_decoder_class, opts.value_decoder_class)
     except UsageError as e:
         print(e, file=sys.stderr)

@@ -12,12 +12,11 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from pathlib import Path
 
+from samsa.cli.common import Parser, UsageError, admin_config, error_message
 from samsa.client.admin import Admin
 from samsa.client.types import ConfigEntry, ConfigResource, NewPartitions, NewTopic, PartitionInfo, TopicDescription
 from samsa.protocol import errors
-from samsa.server.config import parse_properties
 
 DESCRIPTION = "Create, delete, describe, or change a topic."
 ACTIONS = ("list", "describe", "create", "alter", "delete")
@@ -26,17 +25,8 @@ REPORT_FLAGS = ("under_replicated_partitions", "unavailable_partitions", "under_
 SHORT_MAX = 32767
 
 
-class UsageError(Exception):
-    """A bad command line: printed as one line to stderr, exit status 1."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line instead of argparse's usage + exit 2
-        raise UsageError(message)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="samsa topics", description=DESCRIPTION)
+    p = Parser(prog="samsa topics", description=DESCRIPTION)
     a = p.add_argument
     a("--bootstrap-server", metavar="<String: server to connect to>", help="REQUIRED: The Kafka server to connect to.")
     a("--zookeeper", help=argparse.SUPPRESS)
@@ -151,26 +141,6 @@ def parse_configs(items: list[str] | None) -> dict[str, str]:
             raise UsageError('requirement failed: Invalid topic config: all configs to be added must be in the format "key=val".')
         out[parts[0].strip()] = parts[1].strip()
     return out
-
-
-def admin_config(opts: argparse.Namespace) -> dict[str, str]:
-    """The --command-config properties, with --bootstrap-server on top."""
-    config: dict[str, str] = {}
-    if opts.command_config:
-        try:
-            config.update(parse_properties(Path(opts.command_config).read_text()))
-        except OSError as e:
-            raise UsageError(f"Cannot read command config file {opts.command_config}: {e.strerror}") from None
-    config["bootstrap.servers"] = opts.bootstrap_server
-    config.setdefault("client.id", "samsa-topics")
-    return config
-
-
-def error_message(e: BaseException) -> str:
-    """An exception's message as Kafka's tools print it: the broker's words, no class name."""
-    if isinstance(e, errors.KafkaError):
-        return str(e.args[0]) if e.args and e.args[0] else e.name
-    return str(e) or type(e).__name__
 
 
 # ---------------------------------------------------------------------------- topic selection
@@ -328,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         opts = parser.parse_args(argv)
         check_args(opts)
-        config = admin_config(opts)
+        config = admin_config(opts, "samsa-topics")
         action = next(a for a in ACTIONS if getattr(opts, a))
         with Admin(config) as admin:
             RUN[action](admin, opts)

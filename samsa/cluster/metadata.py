@@ -9,17 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import threading
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from samsa.protocol import errors
 
-MAX_TOPIC_NAME = 249
-_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 
 
 @dataclass
@@ -61,19 +57,6 @@ class TopicInfo:
     def from_json(cls, name: str, d: dict) -> "TopicInfo":
         parts = {int(p): PartitionState(**s) for p, s in d["partitions"].items()}
         return cls(name, uuid.UUID(hex=d["topic_id"]).bytes, parts, dict(d.get("configs", {})))
-
-
-def validate_topic_name(name: str | None) -> None:
-    if not name:
-        raise errors.InvalidTopicError("Topic name is illegal, it can't be empty")
-    if name in (".", ".."):
-        raise errors.InvalidTopicError("Topic name cannot be \".\" or \"..\"")
-    if len(name) > MAX_TOPIC_NAME:
-        raise errors.InvalidTopicError(
-            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME} characters, topic name: {name}")
-    if not _LEGAL_TOPIC.fullmatch(name):
-        raise errors.InvalidTopicError(
-            f"Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'")
 
 
 def new_topic_id() -> bytes:

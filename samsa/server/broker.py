@@ -14,10 +14,11 @@ import time
 from pathlib import Path
 
 from samsa.cluster.metadata import (BrokerInfo, LocalMetadataStore, MetadataStore, PartitionState, TopicInfo,
-                                    new_topic_id, validate_topic_name)
+                                    new_topic_id)
 from samsa.cluster.replica import Partition
 from samsa.coordinator.coordinator import GroupCoordinator
 from samsa.protocol import errors
+from samsa.protocol.names import validate_topic_name
 from samsa.server.config import (BROKER_KEYS, TOPIC_KEYS, BrokerConfig, ConfigError, parse_listener,
                                  parse_topic_config, parse_value)
 from samsa.server.dispatcher import Dispatcher

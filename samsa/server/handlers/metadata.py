@@ -1,6 +1,6 @@
 """Metadata (3): brokers, controller, topics and who leads each partition."""
 
-from samsa.cluster.metadata import validate_topic_name
+from samsa.protocol.names import validate_topic_name
 from samsa.protocol import errors
 from samsa.server.handlers import handles
 

@@ -1,0 +1,23 @@
+"""Kafka's rule for topic names, shared by the broker and the client tools."""
+
+from __future__ import annotations
+
+import re
+
+from samsa.protocol import errors
+
+MAX_TOPIC_NAME = 249
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+
+
+def validate_topic_name(name: str | None) -> None:
+    if not name:
+        raise errors.InvalidTopicError("Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise errors.InvalidTopicError("Topic name cannot be \".\" or \"..\"")
+    if len(name) > MAX_TOPIC_NAME:
+        raise errors.InvalidTopicError(
+            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME} characters, topic name: {name}")
+    if not _LEGAL_TOPIC.fullmatch(name):
+        raise errors.InvalidTopicError(
+            f"Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'")
