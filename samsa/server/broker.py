@@ -60,6 +60,9 @@ class Broker:
         dirs = [Path(d) for d in self.config.log_dirs]
         for d in dirs:
             d.mkdir(parents=True, exist_ok=True)
+        if self.config["zookeeper.connect"] and self._store is None:
+            log.warning("zookeeper.connect is set, but this Samsa broker does not join a ZooKeeper cluster yet: "
+                        "it runs alone, with its metadata in %s", dirs[0] / LocalMetadataStore.FILE)
         self.store = self._store or LocalMetadataStore(dirs[0])
         self.config.apply_dynamic(self.store.broker_configs(None), self.store.broker_configs(self.broker_id))
         self.topics = self.store.topics()
