@@ -3,38 +3,17 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import pytest
+from cli_tools import one_error_line, samsa
 
 from samsa.cli.configs import UsageError, parse_add_config
-from samsa.client.admin import Admin
 from samsa.client.types import NewTopic
-from samsa.embedded import Broker
 
 
-def samsa(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "samsa.cli.main", *args], capture_output=True, text=True,
-                          timeout=timeout)
 
 
-def one_error_line(r: subprocess.CompletedProcess) -> str:
-    assert r.returncode != 0, r
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1, r.stderr
-    return lines[0]
 
-
-@pytest.fixture(scope="module")
-def broker():
-    with Broker() as b:
-        yield b
-
-
-@pytest.fixture(scope="module")
-def admin(broker):
-    with Admin({"bootstrap.servers": broker.bootstrap_servers}) as a:
-        yield a
 
 
 @pytest.fixture

@@ -4,38 +4,16 @@ from __future__ import annotations
 
 import socket
 import subprocess
-import sys
 import time
 
 import pytest
-
-from samsa.client.admin import Admin
-from samsa.embedded import Broker
+from cli_tools import one_error_line, samsa
 
 
-def samsa(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "samsa.cli.main", *args], capture_output=True, text=True,
-                          timeout=timeout)
 
 
-def one_error_line(r: subprocess.CompletedProcess) -> str:
-    """A failed run: non-zero exit, exactly one line on stderr (returned)."""
-    assert r.returncode != 0, r
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1, r.stderr
-    return lines[0]
 
 
-@pytest.fixture(scope="module")
-def broker():
-    with Broker() as b:
-        yield b
-
-
-@pytest.fixture(scope="module")
-def admin(broker):
-    with Admin({"bootstrap.servers": broker.bootstrap_servers}) as a:
-        yield a
 
 
 @pytest.fixture

@@ -1,0 +1,19 @@
+"""Running ``samsa`` tools as subprocesses, as a user would."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def samsa(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "samsa.cli.main", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def one_error_line(r: subprocess.CompletedProcess) -> str:
+    """A failed run: non-zero exit, exactly one line on stderr (returned)."""
+    assert r.returncode != 0, r
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    return lines[0]
