@@ -1,0 +1,121 @@
+"""Serializers and deserializers, with the byte formats of Kafka's Java built-ins.
+
+A serializer has ``serialize(topic, data, headers=None) -> bytes | None``, and optionally
+``configure(configs)`` and ``close()``; a deserializer mirrors it with ``deserialize``.
+``None`` stays ``None`` (a null key or value), as in Java.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any, Protocol
+
+
+class SerializationError(Exception):
+    """A serializer or deserializer failed; the original exception is the cause."""
+
+
+class Serializer(Protocol):
+    def serialize(self, topic: str, data: Any, headers: Any = None) -> bytes | None: ...
+
+
+class Deserializer(Protocol):
+    def deserialize(self, topic: str, data: bytes | None, headers: Any = None) -> Any: ...
+
+
+class _Configurable:
+    def configure(self, configs: dict[str, Any]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class BytesSerializer(_Configurable):
+    def serialize(self, topic: str, data: bytes | None, headers: Any = None) -> bytes | None:
+        return None if data is None else bytes(data)
+
+
+class BytesDeserializer(_Configurable):
+    def deserialize(self, topic: str, data: bytes | None, headers: Any = None) -> bytes | None:
+        return data
+
+
+class StringSerializer(_Configurable):
+    """UTF-8 unless ``key.serializer.encoding`` / ``value.serializer.encoding`` /
+    ``serializer.encoding`` says otherwise, as Java's StringSerializer."""
+
+    encoding = "utf-8"
+
+    def __init__(self, encoding: str | None = None, is_key: bool = False):
+        if encoding:
+            self.encoding = encoding
+        self.is_key = is_key
+
+    def configure(self, configs: dict[str, Any]) -> None:
+        side = "key" if self.is_key else "value"
+        self.encoding = configs.get(f"{side}.serializer.encoding") or configs.get("serializer.encoding") or self.encoding
+
+    def serialize(self, topic: str, data: str | None, headers: Any = None) -> bytes | None:
+        return None if data is None else data.encode(self.encoding)
+
+
+class StringDeserializer(StringSerializer):
+    def configure(self, configs: dict[str, Any]) -> None:
+        side = "key" if self.is_key else "value"
+        self.encoding = (configs.get(f"{side}.deserializer.encoding") or configs.get("deserializer.encoding")
+                         or self.encoding)
+
+    def deserialize(self, topic: str, data: bytes | None, headers: Any = None) -> str | None:
+        return None if data is None else bytes(data).decode(self.encoding)
+
+
+def _fixed(name: str, fmt: str, java: str) -> tuple[type, type]:
+    s = struct.Struct(">" + fmt)
+
+    class Ser(_Configurable):
+        def serialize(self, topic: str, data: Any, headers: Any = None) -> bytes | None:
+            return None if data is None else s.pack(data)
+
+    class De(_Configurable):
+        def deserialize(self, topic: str, data: bytes | None, headers: Any = None) -> Any:
+            if data is None:
+                return None
+            if len(data) != s.size:
+                raise SerializationError(f"Size of data received by {java}Deserializer is not {s.size}")
+            return s.unpack(data)[0]
+
+    Ser.__name__, Ser.__qualname__ = f"{name}Serializer", f"{name}Serializer"
+    De.__name__, De.__qualname__ = f"{name}Deserializer", f"{name}Deserializer"
+    Ser.__doc__ = f"Java's {java}Serializer: big-endian, {s.size} bytes."
+    De.__doc__ = f"Java's {java}Deserializer."
+    return Ser, De
+
+
+IntegerSerializer, IntegerDeserializer = _fixed("Integer", "i", "Integer")
+LongSerializer, LongDeserializer = _fixed("Long", "q", "Long")
+ShortSerializer, ShortDeserializer = _fixed("Short", "h", "Short")
+FloatSerializer, FloatDeserializer = _fixed("Float", "f", "Float")
+DoubleSerializer, DoubleDeserializer = _fixed("Double", "d", "Double")
+
+
+class JSONSerializer(_Configurable):
+    def serialize(self, topic: str, data: Any, headers: Any = None) -> bytes | None:
+        return None if data is None else json.dumps(data, separators=(",", ":")).encode()
+
+
+class JSONDeserializer(_Configurable):
+    def deserialize(self, topic: str, data: bytes | None, headers: Any = None) -> Any:
+        return None if data is None else json.loads(data)
+
+
+def default_serialize(data: Any) -> bytes | None:
+    """Without a serializer: bytes pass through, str is UTF-8, anything else is an error."""
+    if data is None or isinstance(data, bytes):
+        return data
+    if isinstance(data, (bytearray, memoryview)):
+        return bytes(data)
+    if isinstance(data, str):
+        return data.encode()
+    raise SerializationError(f"no serializer configured for a value of type {type(data).__name__}")
