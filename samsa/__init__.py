@@ -1,0 +1,21 @@
+"""Samsa: Apache Kafka, rebuilt in Python.
+
+``from samsa import Producer, Admin`` — the clients load on first use, so importing
+``samsa`` (or starting a broker) does not pull them in.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["Producer", "Admin"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Producer":
+        from samsa.client.producer import Producer
+        return Producer
+    if name == "Admin":
+        from samsa.client.admin import Admin
+        return Admin
+    raise AttributeError(f"module 'samsa' has no attribute {name!r}")

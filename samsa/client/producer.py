@@ -1,0 +1,430 @@
+"""Samsa's producer, built as the seeds describe Kafka's: interceptors -> serializers ->
+partitioner -> record accumulator -> a background sender.
+
+``send()`` runs in the caller's thread and only appends to a per-partition batch under a
+lock; the sender, an asyncio task on a private loop thread, drains batches that are full
+or have waited ``linger.ms``, groups them per leader into one Produce request, and
+completes each record's future (and ``on_delivery``) from the answer. With
+``enable.idempotence`` (the default) batches carry a producer id, epoch and sequence, so
+retries are deduplicated by the broker and order holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections import deque
+from concurrent.futures import Future
+from typing import Any, Callable, NamedTuple
+
+from samsa.client.cluster import Cluster
+from samsa.client.config import PRODUCER_KEYS, ClientConfig, ConfigError, load_plugin, load_plugins
+from samsa.client.connection import KafkaConnectionError, KafkaTimeoutError
+from samsa.client.loop import LoopThread
+from samsa.client.partitioner import StickyPartitioner
+from samsa.protocol import compression, errors
+from samsa.protocol.records import BatchBuilder, estimate_record_size
+from samsa.serialization import SerializationError, default_serialize
+
+log = logging.getLogger(__name__)
+
+PRODUCE, INIT_PRODUCER_ID = 0, 22
+_REFRESH = (errors.E_NOT_LEADER_OR_FOLLOWER, errors.E_UNKNOWN_TOPIC_OR_PARTITION, errors.E_LEADER_NOT_AVAILABLE)
+
+
+class RecordMetadata(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+
+
+class _Batch:
+    __slots__ = ("topic", "partition", "builder", "pending", "created", "deadline", "attempts", "size")
+
+    def __init__(self, topic: str, partition: int, builder: BatchBuilder, deadline: float):
+        self.topic, self.partition, self.builder = topic, partition, builder
+        self.pending: list[tuple[Future, Callable | None, int]] = []
+        self.created = time.monotonic()
+        self.deadline = deadline
+        self.attempts = 0
+        self.size = 0
+
+
+class Producer:
+    """``Producer({"bootstrap.servers": "localhost:9092", "acks": "all"})``; ``send()`` returns a
+    :class:`concurrent.futures.Future` of :class:`RecordMetadata`."""
+
+    def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any):
+        self.config = c = ClientConfig(PRODUCER_KEYS, config, **kwargs)
+        configs = dict(c.originals)
+        self.acks = {"all": -1, "-1": -1, "0": 0, "1": 1}[str(c["acks"])]
+        self.idempotent = c["enable.idempotence"] and self.acks == -1
+        if c["enable.idempotence"] and "enable.idempotence" in c.originals and self.acks != -1:
+            raise ConfigError("Must set acks to all in order to use the idempotent producer.")
+        self.codec = compression.codec_id(c["compression.type"])
+        self.key_serializer = self._serializer("key.serializer", configs, True)
+        self.value_serializer = self._serializer("value.serializer", configs, False)
+        self.interceptors = load_plugins(c["interceptor.classes"], configs)
+        self.partitioner = load_plugin(c["partitioner.class"], configs) if c["partitioner.class"] else None
+        self._sticky = StickyPartitioner()
+        self._batch_size, self._buffer_memory = c["batch.size"], c["buffer.memory"]
+        self._max_block, self._max_request = c["max.block.ms"] / 1000, c["max.request.size"]
+        self._delivery_timeout = c["delivery.timeout.ms"] / 1000
+        self._lock = threading.Condition()
+        self._queues: dict[tuple[str, int], deque[_Batch]] = {}
+        self._buffered = 0
+        self._closed = False
+        self._loop = LoopThread("samsa-producer-sender")
+        self.cluster = Cluster(c["bootstrap.servers"], client_id=c["client.id"] or "samsa-producer",
+                               request_timeout_ms=c["request.timeout.ms"],
+                               bootstrap_timeout_ms=c["max.block.ms"], retry_backoff_ms=c["retry.backoff.ms"])
+        self._wakeup: asyncio.Event | None = None
+        self._partition_counts: dict[str, int] = {}
+        self._producer_id, self._epoch = -1, -1
+        self._sequences: dict[tuple[str, int], int] = {}
+        self._busy: set[tuple[str, int]] = set()  # partitions with a batch in flight (one at a time keeps order)
+        self._inflight: set[Future] = set()
+        self._refreshes: set[asyncio.Task] = set()
+        self._flushing = False
+        self._sender = self._loop.submit(self._run())
+
+    @staticmethod
+    def _serializer(key: str, configs: dict, is_key: bool):
+        spec = configs.get(key)
+        if spec is None:
+            return None
+        instance = load_plugin(spec, {})
+        if hasattr(instance, "is_key"):
+            instance.is_key = is_key
+        if hasattr(instance, "configure"):
+            instance.configure(configs)
+        return instance
+
+    # ---------------------------------------------------------------- the caller's side
+
+    def send(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
+             timestamp: int | None = None, headers: Any = None,
+             on_delivery: Callable[[RecordMetadata | None, Exception | None], None] | None = None) -> Future:
+        if self._closed:
+            raise RuntimeError("Cannot send after the producer is closed.")
+        record = {"topic": topic, "value": value, "key": key, "partition": partition, "timestamp": timestamp,
+                  "headers": headers}
+        for interceptor in self.interceptors:
+            try:
+                record = interceptor.on_send(record) or record
+            except Exception:
+                log.exception("Error executing interceptor onSend callback")
+        topic = record["topic"]
+        try:
+            key_bytes = (self.key_serializer.serialize(topic, record["key"], record["headers"])
+                         if self.key_serializer else default_serialize(record["key"]))
+            value_bytes = (self.value_serializer.serialize(topic, record["value"], record["headers"])
+                           if self.value_serializer else default_serialize(record["value"]))
+        except SerializationError:
+            raise
+        except Exception as e:
+            raise SerializationError(f"Can't serialize data of topic {topic}: {e}") from e
+        headers = list(record["headers"].items()) if isinstance(record["headers"], dict) else list(
+            record["headers"] or [])
+        headers = [(k, v.encode() if isinstance(v, str) else v) for k, v in headers]
+        size = estimate_record_size(key_bytes, value_bytes, headers)
+        if size > self._max_request:
+            raise errors.MessageTooLargeError(
+                f"The message is {size} bytes when serialized which is larger than {self.config['max.request.size']}, "
+                "which is the value of the max.request.size configuration.")
+        count = self._partitions(topic)
+        p = record["partition"]
+        if p is None:
+            p = (self.partitioner.partition(topic, record["key"], key_bytes, record["value"], value_bytes, count)
+                 if self.partitioner else self._sticky.partition(topic, key_bytes, count))
+        elif not 0 <= p < count:
+            raise errors.UnknownTopicOrPartitionError(f"Partition {p} of topic {topic} with partition count {count} "
+                                                      "is not present in metadata")
+        ts = record["timestamp"] if record["timestamp"] is not None else int(time.time() * 1000)
+        fut: Future = Future()
+        self._append(topic, p, key_bytes, value_bytes, ts, headers, size, fut, on_delivery)
+        return fut
+
+    def _partitions(self, topic: str) -> int:
+        count = self._partition_counts.get(topic)
+        if count is None:
+            try:
+                count = self._loop.run(self._fetch_partitions(topic))
+            except (asyncio.TimeoutError, TimeoutError):
+                raise KafkaTimeoutError(f"Topic {topic} not present in metadata after "
+                                        f"{self.config['max.block.ms']} ms.") from None
+        return count
+
+    async def _fetch_partitions(self, topic: str) -> int:
+        deadline = time.monotonic() + self.config["max.block.ms"] / 1000
+        while True:
+            try:
+                await self.cluster.bootstrap()
+                resp = await self.cluster.refresh([topic], allow_auto_create=True)
+                t = next((t for t in resp["topics"] if t["name"] == topic), None)
+                if t is not None and t["error_code"] == 0 and t["partitions"]:
+                    self._partition_counts[topic] = len(t["partitions"])
+                    return len(t["partitions"])
+                error = errors.error_for(t["error_code"] if t else 3, f"Topic {topic} not present in metadata")
+            except errors.KafkaError as e:
+                error = e
+            if time.monotonic() >= deadline:
+                raise KafkaTimeoutError(f"Topic {topic} not present in metadata after "
+                                        f"{self.config['max.block.ms']} ms: {error}")
+            await asyncio.sleep(self.config["retry.backoff.ms"] / 1000)
+
+    def _append(self, topic, p, key, value, ts, headers, size, fut, callback) -> None:
+        limit, batch_size = self._buffer_memory, self._batch_size
+        wake = False
+        with self._lock:
+            if self._buffered + size > limit and self._buffered > 0:
+                deadline = time.monotonic() + self._max_block
+            while self._buffered + size > limit and self._buffered > 0:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise KafkaTimeoutError("Failed to allocate memory within the configured max blocking time "
+                                            f"{self.config['max.block.ms']} ms.")
+                self._lock.wait(left)
+            queue = self._queues.setdefault((topic, p), deque())
+            batch = queue[-1] if queue else None
+            if batch is None or (batch.size and batch.size + size > batch_size):
+                batch = _Batch(topic, p, BatchBuilder(self.codec), time.monotonic() + self._delivery_timeout)
+                queue.append(batch)
+                wake = True  # the sender starts this batch's linger clock
+            batch.builder.append(key, value, ts, headers)
+            batch.size += size
+            batch.pending.append((fut, callback, ts))
+            self._buffered += size
+            if batch.size >= batch_size:
+                wake = True
+                if not self.partitioner and key is None:  # KIP-480: a full batch moves keyless records on
+                    self._sticky.on_new_batch(topic, p, self._partition_counts[topic])
+        if wake:
+            self._loop.loop.call_soon_threadsafe(self._wake)
+
+    def _wake(self) -> None:
+        if self._wakeup is not None:
+            self._wakeup.set()
+
+    def flush(self, timeout: float | None = None) -> int:
+        """Send everything buffered and wait for the answers; returns the records still pending."""
+        futures = self._all_pending()
+        self._loop.loop.call_soon_threadsafe(self._flush_now)
+        end = None if timeout is None else time.monotonic() + timeout
+        for f in futures:
+            try:
+                f.exception(None if end is None else max(end - time.monotonic(), 0))
+            except Exception:
+                break
+        return sum(1 for f in self._all_pending() if not f.done())
+
+    def _all_pending(self) -> list[Future]:
+        with self._lock:
+            return [f for q in self._queues.values() for b in q for f, _, _ in b.pending] + list(self._inflight)
+
+    def _flush_now(self) -> None:
+        self._flushing = True
+        self._wake()
+
+    def partitions_for(self, topic: str) -> list[int]:
+        return list(range(self._partitions(topic)))
+
+    def close(self, timeout: float | None = None) -> None:
+        if self._closed:
+            return
+        self.flush(timeout)
+        self._closed = True
+        self._loop.loop.call_soon_threadsafe(self._wake)
+        try:
+            self._sender.result(timeout if timeout is not None else 30)
+        except Exception:
+            pass
+        for interceptor in self.interceptors:
+            try:
+                interceptor.close()
+            except Exception:
+                log.exception("Failed to close producer interceptor")
+        self._loop.run(self._shutdown())
+        self._loop.stop()
+
+    async def _shutdown(self) -> None:
+        for task in list(self._refreshes):
+            task.cancel()
+        await asyncio.gather(*self._refreshes, return_exceptions=True)
+        await self.cluster.aclose()
+
+    def __enter__(self) -> "Producer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---------------------------------------------------------------- the sender (event loop)
+
+    async def _run(self) -> None:
+        self._wakeup = asyncio.Event()
+        linger = self.config["linger.ms"] / 1000
+        tasks: set[asyncio.Task] = set()
+        while True:
+            ready, next_due = self._drain_ready(linger)
+            by_leader: dict[int, list[_Batch]] = {}
+            for b in ready:
+                try:
+                    leader = await self.cluster.leader_id(b.topic, b.partition)
+                except errors.KafkaError as e:
+                    self._retry_or_fail(b, e, refresh=True)
+                    continue
+                by_leader.setdefault(leader, []).append(b)
+            for leader, batches in by_leader.items():
+                t = asyncio.ensure_future(self._send(leader, batches))
+                tasks.add(t)
+                t.add_done_callback(tasks.discard)
+            if self._closed and not self._queues_nonempty() and not tasks:
+                return
+            self._wakeup.clear()
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), next_due)
+            except asyncio.TimeoutError:
+                pass
+
+    def _queues_nonempty(self) -> bool:
+        with self._lock:
+            return any(self._queues.values())
+
+    def _drain_ready(self, linger: float) -> tuple[list[_Batch], float]:
+        """Batches to send now (full, lingered, flushing), one per idle partition; and when to look again."""
+        now = time.monotonic()
+        ready, next_due = [], 0.5
+        with self._lock:
+            flushing = self._flushing or self._closed
+            for tp, queue in self._queues.items():
+                if not queue or tp in self._busy:
+                    continue
+                b = queue[0]
+                due = b.created + linger
+                if flushing or len(queue) > 1 or b.size >= self.config["batch.size"] or due <= now:
+                    queue.popleft()
+                    self._busy.add(tp)
+                    self._inflight.update(f for f, _, _ in b.pending)
+                    ready.append(b)
+                else:
+                    next_due = min(next_due, due - now)
+            if flushing and not any(self._queues.values()):
+                self._flushing = False
+        return ready, max(next_due, 0.0005)
+
+    async def _producer_state(self) -> None:
+        if self._producer_id >= 0 or not self.idempotent:
+            return
+        conn = await self.cluster.any()
+        resp = await conn.request(INIT_PRODUCER_ID, {"transactional_id": None, "transaction_timeout_ms": 60000,
+                                                     "producer_id": -1, "producer_epoch": -1})
+        if resp["error_code"]:
+            raise errors.error_for(resp["error_code"], "InitProducerId failed")
+        self._producer_id, self._epoch = resp["producer_id"], resp["producer_epoch"]
+
+    async def _send(self, leader: int, batches: list[_Batch]) -> None:
+        try:
+            await self._producer_state()
+            topics: dict[str, list] = {}
+            for b in batches:
+                if self.idempotent and b.attempts == 0:
+                    tp = (b.topic, b.partition)
+                    seq = self._sequences.get(tp, 0)
+                    b.builder.set_producer_state(self._producer_id, self._epoch, seq)
+                    self._sequences[tp] = (seq + len(b.builder)) & 0x7FFFFFFF
+                    b.builder = _Built(b.builder.build(), len(b.builder))
+                elif b.attempts == 0:
+                    b.builder = _Built(b.builder.build(), len(b.builder))
+                b.attempts += 1
+                topics.setdefault(b.topic, []).append({"index": b.partition, "records": b.builder.data})
+            body = {"transactional_id": None, "acks": self.acks, "timeout_ms": self.config["request.timeout.ms"],
+                    "topic_data": [{"name": t, "partition_data": ps} for t, ps in topics.items()]}
+            conn = await self.cluster.node(leader)
+            resp = await conn.request(PRODUCE, body, min_version=3, expect_response=self.acks != 0)
+        except (errors.KafkaError, OSError) as e:
+            for b in batches:
+                self._retry_or_fail(b, e if isinstance(e, errors.KafkaError) else KafkaConnectionError(str(e)),
+                                    refresh=True)
+            return
+        if resp is None:  # acks=0
+            for b in batches:
+                self._complete(b, -1, -1, None)
+            return
+        answers = {(t["name"], p["index"]): p for t in resp["responses"] for p in t["partition_responses"]}
+        for b in batches:
+            p = answers.get((b.topic, b.partition))
+            code = p["error_code"] if p else errors.E_UNKNOWN_SERVER_ERROR
+            if code in (0, errors.E_DUPLICATE_SEQUENCE_NUMBER):
+                self._complete(b, p["base_offset"], p.get("log_append_time_ms", -1), None)
+            else:
+                self._retry_or_fail(b, errors.error_for(code, p.get("error_message") or "") if p else
+                                    errors.UnknownServerError(), refresh=code in _REFRESH)
+
+    def _retry_or_fail(self, b: _Batch, error: errors.KafkaError, refresh: bool) -> None:
+        retriable = error.retriable or isinstance(error, KafkaConnectionError)
+        if retriable and b.attempts <= self.config["retries"] and time.monotonic() < b.deadline and not (
+                self.acks == 0):
+            if refresh:
+                task = asyncio.ensure_future(self._refresh(b.topic))
+                self._refreshes.add(task)
+                task.add_done_callback(self._refreshes.discard)
+            backoff = min(self.config["retry.backoff.ms"] * 2 ** max(b.attempts - 1, 0),
+                          self.config["retry.backoff.max.ms"]) / 1000
+            asyncio.get_running_loop().call_later(backoff, self._requeue, b)
+            return
+        self._complete(b, -1, -1, error)
+
+    async def _refresh(self, topic: str) -> None:
+        try:
+            await self.cluster.refresh([topic])
+        except errors.KafkaError:
+            pass
+
+    def _requeue(self, b: _Batch) -> None:
+        with self._lock:
+            self._queues.setdefault((b.topic, b.partition), deque()).appendleft(b)
+            self._busy.discard((b.topic, b.partition))
+        self._wake()
+
+    def _complete(self, b: _Batch, base_offset: int, append_time: int, error: Exception | None) -> None:
+        with self._lock:
+            self._busy.discard((b.topic, b.partition))
+            self._inflight.difference_update(f for f, _, _ in b.pending)
+            self._buffered -= b.size
+            self._lock.notify_all()
+        for i, (fut, callback, ts) in enumerate(b.pending):
+            meta = None if error else RecordMetadata(
+                b.topic, b.partition, base_offset + i if base_offset >= 0 else -1,
+                append_time if append_time >= 0 else ts)
+            for interceptor in self.interceptors:
+                try:
+                    interceptor.on_acknowledgement(meta, error)
+                except Exception:
+                    log.exception("Error executing interceptor onAcknowledgement callback")
+            if callback is not None:
+                try:
+                    callback(meta, error)
+                except Exception:
+                    log.exception("Error executing user-provided callback on message for topic-partition "
+                                  "%s-%d", b.topic, b.partition)
+            if error:
+                fut.set_exception(error)
+            else:
+                fut.set_result(meta)
+        self._wake()
+
+
+class _Built:
+    """A batch once built: its bytes are fixed (so a retry sends the same sequence)."""
+
+    __slots__ = ("data", "count")
+
+    def __init__(self, data: bytes, count: int):
+        self.data, self.count = data, count
+
+    def __len__(self) -> int:
+        return self.count
