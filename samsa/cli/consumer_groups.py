@@ -1,303 +1,568 @@
 """``samsa consumer-groups``: kafka-consumer-groups.sh with Kafka's flags and output.
 
-    samsa consumer-groups --bootstrap-server localhost:9092 --list
+    samsa consumer-groups --bootstrap-server localhost:9092 --list [--state [Stable,Empty]]
     samsa consumer-groups --bootstrap-server localhost:9092 --describe --group g1 [--members [--verbose] | --state]
-    samsa consumer-groups --bootstrap-server localhost:9092 --reset-offsets --group g1 --topic t --to-earliest --execute
+    samsa consumer-groups --bootstrap-server localhost:9092 --reset-offsets --group g1 --topic t:0,1 --to-earliest
+        --execute
+    samsa consumer-groups --bootstrap-server localhost:9092 --delete --group g1
+    samsa consumer-groups --bootstrap-server localhost:9092 --delete-offsets --group g1 --topic t
 
-LOG-END-OFFSET and LAG use the high watermark (ListOffsets latest).
+LOG-END-OFFSET and LAG use the high watermark (ListOffsets latest, read_uncommitted).
+``--reset-offsets`` shows the plan unless ``--execute`` is given, and (as in Kafka) only
+works on groups without members; new offsets are kept between each partition's earliest
+and latest offset.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import re
 import sys
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Mapping
 
 from samsa.cli.common import Parser, UsageError, admin_config, error_message
-from samsa.client.admin import AsyncAdmin
-from samsa.client.group_admin import GroupAdmin, GroupDescription
-from samsa.client.types import TopicPartition
+from samsa.client.admin import Admin
+from samsa.client.types import ConsumerGroupDescription, OffsetAndMetadata, TopicPartition
 from samsa.protocol import errors
 
-DESCRIPTION = "Helps to list all consumer groups, describe a consumer group, delete consumer group info, or reset consumer group offsets."
-RESET_SPECS = ("to_earliest", "to_latest", "to_current", "to_offset", "to_datetime", "shift_by", "by_duration")
+DESCRIPTION = ("This tool helps to list all consumer groups, describe a consumer group, delete consumer group info, "
+               "or reset consumer group offsets.")
+ACTIONS = ("list", "describe", "delete", "reset_offsets", "delete_offsets")
+SCENARIOS = ("to_datetime", "by_duration", "to_earliest", "to_latest", "shift_by", "from_file", "to_current",
+             "to_offset")
+# Kafka's consumer group states (ConsumerGroupState without UNKNOWN), as --state accepts them.
+STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty", "Assigning", "Reconciling")
+INACTIVE = ("Empty", "Dead")
+REBALANCING = ("PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling")
+
+
+def flag(name: str) -> str:
+    return "[" + name.replace("_", "-") + "]"
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="samsa consumer-groups", description=DESCRIPTION)
     a = p.add_argument
-    a("--bootstrap-server", help="REQUIRED: The server(s) to connect to.")
-    a("--command-config", help="Property file containing configs to be passed to Admin Client.")
-    a("--timeout", type=int, default=5000, help="The timeout in ms for group operations.")
+    a("--bootstrap-server", metavar="<String: server to connect to>",
+      help="REQUIRED: The server(s) to connect to.")
+    a("--command-config", metavar="<String: command config property file>",
+      help="Property file containing configs to be passed to Admin Client and Consumer.")
+    a("--timeout", metavar="<Long: timeout (ms)>", type=int, default=5000,
+      help="The timeout in ms for the admin calls (connecting, finding a group's coordinator). (default: 5000)")
     a("--list", action="store_true", help="List all consumer groups.")
-    a("--describe", action="store_true", help="Describe consumer group and list offset lag.")
-    a("--delete", action="store_true", help="Pass in groups to delete topic partition offsets and ownership.")
-    a("--delete-offsets", action="store_true", help="Delete offsets of consumer group.")
-    a("--reset-offsets", action="store_true", help="Reset offsets of consumer group.")
-    a("--group", action="append", default=[], help="The consumer group we wish to act on.")
+    a("--describe", action="store_true", help="Describe consumer group and list offset lag (number of messages "
+      "not yet processed) related to given group.")
+    a("--delete", action="store_true", help="Pass in groups to delete topic partition offsets and ownership "
+      "information over the entire consumer group. For instance --group g1 --group g2")
+    a("--delete-offsets", action="store_true", help="Delete offsets of consumer group. Supports one consumer "
+      "group at the time, and multiple topics.")
+    a("--reset-offsets", action="store_true", help="Reset offsets of consumer group. Supports one consumer group "
+      "at the time, and instances should be inactive. Has 2 execution options: --dry-run (the default) to plan "
+      "which offsets to reset, and --execute to update the offsets. Additionally, the --export option is used to "
+      "export the results to a CSV format. You must choose one of the following reset specifications: "
+      "--to-datetime, --by-duration, --to-earliest, --to-latest, --shift-by, --from-file, --to-current, "
+      "--to-offset. To define the scope use --all-topics or --topic.")
+    a("--group", metavar="<String: consumer group>", action="append", default=[],
+      help="The consumer group we wish to act on.")
     a("--all-groups", action="store_true", help="Apply to all consumer groups.")
-    a("--topic", action="append", default=[], help="The topic (topic:0,1,2 for partitions).")
-    a("--all-topics", action="store_true", help="Consider all topics assigned to a group.")
-    a("--members", action="store_true", help="Describe members of the group.")
-    a("--verbose", action="store_true", help="Provide additional information, if any.")
-    a("--offsets", action="store_true", help="Describe the group and list all topic partitions with offset lag.")
-    a("--state", nargs="?", const="", default=None, help="Describe the group state, or filter --list by states.")
-    a("--dry-run", action="store_true", help="Only show results without executing changes.")
-    a("--execute", action="store_true", help="Execute the operation.")
-    a("--to-earliest", action="store_true")
-    a("--to-latest", action="store_true")
-    a("--to-current", action="store_true")
-    a("--to-offset", type=int)
-    a("--to-datetime", help="YYYY-MM-DDTHH:mm:SS.sss")
-    a("--shift-by", type=int)
-    a("--by-duration", help="PnDTnHnMnS")
+    a("--topic", metavar="<String: topic>", action="append", default=[],
+      help="The topic whose consumer group information should be deleted or topic whose should be included in "
+      "the reset offset process. In `reset-offsets` case, partitions can be specified using this format: "
+      "`topic1:0,1,2`, where 0,1,2 are the partition to be included in the process.")
+    a("--all-topics", action="store_true", help="Consider all topics assigned to a group in the `reset-offsets` "
+      "process.")
+    a("--members", action="store_true", help="Describe members of the group. This option may be used with "
+      "'--describe' and '--bootstrap-server' options only.")
+    a("--offsets", action="store_true", help="Describe the group and list all topic partitions in the group "
+      "along with their offset lag. This is the default sub-action of '--describe'.")
+    a("--state", metavar="<String>", nargs="?", const="", default=None,
+      help="When specified with '--describe', includes the state of the group. When specified with '--list', "
+      "it displays the state of all groups. It can also be used to list groups with specific states, "
+      "e.g. '--list --state Stable,Empty'.")
+    a("--verbose", action="store_true", help="Provide additional information, if any, when describing the group "
+      "(the partitions assigned to each member with '--members').")
+    a("--dry-run", action="store_true", help="Only show results without executing changes on Consumer Groups. "
+      "Supported operations: reset-offsets.")
+    a("--execute", action="store_true", help="Execute operation. Supported operations: reset-offsets.")
+    a("--export", action="store_true", help="Export operation execution to a CSV file. Supported operations: "
+      "reset-offsets.")
+    a("--to-offset", metavar="<Long: offset>", type=int, help="Reset offsets to a specific offset.")
+    a("--from-file", metavar="<String: path to CSV file>", help="Reset offsets to values defined in CSV file.")
+    a("--to-datetime", metavar="<String: datetime>",
+      help="Reset offsets to offset from datetime. Format: 'YYYY-MM-DDTHH:mm:SS.sss'")
+    a("--by-duration", metavar="<String: duration>",
+      help="Reset offsets to offset by duration from current timestamp. Format: 'PnDTnHnMnS'")
+    a("--to-earliest", action="store_true", help="Reset offsets to earliest offset.")
+    a("--to-latest", action="store_true", help="Reset offsets to latest offset.")
+    a("--to-current", action="store_true", help="Reset offsets to current offset.")
+    a("--shift-by", metavar="<Long: number-of-offsets>", type=int,
+      help="Reset offsets shifting current offset by 'n', where 'n' can be positive or negative.")
     return p
 
 
+# ---------------------------------------------------------------------------- arguments
+
+def _given(opts: argparse.Namespace, name: str) -> bool:
+    value = getattr(opts, name)
+    return value not in (None, False, [])
+
+
+def _cant(opts: argparse.Namespace, name: str, allowed: tuple[str, ...]) -> None:
+    """``name`` only goes with the ``allowed`` actions (Kafka's checkInvalidArgs)."""
+    if not _given(opts, name):
+        return
+    for action in ACTIONS:
+        if action not in allowed and getattr(opts, action):
+            raise UsageError(f'Option "{flag(name)}" can\'t be used with option "{flag(action)}"')
+
+
 def check_args(o: argparse.Namespace) -> None:
-    actions = [x for x in ("list", "describe", "delete", "delete_offsets", "reset_offsets") if getattr(o, x)]
+    actions = [a for a in ACTIONS if getattr(o, a)]
     if len(actions) != 1:
         raise UsageError("Command must include exactly one action: --list, --describe, --delete, --reset-offsets, "
                          "--delete-offsets")
+    action = actions[0]
     if not o.bootstrap_server:
-        raise UsageError("Missing required argument \"[bootstrap-server]\"")
-    if actions[0] in ("describe", "reset_offsets") and not o.group and not o.all_groups:
-        raise UsageError(f"Option [{actions[0].replace('_', '-')}] takes one of these options: [all-groups], [group]")
-    if actions[0] in ("delete", "delete_offsets") and not o.group:
-        raise UsageError(f"Option [{actions[0].replace('_', '-')}] takes the option: [group]")
-    if actions[0] == "reset_offsets":
-        specs = [s for s in RESET_SPECS if getattr(o, s) not in (None, False)]
-        if len(specs) != 1:
-            raise UsageError("Option [reset-offsets] takes exactly one of these options: --to-earliest, --to-latest, "
-                             "--to-current, --to-offset, --to-datetime, --shift-by, --by-duration")
-        if not o.topic and not o.all_topics:
-            raise UsageError("Option [reset-offsets] takes one of these options: [all-topics], [topic]")
+        raise UsageError('Missing required argument "[bootstrap-server]"')
+    if o.timeout is not None and o.timeout <= 0:
+        raise UsageError("Option [timeout] must be a positive number of milliseconds")
+    if o.group and o.all_groups:
+        raise UsageError('Option "[all-groups]" can\'t be used with option "[group]"')
+    if o.topic and o.all_topics:
+        raise UsageError('Option "[all-topics]" can\'t be used with option "[topic]"')
+    if action in ("describe", "delete", "reset_offsets") and not o.group and not o.all_groups:
+        raise UsageError(f"Option {flag(action)} takes one of these options: [all-groups], [group]")
+    if action == "describe":
+        views = [v for v in ("members", "offsets") if getattr(o, v)] + (["state"] if o.state is not None else [])
+        if len(views) > 1:
+            raise UsageError("Option [describe] takes at most one of these options: [members], [offsets], [state]")
+        if o.state:
+            raise UsageError(f"Option [describe] takes [state] without a value, got '{o.state}'")
+    if action == "reset_offsets":
         if o.dry_run and o.execute:
-            raise UsageError("Option [reset-offsets] only accepts one of [execute], [dry-run]")
-    if actions[0] == "delete_offsets" and not o.topic:
-        raise UsageError("Option [delete-offsets] takes the option: [topic]")
+            raise UsageError("Option [reset-offsets] only accepts one of [execute] and [dry-run]")
+        scenarios = [s for s in SCENARIOS if _given(o, s)]
+        if len(scenarios) != 1:
+            many = "at most one" if scenarios else "one"
+            raise UsageError(f"Option [reset-offsets] takes {many} of these options: "
+                             + ", ".join(flag(s) for s in SCENARIOS))
+        if not o.topic and not o.all_topics and not o.from_file:
+            raise UsageError("Option [reset-offsets] takes one of these options: [all-topics], [topic]")
+    if action == "delete_offsets":
+        if not o.group or not o.topic:
+            raise UsageError("Option [delete-offsets] takes the following options: [group], [topic]")
+        if len(o.group) > 1:
+            raise UsageError("Option [delete-offsets] supports only one [group] at a time")
+    _cant(o, "group", ("describe", "delete", "reset_offsets", "delete_offsets"))
+    _cant(o, "all_groups", ("describe", "delete", "reset_offsets"))
+    _cant(o, "topic", ("reset_offsets", "delete_offsets"))
+    _cant(o, "all_topics", ("reset_offsets",))
+    for name in ("members", "offsets", "verbose"):
+        _cant(o, name, ("describe",))
+    if o.state is not None and action not in ("list", "describe"):
+        raise UsageError(f'Option "[state]" can\'t be used with option "{flag(action)}"')
+    for name in ("dry_run", "execute", "export") + SCENARIOS:
+        _cant(o, name, ("reset_offsets",))
+    # Values that can be wrong: found out before connecting to anything.
+    parse_topics(o.topic)
+    if action == "list" and o.state:
+        parse_states(o.state)
+    if o.to_datetime is not None:
+        parse_datetime(o.to_datetime)
+    if o.by_duration is not None:
+        parse_duration(o.by_duration)
+
+
+def parse_states(text: str) -> list[str]:
+    """``"stable,EMPTY"`` -> ``["Stable", "Empty"]`` (case does not matter, as in Kafka)."""
+    by_lower = {s.lower(): s for s in STATES}
+    names = [s.strip() for s in text.split(",")]
+    if not all(n.lower() in by_lower for n in names):
+        raise UsageError(f"Invalid state list '{text}'. Valid states are: {', '.join(STATES)}")
+    return list(dict.fromkeys(by_lower[n.lower()] for n in names))
 
 
 def parse_topics(values: list[str]) -> list[tuple[str, list[int] | None]]:
+    """``["t1", "t2:0,2"]`` -> ``[("t1", None), ("t2", [0, 2])]`` (None: every partition)."""
     out = []
     for v in values:
-        name, _, parts = v.partition(":")
+        name, sep, parts = v.partition(":")
+        if not name:
+            raise UsageError(f"Invalid --topic '{v}': expected TOPIC or TOPIC:PARTITION,PARTITION,...")
+        if not sep:
+            out.append((name, None))
+            continue
         try:
-            out.append((name, [int(x) for x in parts.split(",") if x] if parts else None))
+            partitions = [int(x) for x in parts.split(",")]
         except ValueError:
-            raise UsageError(f"Invalid partition list in --topic {v}") from None
+            raise UsageError(f"Invalid partition list in --topic '{v}': expected TOPIC:PARTITION,PARTITION,...") \
+                from None
+        if any(p < 0 for p in partitions):
+            raise UsageError(f"Invalid partition list in --topic '{v}': partitions are not negative")
+        out.append((name, partitions))
     return out
 
 
-def table(rows: list[list[str]]) -> None:
-    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:
-        print(" ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip())
+_DATETIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?"
+                       r"(Z|[+-]\d{2}(?::?\d{2})?)?")
 
+
+def parse_datetime(text: str) -> int:
+    """``YYYY-MM-DDTHH:mm:SS.sss`` with an optional zone (``Z``, ``+hh:mm``) -> epoch ms.
+    Without a zone the local time zone applies, as in Kafka's tool."""
+    m = _DATETIME.fullmatch(text.strip())
+    if not m:
+        raise UsageError(f"Error parsing timestamp '{text}': expected the format YYYY-MM-DDTHH:mm:SS.sss, "
+                         "optionally followed by a time zone (Z, +hh:mm or -hh:mm)")
+    year, month, day, hour, minute, second, fraction, zone = m.groups()
+    if zone is None:
+        tz = None
+    elif zone == "Z":
+        tz = timezone.utc
+    else:
+        digits = zone[1:].replace(":", "")
+        delta = timedelta(hours=int(digits[:2]), minutes=int(digits[2:] or 0))
+        tz = timezone(delta if zone[0] == "+" else -delta)
+    try:
+        dt = datetime(int(year), int(month), int(day), int(hour), int(minute), int(second or 0),
+                      int((fraction or "0").ljust(6, "0")[:6]), tzinfo=tz)
+    except ValueError as e:
+        raise UsageError(f"Error parsing timestamp '{text}': {e}") from None
+    if tz is None:
+        dt = dt.astimezone()  # the local zone
+    return int(dt.timestamp() * 1000)
+
+
+_DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?", re.IGNORECASE)
+
+
+def parse_duration(text: str) -> int:
+    """ISO-8601 ``PnDTnHnMn.nS`` (Java's Duration format) -> milliseconds."""
+    s = text.strip()
+    m = _DURATION.fullmatch(s)
+    if not m or not any(m.groups()) or s.upper().endswith("T"):
+        raise UsageError(f"Error parsing duration '{text}': expected the format PnDTnHnMnS, e.g. PT1H30M or P1D")
+    days, hours, minutes, seconds = (float(x) if x else 0.0 for x in m.groups())
+    return int(((days * 24 + hours) * 60 + minutes) * 60_000 + seconds * 1000)
+
+
+def parse_offsets_file(path: str, group_ids: list[str]) -> dict[str, dict[TopicPartition, int]]:
+    """A --from-file CSV: ``topic,partition,offset`` lines for one group, or
+    ``group,topic,partition,offset`` lines (as --export writes them for several groups)."""
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise UsageError(f"Cannot read --from-file {path}: {e.strerror}") from None
+    out: dict[str, dict[TopicPartition, int]] = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        fields = [f.strip() for f in line.split(",")]
+        try:
+            if len(fields) == 3 and len(group_ids) == 1:
+                group, (topic, partition, offset) = group_ids[0], fields
+            elif len(fields) == 4:
+                group, topic, partition, offset = fields
+            else:
+                raise ValueError
+            out.setdefault(group, {})[TopicPartition(topic, int(partition))] = int(offset)
+        except ValueError:
+            raise UsageError(f"Invalid line {n} in {path}: expected "
+                             + ("topic,partition,offset" if len(group_ids) == 1 else "group,topic,partition,offset")
+                             ) from None
+    return out
+
+
+# ---------------------------------------------------------------------------- output
+
+def print_table(header: list[str], rows: list[list[str]], widths: list[int | None]) -> None:
+    """Left-aligned columns like Kafka's ``%-Ns``: a column is ``width`` wide (None: as wide as
+    its longest cell, at least 15), and a longer value pushes the rest of its line along."""
+    sized = []
+    for i, w in enumerate(widths):
+        cells = [header[i]] + [r[i] for r in rows]
+        sized.append(max(15, *(len(c) for c in cells)) if w is None else w)
+    for r in [header] + rows:
+        print(" ".join(c.ljust(w) for c, w in zip(r, sized)).rstrip())
+
+
+def warn(text: str) -> None:
+    print(text, file=sys.stderr)
+
+
+def _dash(value: object) -> str:
+    return "-" if value is None else str(value)
+
+
+# ---------------------------------------------------------------------------- the tool
 
 class Tool:
-    def __init__(self, admin: AsyncAdmin, opts: argparse.Namespace):
+    def __init__(self, admin: Admin, opts: argparse.Namespace):
         self.admin = admin
-        self.groups = GroupAdmin(admin)
         self.o = opts
 
-    async def group_ids(self) -> list[str]:
+    def group_ids(self) -> list[str]:
         if self.o.all_groups:
-            return [g["group_id"] for g in await self.groups.list_groups()]
-        return self.o.group
+            return [g.group_id for g in self.admin.list_consumer_groups()]
+        return list(dict.fromkeys(self.o.group))
 
-    async def log_end_offsets(self, tps) -> dict[TopicPartition, int]:
+    def offsets(self, tps: list[TopicPartition], spec: str | int) -> dict[TopicPartition, int]:
+        """ListOffsets for ``tps``; partitions of topics that are gone are left out."""
         if not tps:
             return {}
-        found = await self.admin.list_offsets({tp: "latest" for tp in tps})
-        return {tp: r.offset for tp, r in found.items()}
-
-    # ---------------------------------------------------------------- actions
-
-    async def list(self) -> None:
-        states = [s for s in (self.o.state or "").split(",") if s] if self.o.state is not None else None
-        groups = await self.groups.list_groups(states)
-        if self.o.state is not None:
-            rows = [["GROUP", "STATE"]] + [[g["group_id"], g["group_state"]] for g in groups]
-            table(rows)
-        else:
-            for g in groups:
-                print(g["group_id"])
-
-    async def describe(self) -> int:
-        failed = 0
-        for group_id in await self.group_ids():
-            d = await self.groups.describe(group_id)
-            if d.state == "Dead":
-                print(f"Error: Consumer group '{group_id}' does not exist.", file=sys.stderr)
-                failed = 1
+        try:
+            return {tp: r.offset for tp, r in self.admin.list_offsets({tp: spec for tp in tps}).items()}
+        except errors.UnknownTopicOrPartitionError:
+            pass
+        out = {}
+        for topic in sorted({tp.topic for tp in tps}):
+            try:
+                found = self.admin.list_offsets({tp: spec for tp in tps if tp.topic == topic})
+            except errors.UnknownTopicOrPartitionError:
                 continue
-            print()
-            if self.o.members:
-                self.print_members(d)
-            elif self.o.state is not None:
-                self.print_state(d)
-            else:
-                await self.print_offsets(d)
-        return failed
+            out.update((tp, r.offset) for tp, r in found.items())
+        return out
 
-    def print_state(self, d: GroupDescription) -> None:
-        node = self.admin.cluster.brokers.get(d.coordinator)
-        coordinator = f"{node.host}:{node.port}  ({d.coordinator})" if node else f"({d.coordinator})"
-        table([["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
-               [d.group_id, coordinator, d.assignor, d.state, str(len(d.members))]])
+    def partitions_of(self, topics: list[tuple[str, list[int] | None]]) -> list[TopicPartition]:
+        """The partitions that --topic names: all of a topic's unless some are listed."""
+        described = self.admin.describe_topics(list(dict.fromkeys(name for name, _ in topics)))
+        out = []
+        for name, parts in topics:
+            known = [p.partition for p in described[name].partitions]
+            for p in known if parts is None else parts:
+                if p not in known:
+                    raise errors.UnknownTopicOrPartitionError(
+                        f"Partition {p} of topic '{name}' does not exist (the topic has {len(known)} partitions)")
+                out.append(TopicPartition(name, p))
+        return list(dict.fromkeys(out))
 
-    def print_members(self, d: GroupDescription) -> None:
-        if not d.members:
-            print(f"Consumer group '{d.group_id}' has no active members.")
-            return
-        head = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"] + (["ASSIGNMENT"] if self.o.verbose else [])
-        rows = [head]
-        for m in d.members:
-            row = [d.group_id, m.member_id, m.host, m.client_id, str(len(m.assignment))]
-            if self.o.verbose:
-                by_topic: dict[str, list[int]] = {}
-                for tp in m.assignment:
-                    by_topic.setdefault(tp.topic, []).append(tp.partition)
-                row.append(",".join(f"{t}({','.join(map(str, sorted(ps)))})" for t, ps in sorted(by_topic.items()))
-                           or "-")
-            rows.append(row)
-        table(rows)
+    # ---------------------------------------------------------------- --list
 
-    async def print_offsets(self, d: GroupDescription) -> None:
-        committed = await self.groups.offsets(d.group_id)
+    def list(self) -> int:
+        states = parse_states(self.o.state) if self.o.state else None
+        groups = self.admin.list_consumer_groups(states)
+        if self.o.state is None:
+            for g in groups:
+                print(g.group_id)
+        else:
+            print_table(["GROUP", "STATE"], [[g.group_id, g.state or "Unknown"] for g in groups], [None, None])
+        return 0
+
+    # ---------------------------------------------------------------- --describe
+
+    def describe(self) -> int:
+        group_ids = self.group_ids()
+        described = self.admin.describe_consumer_groups(group_ids) if group_ids else {}
+        missing = [g for g in group_ids if described[g].state == "Dead"]
+        for group_id in missing:
+            warn(f"Error: Consumer group '{group_id}' does not exist.")
+        found = [described[g] for g in group_ids if g not in missing]
+        if self.o.state is not None:
+            if found:
+                self.print_states(found)
+        else:
+            for d in found:
+                if self.o.members:
+                    self.print_members(d)
+                else:
+                    self.print_offsets(d)
+        return 1 if missing else 0
+
+    @staticmethod
+    def print_member_state(d: ConsumerGroupDescription) -> None:
+        if d.state == "Empty":
+            print(f"\nConsumer group '{d.group_id}' has no active members.")
+        elif d.state in REBALANCING:
+            print(f"\nWarning: Consumer group '{d.group_id}' is rebalancing.")
+
+    def print_offsets(self, d: ConsumerGroupDescription) -> None:
+        committed = self.admin.list_consumer_group_offsets(d.group_id)
         owner = {tp: m for m in d.members for tp in m.assignment}
-        tps = sorted(set(committed) | set(owner), key=lambda tp: (tp.topic, tp.partition))
-        if not d.members:
-            print(f"Consumer group '{d.group_id}' has no active members.")
-            print()
-        ends = await self.log_end_offsets(tps)
-        rows = [["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
-                 "CLIENT-ID"]]
+        tps = sorted(set(committed) | set(owner))
+        ends = self.offsets(tps, "latest")
+        rows = []
         for tp in tps:
             current = committed[tp].offset if tp in committed else None
             end = ends.get(tp)
             lag = end - current if current is not None and end is not None else None
             m = owner.get(tp)
-            rows.append([d.group_id, tp.topic, str(tp.partition), "-" if current is None else str(current),
-                         "-" if end is None else str(end), "-" if lag is None else str(lag),
+            rows.append([d.group_id, tp.topic, str(tp.partition), _dash(current), _dash(end), _dash(lag),
                          m.member_id if m else "-", m.host if m else "-", m.client_id if m else "-"])
-        table(rows)
+        for m in d.members:
+            if not m.assignment:  # a member without partitions still shows
+                rows.append([d.group_id, "-", "-", "-", "-", "-", m.member_id, m.host, m.client_id])
+        self.print_member_state(d)
+        print()
+        print_table(["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID",
+                     "HOST", "CLIENT-ID"], rows, [None, None, 10, 15, 15, 15, None, None, 0])
 
-    async def reset_offsets(self) -> int:
-        for group_id in await self.group_ids():
-            d = await self.groups.describe(group_id)
-            if self.o.execute and d.state not in ("Empty", "Dead"):
-                raise UsageError(f"Assignments can only be reset if the group '{group_id}' is inactive, "
-                                 f"but the current state is {d.state}.")
-            committed = await self.groups.offsets(group_id)
-            tps = await self.partitions_to_reset(d, committed)
-            plan = await self.new_offsets(tps, committed)
-            if self.o.execute:
-                await self.groups.alter_offsets(group_id, plan)
-            print()
-            table([["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]] +
-                  [[group_id, tp.topic, str(tp.partition), str(off)] for tp, off in sorted(
-                      plan.items(), key=lambda kv: (kv[0].topic, kv[0].partition))])
-        return 0
+    def print_members(self, d: ConsumerGroupDescription) -> None:
+        self.print_member_state(d)
+        if not d.members:
+            return
+        header = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
+        widths: list[int | None] = [None, None, None, None, 15]
+        if self.o.verbose:
+            header.append("ASSIGNMENT")
+            widths.append(0)
+        rows = []
+        for m in d.members:
+            row = [d.group_id, m.member_id, m.host, m.client_id, str(len(m.assignment))]
+            if self.o.verbose:
+                by_topic: dict[str, list[int]] = {}
+                for tp in sorted(m.assignment):
+                    by_topic.setdefault(tp.topic, []).append(tp.partition)
+                row.append(", ".join(f"{t}({','.join(map(str, ps))})" for t, ps in by_topic.items()) or "-")
+            rows.append(row)
+        print()
+        print_table(header, rows, widths)
 
-    async def partitions_to_reset(self, d: GroupDescription, committed) -> list[TopicPartition]:
-        if self.o.all_topics:
-            return sorted(set(committed) | {tp for m in d.members for tp in m.assignment})
-        described = await self.admin.describe_topics([name for name, _ in parse_topics(self.o.topic)])
-        out = []
-        for name, parts in parse_topics(self.o.topic):
-            known = [p.partition for p in described[name].partitions]
-            for p in parts if parts is not None else known:
-                if p not in known:
-                    raise UsageError(f"Partition {p} of topic {name} does not exist")
-                out.append(TopicPartition(name, p))
-        return out
+    def print_states(self, found: list[ConsumerGroupDescription]) -> None:
+        rows = []
+        for d in found:
+            c = d.coordinator
+            coordinator = f"{c.host}:{c.port} ({c.id})" if c else "-"
+            rows.append([d.group_id, coordinator, d.partition_assignor, d.state, str(len(d.members))])
+        print()
+        print_table(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"], rows,
+                    [None, 25, 20, 15, 0])
 
-    async def new_offsets(self, tps, committed) -> dict[TopicPartition, int]:
+    # ---------------------------------------------------------------- --reset-offsets
+
+    def reset_offsets(self) -> int:
         o = self.o
-        earliest = {tp: r.offset for tp, r in (await self.admin.list_offsets({tp: "earliest" for tp in tps})).items()}
-        latest = await self.log_end_offsets(tps)
+        if not o.dry_run and not o.execute:
+            warn("WARN: No action will be performed as the --execute option is missing. "
+                 "Add --dry-run to keep this behaviour without the warning.")
+        group_ids = self.group_ids()
+        from_file = parse_offsets_file(o.from_file, group_ids) if o.from_file else {}
+        topics = parse_topics(o.topic) if o.topic else []
+        named = self.partitions_of(topics) if topics else []
+        described = self.admin.describe_consumer_groups(group_ids) if group_ids else {}
+        plans: dict[str, dict[TopicPartition, int]] = {}
+        refused = False
+        for group_id in group_ids:
+            state = described[group_id].state
+            if state not in INACTIVE:
+                warn(f"Assignments can only be reset if the group '{group_id}' is inactive, "
+                     f"but the current state is {state}.")
+                refused = True
+                continue
+            committed = self.admin.list_consumer_group_offsets(group_id)
+            if o.from_file:
+                tps = sorted(from_file.get(group_id, {}))
+            elif o.all_topics:
+                tps = sorted(committed)
+            else:
+                tps = named
+            plan = self.new_offsets(tps, committed, from_file.get(group_id, {}))
+            if o.execute and plan:
+                self.admin.alter_consumer_group_offsets(group_id, plan)
+            plans[group_id] = plan
+        if o.export:
+            for group_id, plan in plans.items():
+                for tp, offset in sorted(plan.items()):
+                    fields = [tp.topic, str(tp.partition), str(offset)]
+                    print(",".join(fields if len(group_ids) == 1 else [group_id] + fields))
+        elif plans:
+            print()
+            print_table(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
+                        [[g, tp.topic, str(tp.partition), str(off)]
+                         for g, plan in plans.items() for tp, off in sorted(plan.items())],
+                        [30, 30, 10, 0])
+        return 1 if refused else 0
 
-        def clamp(tp, off: int) -> int:
-            return max(earliest[tp], min(off, latest[tp]))
+    def new_offsets(self, tps: list[TopicPartition], committed: Mapping[TopicPartition, OffsetAndMetadata],
+                    from_file: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        o = self.o
+        if not tps:
+            return {}
+        earliest = self.offsets(tps, "earliest")
+        latest = self.offsets(tps, "latest")
+        for tp in tps:
+            if tp not in earliest or tp not in latest:
+                raise errors.UnknownTopicOrPartitionError(f"Partition {tp} does not exist")
+
+        def clamp(tp: TopicPartition, offset: int) -> int:
+            if offset > latest[tp]:
+                warn(f"WARN: New offset ({offset}) is higher than latest offset for topic partition {tp}. "
+                     f"Value will be set to {latest[tp]}")
+                return latest[tp]
+            if offset < earliest[tp]:
+                warn(f"WARN: New offset ({offset}) is lower than earliest offset for topic partition {tp}. "
+                     f"Value will be set to {earliest[tp]}")
+                return earliest[tp]
+            return offset
 
         if o.to_earliest:
-            return dict(earliest)
+            return {tp: earliest[tp] for tp in tps}
         if o.to_latest:
-            return dict(latest)
-        if o.to_current:
+            return {tp: latest[tp] for tp in tps}
+        if o.to_current:  # a partition without a committed offset goes to the log end
             return {tp: committed[tp].offset if tp in committed else latest[tp] for tp in tps}
         if o.to_offset is not None:
             return {tp: clamp(tp, o.to_offset) for tp in tps}
+        if o.from_file:
+            return {tp: clamp(tp, from_file[tp]) for tp in tps}
         if o.shift_by is not None:
-            return {tp: clamp(tp, (committed[tp].offset if tp in committed else latest[tp]) + o.shift_by) for tp in tps}
-        ts = parse_datetime(o.to_datetime) if o.to_datetime else int(datetime.now(timezone.utc).timestamp() * 1000) \
-            - parse_duration(o.by_duration)
-        found = await self.admin.list_offsets({tp: ts for tp in tps})
-        return {tp: found[tp].offset if found[tp].offset >= 0 else latest[tp] for tp in tps}
+            for tp in tps:
+                if tp not in committed:
+                    raise errors.KafkaError(
+                        f"Cannot shift offset for partition {tp} since there is no current committed offset")
+            return {tp: clamp(tp, committed[tp].offset + o.shift_by) for tp in tps}
+        if o.to_datetime:
+            timestamp = parse_datetime(o.to_datetime)
+        else:
+            timestamp = int(datetime.now(timezone.utc).timestamp() * 1000) - parse_duration(o.by_duration)
+        found = self.offsets(tps, max(timestamp, 0))
+        # No record at or after the time: the log end, as in Kafka.
+        return {tp: found[tp] if found.get(tp, -1) >= 0 else latest[tp] for tp in tps}
 
-    async def delete(self) -> int:
-        results = await self.groups.delete_groups(self.o.group)
-        ok = [g for g, code in results.items() if code == 0]
-        failed = {g: code for g, code in results.items() if code}
-        if ok:
-            print("Deletion of requested consumer groups (" + ", ".join(f"'{g}'" for g in ok) + ") was successful.")
-        if failed:
-            print("Deletion of some consumer groups failed:")
-            for g, code in failed.items():
-                print(f"* Group '{g}' could not be deleted due to: {error_message(errors.error_for(code))}")
-        return 1 if failed else 0
+    # ---------------------------------------------------------------- --delete
 
-    async def delete_offsets(self) -> int:
+    def delete(self) -> int:
+        group_ids = self.group_ids()
+        deleted, failed = [], {}
+        for group_id in group_ids:
+            try:
+                self.admin.delete_consumer_groups([group_id])
+                deleted.append(group_id)
+            except errors.KafkaError as e:
+                failed[group_id] = e
+        names = ", ".join(f"'{g}'" for g in deleted)
+        if not failed:
+            print(f"Deletion of requested consumer groups ({names}) was successful.")
+            return 0
+        print("Deletion of some consumer groups failed:")
+        for group_id, e in failed.items():
+            print(f"* Group '{group_id}' could not be deleted due to: {error_message(e)}")
+        if deleted:
+            print(f"\nThese consumer groups were deleted successfully: {names}")
+        return 1
+
+    # ---------------------------------------------------------------- --delete-offsets
+
+    def delete_offsets(self) -> int:
         group_id = self.o.group[0]
-        tps = await self.partitions_to_reset(await self.groups.describe(group_id), await self.groups.offsets(group_id))
-        error, results = await self.groups.delete_offsets(group_id, tps)
-        if error:
-            raise errors.error_for(error, f"Encounter some unknown error: {errors.error_name(error)}")
-        print()
-        table([["TOPIC", "PARTITION", "STATUS"]] + [
-            [tp.topic, str(tp.partition), "Successful" if code == 0 else f"Error: {errors.error_name(code)}"]
-            for tp, code in sorted(results.items(), key=lambda kv: (kv[0].topic, kv[0].partition))])
-        return 1 if any(results.values()) else 0
-
-
-def parse_datetime(text: str) -> int:
-    s = text.strip()
-    if s.endswith("Z"):
-        s = s[:-1] + "+00:00"
-    for fmt in ("%Y-%m-%dT%H:%M:%S.%f%z", "%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%dT%H:%M:%S.%f", "%Y-%m-%dT%H:%M:%S"):
+        tps = self.partitions_of(parse_topics(self.o.topic))
         try:
-            dt = datetime.strptime(s, fmt)
-        except ValueError:
-            continue
-        if dt.tzinfo is None:
-            dt = dt.astimezone()  # Kafka reads a datetime without zone in the local time zone
-        return int(dt.timestamp() * 1000)
-    raise UsageError(f"Error parsing timestamp {text}: expected YYYY-MM-DDTHH:mm:SS.sss[Z|+hh:mm]")
-
-
-def parse_duration(text: str) -> int:
-    m = re.fullmatch(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?", text.strip())
-    if not m or text.strip() in ("P", "PT"):
-        raise UsageError(f"Error parsing duration {text}: expected PnDTnHnMnS")
-    d, h, mi, s = (float(x) if x else 0 for x in m.groups())
-    return int(((d * 24 + h) * 60 + mi) * 60_000 + s * 1000)
-
-
-async def run(opts: argparse.Namespace) -> int:
-    config = admin_config(opts, "samsa-consumer-groups")
-    config.setdefault("request.timeout.ms", str(opts.timeout))
-    config.setdefault("default.api.timeout.ms", str(opts.timeout))
-    admin = AsyncAdmin(config)
-    try:
-        tool = Tool(admin, opts)
-        action = next(a for a in ("list", "describe", "delete", "delete_offsets", "reset_offsets") if getattr(opts, a))
-        return await getattr(tool, action)() or 0
-    finally:
-        await admin.close()
+            results = self.admin.delete_consumer_group_offsets(group_id, tps)
+        except errors.GroupIdNotFoundError:
+            warn(f"Error: Consumer group '{group_id}' does not exist.")
+            return 1
+        except errors.NonEmptyGroupError:
+            warn(f"Error: Deleting offsets of a consumer group '{group_id}' is forbidden if the group is not empty.")
+            return 1
+        failed = any(e is not None for e in results.values())
+        if failed:
+            warn("Error: Encounter some partition level error, see the follow-up details:")
+        print()
+        print_table(["TOPIC", "PARTITION", "STATUS"],
+                    [[tp.topic, str(tp.partition), "Successful" if e is None else f"Error: {error_message(e)}"]
+                     for tp, e in results.items()], [30, 15, 0])
+        return 1 if failed else 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -310,10 +575,19 @@ def main(argv: list[str] | None = None) -> int:
     try:
         opts = parser.parse_args(argv)
         check_args(opts)
-        return asyncio.run(run(opts))
+        config = admin_config(opts, "samsa-consumer-groups")
+        config.setdefault("request.timeout.ms", str(opts.timeout))
+        config.setdefault("default.api.timeout.ms", str(opts.timeout))
+        action = next(a for a in ACTIONS if getattr(opts, a))
+        with Admin(config) as admin:
+            return getattr(Tool(admin, opts), action)()
     except UsageError as e:
         print(e, file=sys.stderr)
         return 1
     except (errors.KafkaError, ValueError) as e:
         print(f"Error: Executing consumer group command failed due to {error_message(e)}", file=sys.stderr)
         return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,4 +1,4 @@
-"""The admin client: topics, partitions, configs, offsets, cluster and log dirs.
+"""The admin client: topics, partitions, configs, offsets, consumer groups, cluster and log dirs.
 
 :class:`AsyncAdmin` is the asyncio client; :class:`Admin` offers the same methods as plain
 blocking calls, running an AsyncAdmin on a private event loop in a background thread.
@@ -29,11 +29,15 @@ from samsa.client.types import (
     ConfigEntry,
     ConfigResource,
     ConfigSynonym,
+    ConsumerGroupDescription,
+    ConsumerGroupListing,
     ListOffsetsResultInfo,
     LogDirDescription,
+    MemberDescription,
     NewPartitions,
     NewTopic,
     Node,
+    OffsetAndMetadata,
     PartitionInfo,
     ReplicaInfo,
     TopicDescription,
@@ -41,13 +45,15 @@ from samsa.client.types import (
     TopicPartition,
     uuid_to_str,
 )
-from samsa.protocol import errors
+from samsa.protocol import codec, errors
 
 T = TypeVar("T")
 
 LIST_OFFSETS, METADATA, DELETE_RECORDS, CREATE_TOPICS, DELETE_TOPICS = 2, 3, 21, 19, 20
 DESCRIBE_CONFIGS, ALTER_CONFIGS, DESCRIBE_LOG_DIRS, CREATE_PARTITIONS = 32, 33, 35, 37
 INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER = 44, 60
+OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, DESCRIBE_GROUPS, LIST_GROUPS = 8, 9, 10, 15, 16
+DELETE_GROUPS, OFFSET_DELETE = 42, 47
 
 _RESOURCE_NAMES = {v: k for k, v in RESOURCE_TYPES.items()}
 # Per-partition errors after which a fresh look at the metadata may help.
@@ -57,6 +63,25 @@ _STALE_LEADER = {errors.NotLeaderOrFollowerError.code, errors.LeaderNotAvailable
 # Failures after which a whole admin call is sent again (to a possibly new controller).
 _RETRY_CALL = (errors.NotControllerError, KafkaConnectionError, KafkaTimeoutError)
 _ISOLATION = {"read_uncommitted": 0, "read_committed": 1}
+# Group errors after which the group's coordinator is looked up again and the call retried.
+_COORDINATOR_MOVED = {errors.E_COORDINATOR_LOAD_IN_PROGRESS, errors.E_COORDINATOR_NOT_AVAILABLE,
+                      errors.E_NOT_COORDINATOR}
+# Kafka's descriptions of the errors group calls answer with (its protocol guide's wording).
+_GROUP_ERROR_TEXT = {
+    errors.E_UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
+    errors.E_OFFSET_METADATA_TOO_LARGE: "The metadata field of the offset request was too large.",
+    errors.E_COORDINATOR_LOAD_IN_PROGRESS: "The coordinator is loading and hence can't process requests.",
+    errors.E_COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
+    errors.E_NOT_COORDINATOR: "This is not the correct coordinator.",
+    errors.E_ILLEGAL_GENERATION: "Specified group generation id is not valid.",
+    errors.E_INVALID_GROUP_ID: "The configured groupId is invalid.",
+    errors.E_UNKNOWN_MEMBER_ID: "The coordinator is not aware of this member.",
+    errors.E_REBALANCE_IN_PROGRESS: "The group is rebalancing, so a rebalance has been triggered.",
+    errors.E_GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
+    errors.E_NON_EMPTY_GROUP: "The group is not empty.",
+    errors.E_GROUP_ID_NOT_FOUND: "The group id does not exist.",
+    errors.E_GROUP_SUBSCRIBED_TO_TOPIC: "The consumer group is actively subscribed to the topic.",
+}
 
 
 def _error(code: int, message: str | None, context: str = "") -> errors.KafkaError:
@@ -70,6 +95,28 @@ def _error(code: int, message: str | None, context: str = "") -> errors.KafkaErr
 def _check(code: int, message: str | None = None, context: str = "") -> None:
     if code:
         raise _error(code, message, context)
+
+
+def _group_error(code: int, message: str | None, context: str) -> errors.KafkaError:
+    """The exception for a group call's error: the broker's message, else Kafka's wording."""
+    if not message and code in _GROUP_ERROR_TEXT:
+        return errors.error_for(code, _GROUP_ERROR_TEXT[code])
+    return _error(code, message, context)
+
+
+def decode_assignment(data: bytes | None) -> list[TopicPartition]:
+    """The partitions of a consumer-protocol member assignment (empty if there is none)."""
+    if not data or len(data) < 2:
+        return []
+    version = int.from_bytes(data[:2], "big", signed=True)
+    if version < 0:
+        return []
+    # A newer version only appends fields: read it with the newest layout known here.
+    try:
+        body, _ = codec.decode("ConsumerProtocolAssignment", min(version, 3), memoryview(data), 2)
+    except errors.KafkaError:  # not the consumer protocol's layout: nothing we can show
+        return []
+    return [TopicPartition(t["topic"], p) for t in body["assigned_partitions"] for p in t["partitions"]]
 
 
 class AsyncAdmin:
@@ -429,6 +476,275 @@ class AsyncAdmin:
                     for t in resp["topics"] for p in t["partitions"]}
         return await self._by_leader(list(before), send)
 
+    # ------------------------------------------------------------------ consumer groups
+
+    async def _find_coordinators(self, group_ids: list[str]) -> dict[str, Node | errors.KafkaError]:
+        """Each group's coordinator (FindCoordinator, key type 0; one batched request on v4+)."""
+        cluster = await self._ready()
+        conn = await cluster.any()
+        version = conn.pick_version(FIND_COORDINATOR)
+        if version >= 4:
+            resp = await conn.request(FIND_COORDINATOR, {"key_type": 0, "coordinator_keys": group_ids},
+                                      version=version)
+            assert resp is not None
+            answers = resp["coordinators"]
+        else:
+            answers = []
+            for group_id in group_ids:
+                resp = await conn.request(FIND_COORDINATOR, {"key": group_id, "key_type": 0}, version=version)
+                assert resp is not None
+                answers.append(dict(resp, key=group_id))
+        out: dict[str, Node | errors.KafkaError] = {}
+        for a in answers:
+            if a["error_code"]:
+                out[a["key"]] = _group_error(a["error_code"], a.get("error_message"),
+                                             f"Finding the coordinator of group {a['key']}")
+            else:
+                out[a["key"]] = Node(a["node_id"], a["host"], a["port"])
+        return out
+
+    async def _for_groups(self, group_ids: Iterable[str],
+                          send: Callable[[Node, BrokerConnection, list[str]],
+                                         Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+        """Run ``send`` on each group's coordinator, for all its groups at once.
+
+        ``send`` returns group -> result, an exception standing for a failure. Groups whose
+        coordinator moved, is loading or could not be reached are looked up and sent again
+        until ``default.api.timeout.ms`` has passed; the result maps every group to its
+        result or its exception."""
+        cluster = await self._ready()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.default_api_timeout_ms / 1000
+        backoff = self.retry_backoff_ms / 1000
+        results: dict[str, Any] = {}
+        todo = list(dict.fromkeys(group_ids))
+        while todo:
+            retry: dict[str, errors.KafkaError] = {}
+            try:
+                coordinators = await self._find_coordinators(todo)
+            except _RETRY_CALL as e:
+                coordinators = {g: e for g in todo}
+            by_node: dict[Node, list[str]] = defaultdict(list)
+            for group_id in todo:
+                found = coordinators.get(group_id) or errors.CoordinatorNotAvailableError(
+                    f"No coordinator found for group {group_id}")
+                if isinstance(found, Node):
+                    by_node[found].append(group_id)
+                elif isinstance(found, _RETRY_CALL) or found.code in _COORDINATOR_MOVED:
+                    retry[group_id] = found
+                else:
+                    results[group_id] = found
+            for node, groups in by_node.items():
+                try:
+                    answers = await send(node, await cluster.node(node.id), groups)
+                except _RETRY_CALL as e:
+                    retry.update((g, e) for g in groups)
+                    continue
+                for group_id in groups:
+                    answer = answers.get(group_id, errors.UnknownServerError(f"No answer for group {group_id}"))
+                    if isinstance(answer, errors.KafkaError) and answer.code in _COORDINATOR_MOVED:
+                        retry[group_id] = answer
+                    else:
+                        results[group_id] = answer
+            if not retry:
+                break
+            if loop.time() + backoff >= deadline:
+                results.update(retry)
+                break
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 1.0)
+            todo = list(retry)
+            try:
+                await cluster.refresh([])
+            except errors.KafkaError:
+                pass
+        return results
+
+    async def _for_group(self, group_id: str,
+                         send: Callable[[Node, BrokerConnection], Awaitable[T]]) -> T:
+        """One group's call on its coordinator (see :meth:`_for_groups`); failures raise."""
+        async def one(node: Node, conn: BrokerConnection, groups: list[str]) -> dict[str, Any]:
+            try:
+                return {group_id: await send(node, conn)}
+            except errors.KafkaError as e:
+                if isinstance(e, _RETRY_CALL):
+                    raise
+                return {group_id: e}
+        result = (await self._for_groups([group_id], one))[group_id]
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    @staticmethod
+    def _raise_first(results: dict[str, Any]) -> None:
+        for value in results.values():
+            if isinstance(value, BaseException):
+                raise value
+
+    async def list_consumer_groups(self, states: Iterable[str] | None = None) -> list[ConsumerGroupListing]:
+        """The consumer groups of every broker (ListGroups), sorted by id; ``states`` keeps
+        only groups in those states (needs ListGroups v4+). Groups of other protocol types
+        (Kafka Connect workers ...) are left out, as in Kafka's admin client."""
+        states = [s for s in states or [] if s]
+
+        async def attempt() -> list[ConsumerGroupListing]:
+            cluster = await self._ready()
+            await cluster.refresh([])
+            found: dict[str, ConsumerGroupListing] = {}
+            for node_id in sorted(cluster.brokers):
+                conn = await cluster.node(node_id)
+                resp = await conn.request(LIST_GROUPS, {"states_filter": states, "types_filter": []},
+                                          min_version=4 if states else None)
+                assert resp is not None
+                _check(resp["error_code"], None, f"Listing the groups of broker {node_id}")
+                for g in resp["groups"]:
+                    if g["protocol_type"] not in ("consumer", ""):
+                        continue
+                    found[g["group_id"]] = ConsumerGroupListing(g["group_id"], g["protocol_type"] == "",
+                                                                g.get("group_state"), g.get("group_type"))
+            return [found[k] for k in sorted(found)]
+        return await self._retrying(attempt)
+
+    async def describe_consumer_groups(self, group_ids: Iterable[str]) -> dict[str, ConsumerGroupDescription]:
+        """Group id -> description (DescribeGroups on each coordinator). A group that does not
+        exist is described with state "Dead", as Kafka's brokers do."""
+        group_ids = list(dict.fromkeys(group_ids))
+
+        async def send(node: Node, conn: BrokerConnection, groups: list[str]) -> dict[str, Any]:
+            resp = await conn.request(DESCRIBE_GROUPS, {"groups": groups, "include_authorized_operations": False})
+            assert resp is not None
+            out: dict[str, Any] = {}
+            for g in resp["groups"]:
+                if g["error_code"]:
+                    out[g["group_id"]] = _group_error(g["error_code"], g.get("error_message"),
+                                                      f"Describing group {g['group_id']}")
+                    continue
+                consumer = g["protocol_type"] == "consumer"
+                members = [MemberDescription(m["member_id"], m.get("group_instance_id"), m["client_id"],
+                                             m["client_host"],
+                                             decode_assignment(m["member_assignment"]) if consumer else [])
+                           for m in g["members"]]
+                out[g["group_id"]] = ConsumerGroupDescription(
+                    g["group_id"], g["protocol_type"] == "", g["group_state"], g["protocol_type"],
+                    g["protocol_data"], node, members)
+            return out
+        results = await self._for_groups(group_ids, send)
+        self._raise_first({g: results[g] for g in group_ids})
+        return {g: results[g] for g in group_ids}
+
+    async def delete_consumer_groups(self, group_ids: Iterable[str]) -> None:
+        """Delete groups with their committed offsets (DeleteGroups): only empty groups can go.
+        All are tried; the first failure (in the order given) is raised."""
+        group_ids = list(dict.fromkeys(group_ids))
+
+        async def send(node: Node, conn: BrokerConnection, groups: list[str]) -> dict[str, Any]:
+            resp = await conn.request(DELETE_GROUPS, {"groups_names": groups})
+            assert resp is not None
+            return {r["group_id"]: _group_error(r["error_code"], None, f"Deleting group {r['group_id']}")
+                    if r["error_code"] else None for r in resp["results"]}
+        results = await self._for_groups(group_ids, send)
+        self._raise_first({g: results[g] for g in group_ids})
+
+    async def list_consumer_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None = None
+                                          ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """The group's committed offsets (OffsetFetch), sorted; ``partitions`` limits them to
+        those. Partitions without a committed offset are left out."""
+        wanted = None if partitions is None else list(dict.fromkeys(partitions))
+        topics = None
+        if wanted is not None:
+            by_topic: dict[str, list[int]] = defaultdict(list)
+            for tp in wanted:
+                by_topic[tp.topic].append(tp.partition)
+            topics = [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]
+
+        async def send(node: Node, conn: BrokerConnection) -> dict[TopicPartition, OffsetAndMetadata]:
+            version = conn.pick_version(OFFSET_FETCH, min_version=2)  # v2+: all topics, group error
+            if version >= 8:
+                body = {"groups": [{"group_id": group_id, "member_id": None, "member_epoch": -1, "topics": topics}],
+                        "require_stable": False}
+            else:
+                body = {"group_id": group_id, "topics": topics, "require_stable": False}
+            resp = await conn.request(OFFSET_FETCH, body, version=version)
+            assert resp is not None
+            if version >= 8:
+                g = next((g for g in resp["groups"] if g["group_id"] == group_id), None)
+                if g is None:
+                    raise errors.UnknownServerError(f"OffsetFetch answered without group {group_id}")
+                code, answer_topics = g["error_code"], g["topics"]
+            else:
+                code, answer_topics = resp["error_code"], resp["topics"]
+            if code:
+                raise _group_error(code, None, f"Fetching the offsets of group {group_id}")
+            out = {}
+            for t in answer_topics:
+                for p in t["partitions"]:
+                    tp = TopicPartition(t["name"], p["partition_index"])
+                    if p["error_code"]:
+                        raise _group_error(p["error_code"], None, f"Fetching the offset of {tp} for group {group_id}")
+                    if p["committed_offset"] < 0:
+                        continue
+                    epoch = p.get("committed_leader_epoch", -1)
+                    out[tp] = OffsetAndMetadata(p["committed_offset"], p.get("metadata") or "",
+                                                epoch if epoch >= 0 else None)
+            return dict(sorted(out.items()))
+        return await self._for_group(group_id, send)
+
+    async def alter_consumer_group_offsets(self, group_id: str,
+                                           offsets: Mapping[TopicPartition, int | OffsetAndMetadata]) -> None:
+        """Commit offsets for the group from outside it (OffsetCommit with generation -1 and
+        no member id): the coordinator takes them only while the group has no members."""
+        by_topic: dict[str, list[dict]] = defaultdict(list)
+        for tp, o in offsets.items():
+            if not isinstance(o, OffsetAndMetadata):
+                o = OffsetAndMetadata(int(o))
+            by_topic[tp.topic].append({
+                "partition_index": tp.partition, "committed_offset": o.offset,
+                "committed_leader_epoch": -1 if o.leader_epoch is None else o.leader_epoch,
+                "commit_timestamp": -1, "committed_metadata": o.metadata})
+        body = {"group_id": group_id, "generation_id_or_member_epoch": -1, "member_id": "",
+                "group_instance_id": None, "retention_time_ms": -1,
+                "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+        async def send(node: Node, conn: BrokerConnection) -> None:
+            resp = await conn.request(OFFSET_COMMIT, body, min_version=2)
+            assert resp is not None
+            failed = [(TopicPartition(t["name"], p["partition_index"]), p["error_code"])
+                      for t in resp["topics"] for p in t["partitions"] if p["error_code"]]
+            # A coordinator error first, so that the call is sent again to the new coordinator.
+            failed.sort(key=lambda f: f[1] not in _COORDINATOR_MOVED)
+            if failed:
+                tp, code = failed[0]
+                raise _group_error(code, None, f"Committing the offset of {tp} for group {group_id}")
+        if by_topic:
+            await self._for_group(group_id, send)
+
+    async def delete_consumer_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition]
+                                            ) -> dict[TopicPartition, errors.KafkaError | None]:
+        """Delete the group's committed offsets of ``partitions`` (OffsetDelete).
+
+        A failure of the whole request (no such group, ...) raises. Partitions fail one by
+        one (GROUP_SUBSCRIBED_TO_TOPIC while the group's members read the topic): the result
+        maps each partition to None (deleted, or nothing was committed) or its exception,
+        like the per-partition results of Kafka's DeleteConsumerGroupOffsetsResult."""
+        by_topic: dict[str, list[dict]] = defaultdict(list)
+        for tp in dict.fromkeys(partitions):
+            by_topic[tp.topic].append({"partition_index": tp.partition})
+        body = {"group_id": group_id, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+        async def send(node: Node, conn: BrokerConnection) -> dict[TopicPartition, errors.KafkaError | None]:
+            resp = await conn.request(OFFSET_DELETE, body)
+            assert resp is not None
+            if resp["error_code"]:
+                raise _group_error(resp["error_code"], None, f"Deleting offsets of group {group_id}")
+            out: dict[TopicPartition, errors.KafkaError | None] = {}
+            for t in resp["topics"]:
+                for p in t["partitions"]:
+                    tp = TopicPartition(t["name"], p["partition_index"])
+                    out[tp] = _group_error(p["error_code"], None, f"Deleting the offset of {tp}") \
+                        if p["error_code"] else None
+            return dict(sorted(out.items()))
+        return await self._for_group(group_id, send)
+
 
 class Admin:
     """Blocking admin client: :class:`AsyncAdmin` on a private event loop thread."""
@@ -501,3 +817,25 @@ class Admin:
 
     def delete_records(self, before: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         return self._run(self._admin.delete_records(before))
+
+    def list_consumer_groups(self, states: Iterable[str] | None = None) -> list[ConsumerGroupListing]:
+        return self._run(self._admin.list_consumer_groups(None if states is None else list(states)))
+
+    def describe_consumer_groups(self, group_ids: Iterable[str]) -> dict[str, ConsumerGroupDescription]:
+        return self._run(self._admin.describe_consumer_groups(list(group_ids)))
+
+    def delete_consumer_groups(self, group_ids: Iterable[str]) -> None:
+        return self._run(self._admin.delete_consumer_groups(list(group_ids)))
+
+    def list_consumer_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None = None
+                                    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        return self._run(self._admin.list_consumer_group_offsets(
+            group_id, None if partitions is None else list(partitions)))
+
+    def alter_consumer_group_offsets(self, group_id: str,
+                                     offsets: Mapping[TopicPartition, int | OffsetAndMetadata]) -> None:
+        return self._run(self._admin.alter_consumer_group_offsets(group_id, dict(offsets)))
+
+    def delete_consumer_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition]
+                                      ) -> dict[TopicPartition, errors.KafkaError | None]:
+        return self._run(self._admin.delete_consumer_group_offsets(group_id, list(partitions)))

@@ -169,3 +169,41 @@ class LogDirDescription:
     replicas: dict[TopicPartition, ReplicaInfo]
     total_bytes: int | None = None
     usable_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class OffsetAndMetadata:
+    """A committed offset: the next offset the group will read, with its metadata string
+    and the leader epoch of the record before it (None: not known)."""
+
+    offset: int
+    metadata: str = ""
+    leader_epoch: int | None = None
+
+
+@dataclass
+class ConsumerGroupListing:
+    group_id: str
+    is_simple: bool  # protocol type "": offsets committed without group membership
+    state: str | None  # None: the broker is too old to say (ListGroups < v4)
+    type: str | None = None  # "classic" | "consumer"; None: not reported (ListGroups < v5)
+
+
+@dataclass
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    host: str
+    assignment: list[TopicPartition] = field(default_factory=list)
+
+
+@dataclass
+class ConsumerGroupDescription:
+    group_id: str
+    is_simple: bool
+    state: str  # Empty, PreparingRebalance, CompletingRebalance, Stable, Dead (= no such group)
+    protocol_type: str
+    partition_assignor: str  # the selected protocol ("range", ...); "" unless Stable
+    coordinator: Node | None
+    members: list[MemberDescription] = field(default_factory=list)
