@@ -1,0 +1,1 @@
+from samsa.aio.consumer import AIOConsumer  # noqa: F401

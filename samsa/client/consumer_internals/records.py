@@ -1,0 +1,395 @@
+"""What poll() hands out, and how fetched record batches become it.
+
+A :class:`CompletedFetch` holds one partition's bytes from one Fetch response. Only the
+batch headers are read when it arrives (so the next fetch can start at once); records
+are decoded batch by batch as poll() asks for them, straight into :class:`ConsumerRecord`
+tuples, with varints of one or two bytes decoded inline.
+"""
+
+from __future__ import annotations
+
+import struct
+from functools import partial
+from typing import Any, Callable, NamedTuple
+
+from crc32c import crc32c
+
+from samsa.client.types import TopicPartition
+from samsa.protocol import compression
+from samsa.protocol.batch import COMPRESSION_MASK, CONTROL_BIT, CRC_START, HEADER_SIZE, LOG_OVERHEAD, \
+    TIMESTAMP_TYPE_BIT, TRANSACTIONAL_BIT
+from samsa.protocol.errors import CorruptRecordError
+from samsa.protocol.records import decode_uvarint, decode_varint
+
+# Java's TimestampType ids.
+NO_TIMESTAMP_TYPE, CREATE_TIME, LOG_APPEND_TIME = -1, 0, 1
+TIMESTAMP_TYPE_NAMES = {NO_TIMESTAMP_TYPE: "NoTimestampType", CREATE_TIME: "CreateTime",
+                        LOG_APPEND_TIME: "LogAppendTime"}
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_CONTROL_KEY = struct.Struct(">hh")
+ABORT_MARKER = 0
+
+
+class ConsumerRecord(NamedTuple):
+    """One record, as Java's ``ConsumerRecord``. ``headers`` is a tuple of ``(key, value)``
+    pairs, ``timestamp_type`` 0 (CreateTime) or 1 (LogAppendTime), ``leader_epoch`` None
+    when the batch has none. Records are immutable tuples (made in C, not in Python code)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: Any
+    value: Any
+    headers: tuple[tuple[str, bytes | None], ...]
+    leader_epoch: int | None
+
+
+_make_record = partial(tuple.__new__, ConsumerRecord)
+NO_HEADERS: tuple = ()  # shared: a record without headers allocates nothing for them
+
+
+class OffsetAndMetadata(NamedTuple):
+    """A committed offset: the next offset to read, with optional metadata and leader epoch."""
+
+    offset: int
+    metadata: str = ""
+    leader_epoch: int | None = None
+
+
+class RecordDeserializationError(Exception):
+    """A deserializer failed on the record at ``offset``; seek past it to go on."""
+
+    def __init__(self, tp: TopicPartition, offset: int, cause: BaseException):
+        super().__init__(f"Error deserializing key/value for partition {tp} at offset {offset}. "
+                         f"If needed, please seek past the record to continue consumption. ({cause})")
+        self.partition = tp
+        self.offset = offset
+
+
+Deserialize = Callable[[str, Any, Any], Any]
+
+
+class _Cursor:
+    """Where decoding stands inside one batch."""
+
+    __slots__ = ("data", "p", "end", "i", "count", "base_offset", "base_ts", "log_append_ts", "epoch", "dense")
+
+    def __init__(self, data: bytes, p: int, end: int, h: tuple):
+        self.data, self.p, self.end, self.i, self.count = data, p, end, 0, h[12]
+        self.base_offset, self.base_ts = h[0], h[7]
+        self.log_append_ts = h[8] if h[5] & TIMESTAMP_TYPE_BIT else None
+        self.epoch = h[2] if h[2] >= 0 else None
+        # Offset deltas 0, 1, 2 ... (as every producer writes them): the fast decoder
+        self.dense = self.log_append_ts is None and h[12] == h[6] + 1
+
+
+class CompletedFetch:
+    """One partition's record set from one Fetch response, decoded as poll() asks.
+
+    Records are decoded a poll's worth at a time (not a whole batch at once): they then
+    die young, before the garbage collector's older generations ever see them.
+    """
+
+    __slots__ = ("tp", "data", "fetch_offset", "next_offset", "high_watermark", "epoch", "_batches", "_cur",
+                 "_check_crcs", "_aborted", "_aborted_pids", "_key_de", "_value_de", "error")
+
+    def __init__(self, tp: TopicPartition, data: bytes, fetch_offset: int, high_watermark: int, epoch: int, *,
+                 check_crcs: bool = True, aborted: list[tuple[int, int]] | None = None,
+                 key_deserializer: Any = None, value_deserializer: Any = None):
+        self.tp = tp
+        self.data = data
+        self.fetch_offset = fetch_offset
+        self.high_watermark = high_watermark
+        self.epoch = epoch  # the partition's seek epoch when the fetch was sent
+        self._check_crcs = check_crcs
+        self._aborted = sorted(aborted, key=lambda a: a[1]) if aborted else None
+        self._aborted_pids: set[int] = set()
+        self._key_de = key_deserializer
+        self._value_de = value_deserializer
+        self._cur: _Cursor | None = None
+        self.error: BaseException | None = None
+        # Batch positions now: a partial batch at the end (Fetch cuts at max bytes) is left out.
+        batches = []
+        pos, end = 0, len(data)
+        next_offset = fetch_offset
+        unpack = _HEADER.unpack_from
+        while pos + HEADER_SIZE <= end:
+            h = unpack(data, pos)
+            size = h[1] + LOG_OVERHEAD
+            if size < HEADER_SIZE or pos + size > end:
+                break
+            if h[3] != 2:
+                raise CorruptRecordError(f"record batch magic {h[3]} at offset {h[0]} of {tp} is not supported")
+            batches.append((pos, h))
+            next_offset = max(next_offset, h[0] + h[6] + 1)
+            pos += size
+        batches.reverse()  # popped from the end
+        self._batches = batches
+        self.next_offset = next_offset
+
+    @property
+    def exhausted(self) -> bool:
+        return self._cur is None and not self._batches and self.error is None
+
+    def take(self, position: int, max_records: int) -> list[ConsumerRecord]:
+        """Up to ``max_records`` records at or after ``position``, in offset order."""
+        out: list[ConsumerRecord] = []
+        while len(out) < max_records:
+            if self.error is not None:
+                if out:
+                    break
+                raise self.error
+            cur = self._cur
+            if cur is None:
+                if not self._batches:
+                    break
+                pos, h = self._batches.pop()
+                if h[0] + h[6] >= position:  # else wholly before the position
+                    self._cur = self._open(pos, h)
+                continue
+            records = self._read(cur, max_records - len(out))
+            if records and records[0].offset < position:
+                records = [r for r in records if r.offset >= position]
+            if self._key_de is not None or self._value_de is not None:
+                records = self._deserialize(records)
+            out += records
+        return out
+
+    def _open(self, pos: int, h: tuple) -> _Cursor | None:
+        """Check a batch and start decoding it; None for a batch with nothing to hand out."""
+        data = self.data
+        size = h[1] + LOG_OVERHEAD
+        if self._check_crcs:
+            with memoryview(data) as view, view[pos + CRC_START:pos + size] as covered:
+                if crc32c(covered) != h[4]:
+                    raise CorruptRecordError(f"Record batch at offset {h[0]} of {self.tp} is corrupt "
+                                             f"(CRC32C mismatch)")
+        attributes = h[5]
+        if self._aborted is not None and self._skip_aborted(pos, h, attributes):
+            return None
+        if attributes & CONTROL_BIT or h[12] <= 0:
+            return None
+        codec = attributes & COMPRESSION_MASK
+        if codec:
+            with memoryview(data) as view, view[pos + HEADER_SIZE:pos + size] as section:
+                plain = compression.decompress(codec, section)
+            return _Cursor(plain, 0, len(plain), h)
+        return _Cursor(data, pos + HEADER_SIZE, pos + size, h)
+
+    def _read(self, cur: _Cursor, n: int) -> list[ConsumerRecord]:
+        stop = min(cur.count, cur.i + n)
+        tp = self.tp
+        try:
+            if cur.dense:
+                records, p = decode_dense(cur.data, cur.p, cur.i, stop, cur.base_offset, cur.base_ts, tp.topic,
+                                          tp.partition, cur.epoch)
+            else:
+                records, p = decode_records(cur.data, cur.p, stop - cur.i, cur.base_offset, cur.base_ts,
+                                            cur.log_append_ts, tp.topic, tp.partition, cur.epoch)
+        except (IndexError, ValueError) as e:
+            self._cur = None
+            raise CorruptRecordError(f"Malformed record in the batch at offset {cur.base_offset} of {tp}: {e}") from None
+        cur.p, cur.i = p, stop
+        if stop == cur.count:
+            self._cur = None
+            if p != cur.end:
+                raise CorruptRecordError(f"Malformed batch at offset {cur.base_offset} of {tp}: its {cur.count} "
+                                         f"records end {p - cur.end:+} bytes from the batch's end")
+        return records
+
+    def _deserialize(self, records: list[ConsumerRecord]) -> list[ConsumerRecord]:
+        kd = self._key_de.deserialize if self._key_de is not None else None
+        vd = self._value_de.deserialize if self._value_de is not None else None
+        out = []
+        for r in records:
+            topic, headers = r[0], r[7]
+            try:
+                key = kd(topic, r[5], headers) if kd is not None else r[5]
+                value = vd(topic, r[6], headers) if vd is not None else r[6]
+            except Exception as e:  # noqa: BLE001 - any deserializer failure stops here
+                self.error = RecordDeserializationError(self.tp, r[2], e)
+                self._batches.clear()
+                self._cur = None
+                break
+            out.append(_make_record((topic, r[1], r[2], r[3], r[4], key, value, headers, r[8])))
+        return out
+
+    def _skip_aborted(self, pos: int, h: tuple, attributes: int) -> bool:
+        """read_committed: drop batches of aborted transactions, as the fetch response lists them."""
+        aborted = self._aborted
+        last = h[0] + h[6]
+        while aborted and aborted[0][1] <= last:
+            self._aborted_pids.add(aborted.pop(0)[0])
+        producer_id = h[9]
+        if attributes & CONTROL_BIT:
+            if producer_id in self._aborted_pids and self._is_abort_marker(pos, h):
+                self._aborted_pids.discard(producer_id)
+            return True
+        return bool(attributes & TRANSACTIONAL_BIT) and producer_id in self._aborted_pids
+
+    def _is_abort_marker(self, pos: int, h: tuple) -> bool:
+        try:
+            records, _ = decode_records(self.data, pos + HEADER_SIZE, 1, h[0], h[7], None, "", 0, None)
+        except (IndexError, ValueError):
+            return False
+        key = records[0].key if records else None
+        return key is not None and len(key) >= 4 and _CONTROL_KEY.unpack_from(key)[1] == ABORT_MARKER
+
+
+def decode_records(data: bytes, p: int, n: int, base_offset: int, base_ts: int, log_append_ts: int | None,
+                   topic: str, partition: int, epoch: int | None) -> tuple[list[ConsumerRecord], int]:
+    """``n`` records of a batch from ``p``, any layout: (records, position after them)."""
+    out: list[ConsumerRecord] = []
+    append = out.append
+    make = _make_record
+    uvarint = decode_uvarint
+    ts_type = CREATE_TIME if log_append_ts is None else LOG_APPEND_TIME
+    for _ in range(n):
+        b, p = uvarint(data, p)  # record length
+        rec_end = p + (b >> 1)
+        b, p = uvarint(data, p + 1)  # after the attributes byte: timestamp delta
+        ts = base_ts + ((b >> 1) ^ -(b & 1)) if log_append_ts is None else log_append_ts
+        b, p = uvarint(data, p)
+        offset = base_offset + ((b >> 1) ^ -(b & 1))
+        b, p = uvarint(data, p)
+        if b & 1:
+            key = None  # any negative length means null, as in Java
+        else:
+            b = p + (b >> 1)
+            key = data[p:b]
+            p = b
+        b, p = uvarint(data, p)
+        if b & 1:
+            value = None
+        else:
+            b = p + (b >> 1)
+            value = data[p:b]
+            p = b
+        if data[p]:
+            headers, p = _decode_headers(data, p)
+        else:
+            headers = NO_HEADERS
+            p += 1
+        if p != rec_end:
+            raise ValueError(f"record at offset {offset} ends {p - rec_end:+} bytes from where its length says")
+        append(make((topic, partition, offset, ts, ts_type, key, value, headers, epoch)))
+    return out, p
+
+
+# Bytes of the zig-zag varint of offset delta i, for i below each bound.
+_DELTA_SIZES = ((64, 1), (8192, 2), (1 << 20, 3), (1 << 27, 4), (1 << 31, 5))
+
+
+def decode_dense(data: bytes, p: int, i: int, stop: int, base_offset: int, base_ts: int,
+                 topic: str, partition: int, epoch: int | None) -> tuple[list[ConsumerRecord], int]:
+    """The hot loop of the consumer: records ``i`` to ``stop`` of a batch whose offset
+    deltas run 0, 1, 2 ... (every batch a producer writes) with CreateTime timestamps.
+
+    The offset of record i is ``base_offset + i``, so its delta's bytes are skipped (one
+    byte below 64, two below 8192 ...). Record lengths are skipped too: a walk that goes
+    wrong anywhere cannot end exactly at the batch's end, which the caller checks. One-
+    and two-byte varints (nearly all of them) are decoded inline.
+    """
+    out: list[ConsumerRecord] = []
+    append = out.append
+    make = _make_record
+    uvarint = decode_uvarint
+    for bound, delta_size in _DELTA_SIZES:
+        seg_stop = bound if bound < stop else stop
+        if i >= seg_stop:
+            continue
+        for i in range(i, seg_stop):
+            b = data[p]  # record length
+            if b < 0x80:
+                p += 1
+            elif data[p + 1] < 0x80:
+                p += 2
+            else:
+                _, p = uvarint(data, p)
+            t = data[p + 1]  # timestamp delta, after the attributes byte
+            if t < 0x80:
+                p += 2
+            else:
+                c = data[p + 2]
+                if c < 0x80:
+                    t = (t & 0x7F) | (c << 7)
+                    p += 3
+                else:
+                    t, p = uvarint(data, p + 1)
+            p += delta_size
+            b = data[p]  # key length: 1 is -1, null
+            if b == 1:
+                key = None
+                p += 1
+            else:
+                if b < 0x80:
+                    p += 1
+                else:
+                    c = data[p + 1]
+                    if c < 0x80:
+                        b = (b & 0x7F) | (c << 7)
+                        p += 2
+                    else:
+                        b, p = uvarint(data, p)
+                if b & 1:
+                    key = None
+                else:
+                    b = p + (b >> 1)
+                    key = data[p:b]
+                    p = b
+            b = data[p]  # value length
+            if b >= 0x80:
+                c = data[p + 1]
+                if c < 0x80:
+                    b = (b & 0x7F) | (c << 7)
+                    p += 2
+                else:
+                    b, p = uvarint(data, p)
+                if b & 1:
+                    value = None
+                else:
+                    b = p + (b >> 1)
+                    value = data[p:b]
+                    p = b
+            elif b & 1:
+                value = None
+                p += 1
+            else:
+                b = p + 1 + (b >> 1)
+                value = data[p + 1:b]
+                p = b
+            if data[p]:
+                headers, p = _decode_headers(data, p)
+            else:
+                headers = NO_HEADERS
+                p += 1
+            append(make((topic, partition, base_offset + i, base_ts + ((t >> 1) ^ -(t & 1)), CREATE_TIME, key,
+                         value, headers, epoch)))
+        i = seg_stop
+        if i >= stop:
+            break
+    return out, p
+
+
+def _decode_headers(data: bytes, p: int) -> tuple[tuple[tuple[str, bytes | None], ...], int]:
+    count, p = decode_varint(data, p)
+    if count < 0:
+        raise ValueError(f"negative header count {count}")
+    headers = []
+    for _ in range(count):
+        n, p = decode_varint(data, p)
+        if n < 0:
+            raise ValueError("null header key")
+        key = data[p:p + n].decode("utf-8", "replace")
+        p += n
+        n, p = decode_varint(data, p)
+        if n >= 0:
+            value = data[p:p + n]
+            p += n
+        else:
+            value = None
+        headers.append((key, value))
+    return tuple(headers), p
