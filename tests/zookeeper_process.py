@@ -25,7 +25,7 @@ class ZooKeeperProcess:
     def start(self) -> "ZooKeeperProcess":
         (self.dir / "data").mkdir(parents=True, exist_ok=True)
         cfg = self.dir / "zoo.cfg"
-        cfg.write_text(f"tickTime=2000\ndataDir={self.dir / 'data'}\nclientPort={self.port}\n"
+        cfg.write_text(f"tickTime=500\ndataDir={self.dir / 'data'}\nclientPort={self.port}\n"
                        "clientPortAddress=127.0.0.1\nadmin.enableServer=false\nmaxSessionTimeout=60000\n")
         env = dict(os.environ, ZOOCFGDIR=str(self.dir), ZOO_LOG_DIR=str(self.dir))
         self.proc = subprocess.Popen([ZK_SERVER, "start-foreground", str(cfg)], env=env, cwd=self.dir,

@@ -16,8 +16,6 @@ from pathlib import Path
 from typing import Protocol
 
 
-
-
 @dataclass
 class BrokerInfo:
     id: int
@@ -33,6 +31,8 @@ class PartitionState:
     leader_epoch: int = 0
     isr: list[int] = field(default_factory=list)
     partition_epoch: int = 0  # bumped on every change (ZooKeeper's "version")
+    adding_replicas: list[int] = field(default_factory=list)  # an ongoing reassignment
+    removing_replicas: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -69,7 +69,10 @@ class MetadataStore(Protocol):
     cluster_id: str
 
     def topics(self) -> dict[str, TopicInfo]: ...
-    def put_topic(self, topic: TopicInfo) -> None: ...
+    def create_topic(self, topic: TopicInfo) -> None: ...
+    def put_assignment(self, topic: TopicInfo) -> None: ...
+    def put_topic_configs(self, name: str, configs: dict[str, str]) -> None: ...
+    def update_partition_state(self, topic: str, partition: int, state: PartitionState) -> bool: ...
     def delete_topic(self, name: str) -> None: ...
     def broker_configs(self, broker_id: int | None) -> dict[str, str]: ...
     def put_broker_configs(self, broker_id: int | None, configs: dict[str, str]) -> None: ...
@@ -99,6 +102,18 @@ class LocalMetadataStore:
     def put_topic(self, topic: TopicInfo) -> None:
         self._topics[topic.name] = topic
         self._save()
+
+    create_topic = put_assignment = put_topic
+
+    def put_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        self._topics[name].configs = dict(configs)
+        self._save()
+
+    def update_partition_state(self, topic: str, partition: int, state: PartitionState) -> bool:
+        state.partition_epoch += 1
+        self._topics[topic].partitions[partition] = state
+        self._save()
+        return True
 
     def delete_topic(self, name: str) -> None:
         self._topics.pop(name, None)

@@ -24,17 +24,31 @@ import json
 import logging
 import time
 import uuid
+from typing import Callable
 
 from kazoo.client import KazooClient
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.protocol.states import WatchedEvent
 
 from samsa.cluster.metadata import BrokerInfo, PartitionState, TopicInfo
 
 log = logging.getLogger(__name__)
 
 
-class DuplicateBrokerIdError(RuntimeError):
+Watcher = Callable[[WatchedEvent], None]
+
+
+class ZooKeeperError(RuntimeError):
+    """The broker cannot take its place in the cluster (start-up fails with this message)."""
+
+
+class DuplicateBrokerIdError(ZooKeeperError):
     """Another live broker is registered with this broker.id."""
+
+
+class TopicExistsError(RuntimeError):
+    """create_topic found the topic already there."""
 
 
 def _json(data: dict) -> bytes:
@@ -54,16 +68,25 @@ class ZooKeeperMetadataStore:
         hosts, _, chroot = connect.partition("/")
         timeout = (connection_timeout_ms or session_timeout_ms) / 1000
         if chroot:
-            root = KazooClient(hosts=hosts, timeout=session_timeout_ms / 1000)
-            root.start(timeout=timeout)
+            root = self._connect(hosts, session_timeout_ms, timeout)
             root.ensure_path("/" + chroot)
             root.stop()
             root.close()
-        self.zk = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000)
-        self.zk.start(timeout=timeout)
+        self.zk = self._connect(connect, session_timeout_ms, timeout)
         for path in ("/brokers/ids", "/brokers/topics", "/config/topics", "/config/brokers", "/admin/delete_topics"):
             self.zk.ensure_path(path)
         self.cluster_id = self._cluster_id()
+
+    @staticmethod
+    def _connect(hosts: str, session_timeout_ms: int, timeout_s: float) -> KazooClient:
+        zk = KazooClient(hosts=hosts, timeout=session_timeout_ms / 1000)
+        try:
+            zk.start(timeout=timeout_s)
+        except KazooTimeoutError:
+            zk.close()
+            raise ZooKeeperError(f"Timed out waiting for connection to ZooKeeper at {hosts} "
+                                 f"(zookeeper.connection.timeout.ms={int(timeout_s * 1000)})") from None
+        return zk
 
     def _cluster_id(self) -> str:
         new = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
@@ -76,21 +99,36 @@ class ZooKeeperMetadataStore:
 
     # ---------------------------------------------------------------- brokers
 
-    def register_broker(self, broker: BrokerInfo, endpoints: list[str]) -> None:
-        """Ephemeral /brokers/ids/<id>; a live broker with the same id is a start-up error."""
+    def register_broker(self, broker: BrokerInfo, endpoints: list[str], wait_s: float = 0.0) -> None:
+        """Ephemeral /brokers/ids/<id>; a live broker with the same id is a start-up error.
+
+        A node left by this broker's previous life (killed before its session ended) goes
+        when that session expires: ``wait_s`` (the session timeout) is how long to wait for it.
+        """
         data = {"listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"}, "endpoints": endpoints,
                 "jmx_port": -1, "features": {}, "host": broker.host, "timestamp": str(int(time.time() * 1000)),
                 "port": broker.port, "version": 5, "rack": broker.rack}
-        try:
-            self.zk.create(f"/brokers/ids/{broker.id}", _json(data), ephemeral=True)
-        except NodeExistsError:
-            raise DuplicateBrokerIdError(
-                f"Error while creating ephemeral at /brokers/ids/{broker.id}, node already exists: "
-                f"another broker is registered with broker.id={broker.id}") from None
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                self.zk.create(f"/brokers/ids/{broker.id}", _json(data), ephemeral=True)
+                return
+            except NodeExistsError:
+                if time.monotonic() >= deadline:
+                    raise DuplicateBrokerIdError(
+                        f"Error while creating ephemeral at /brokers/ids/{broker.id}, node already exists: "
+                        f"another broker is registered with broker.id={broker.id}") from None
+                time.sleep(0.2)
 
-    def brokers(self) -> list[BrokerInfo]:
+    def unregister_broker(self, broker_id: int) -> None:
+        try:
+            self.zk.delete(f"/brokers/ids/{broker_id}")
+        except NoNodeError:
+            pass
+
+    def brokers(self, watch: Watcher | None = None) -> list[BrokerInfo]:
         out = []
-        for child in self.zk.get_children("/brokers/ids"):
+        for child in self.zk.get_children("/brokers/ids", watch=watch):
             try:
                 data, _ = self.zk.get(f"/brokers/ids/{child}")
             except NoNodeError:
@@ -101,83 +139,110 @@ class ZooKeeperMetadataStore:
 
     # ---------------------------------------------------------------- topics
 
+    def topic_names(self, watch: Watcher | None = None) -> list[str]:
+        return self.zk.get_children("/brokers/topics", watch=watch)
+
     def topics(self) -> dict[str, TopicInfo]:
         out = {}
-        for name in self.zk.get_children("/brokers/topics"):
+        for name in self.topic_names():
             topic = self.topic(name)
             if topic is not None:
                 out[name] = topic
         return out
 
-    def topic(self, name: str) -> TopicInfo | None:
+    def topic(self, name: str, watch: Watcher | None = None) -> TopicInfo | None:
+        """The topic with its partition states; ``watch`` fires on a change of any of them."""
         try:
-            data, _ = self.zk.get(f"/brokers/topics/{name}")
+            data, _ = self.zk.get(f"/brokers/topics/{name}", watch=watch)
         except NoNodeError:
             return None
         d = json.loads(data)
+        adding, removing = d.get("adding_replicas") or {}, d.get("removing_replicas") or {}
         partitions = {}
         for p, replicas in d["partitions"].items():
-            state = self.partition_state(name, int(p))
-            partitions[int(p)] = state or PartitionState(replicas=replicas, leader=-1, isr=[])
-            partitions[int(p)].replicas = replicas
+            state = self.partition_state(name, int(p), watch) or PartitionState(replicas=[], leader=-1, isr=[],
+                                                                               partition_epoch=-1)
+            state.replicas = replicas
+            state.adding_replicas = adding.get(p, [])
+            state.removing_replicas = removing.get(p, [])
+            partitions[int(p)] = state
         try:
-            cdata, _ = self.zk.get(f"/config/topics/{name}")
+            cdata, _ = self.zk.get(f"/config/topics/{name}", watch=watch)
             configs = json.loads(cdata).get("config", {})
         except NoNodeError:
             configs = {}
         return TopicInfo(name, _id_bytes(d["topic_id"]) if d.get("topic_id") else uuid.uuid4().bytes,
                          partitions, configs)
 
-    def partition_state(self, topic: str, partition: int) -> PartitionState | None:
+    def partition_state(self, topic: str, partition: int, watch: Watcher | None = None) -> PartitionState | None:
+        path = f"/brokers/topics/{topic}/partitions/{partition}/state"
         try:
-            data, stat = self.zk.get(f"/brokers/topics/{topic}/partitions/{partition}/state")
+            data, stat = self.zk.get(path, watch=watch)
         except NoNodeError:
+            if watch is not None:
+                self.zk.exists(path, watch=watch)
             return None
         d = json.loads(data)
         return PartitionState(replicas=[], leader=d["leader"], leader_epoch=d["leader_epoch"], isr=d["isr"],
                               partition_epoch=stat.version)
 
-    def put_topic(self, topic: TopicInfo) -> None:
-        assignment = {"version": 3, "topic_id": _id_str(topic.topic_id),
-                      "partitions": {str(p): s.replicas for p, s in sorted(topic.partitions.items())},
-                      "adding_replicas": {}, "removing_replicas": {}}
-        path = f"/brokers/topics/{topic.name}"
-        tx = self.zk.transaction()
-        if self.zk.exists(path):
-            tx.set_data(path, _json(assignment))
-        else:
-            tx.create(path, _json(assignment))
-        config_path = f"/config/topics/{topic.name}"
-        config = _json({"version": 1, "config": topic.configs})
-        if self.zk.exists(config_path):
-            tx.set_data(config_path, config)
-        else:
-            tx.create(config_path, config)
-        self._check(tx.commit(), path)
-        for p, state in topic.partitions.items():
-            self._write_state(topic.name, p, state, expected_version=None)
+    @staticmethod
+    def _assignment(topic: TopicInfo) -> bytes:
+        parts = sorted(topic.partitions.items())
+        return _json({"version": 3, "topic_id": _id_str(topic.topic_id),
+                      "partitions": {str(p): s.replicas for p, s in parts},
+                      "adding_replicas": {str(p): s.adding_replicas for p, s in parts if s.adding_replicas},
+                      "removing_replicas": {str(p): s.removing_replicas for p, s in parts if s.removing_replicas}})
 
-    def _write_state(self, topic: str, partition: int, state: PartitionState, expected_version: int | None) -> None:
-        path = f"/brokers/topics/{topic}/partitions/{partition}/state"
-        data = _json({"controller_epoch": 1, "leader": state.leader, "version": 1,
+    @staticmethod
+    def _state(state: PartitionState) -> bytes:
+        return _json({"controller_epoch": 1, "leader": state.leader, "version": 1,
                       "leader_epoch": state.leader_epoch, "isr": state.isr})
-        if expected_version is None:
-            if self.zk.exists(path):
-                stat = self.zk.set(path, data)
-            else:
-                self.zk.create(path, data, makepath=True)
-                stat = self.zk.exists(path)
+
+    def create_topic(self, topic: TopicInfo) -> None:
+        """Assignment, configs and every partition's state in one transaction."""
+        base = f"/brokers/topics/{topic.name}"
+        tx = self.zk.transaction()
+        tx.create(base, self._assignment(topic))
+        tx.create(f"{base}/partitions")
+        for p, state in sorted(topic.partitions.items()):
+            tx.create(f"{base}/partitions/{p}")
+            tx.create(f"{base}/partitions/{p}/state", self._state(state))
+        config_path = f"/config/topics/{topic.name}"
+        if self.zk.exists(config_path):
+            tx.set_data(config_path, _json({"version": 1, "config": topic.configs}))
         else:
-            stat = self.zk.set(path, data, version=expected_version)
-        state.partition_epoch = stat.version
+            tx.create(config_path, _json({"version": 1, "config": topic.configs}))
+        results = tx.commit()
+        if isinstance(results[0], NodeExistsError):
+            raise TopicExistsError(topic.name)
+        self._check(results, base)
+        for state in topic.partitions.values():
+            state.partition_epoch = 0
+
+    put_topic = create_topic
+
+    def put_assignment(self, topic: TopicInfo) -> None:
+        """Replicas (and reassignment) of every partition; states of new partitions."""
+        self.zk.set(f"/brokers/topics/{topic.name}", self._assignment(topic))
+        for p, state in topic.partitions.items():
+            path = f"/brokers/topics/{topic.name}/partitions/{p}/state"
+            if not self.zk.exists(path):
+                self.zk.create(path, self._state(state), makepath=True)
+                state.partition_epoch = 0
+
+    def put_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        self.zk.set(f"/config/topics/{name}", _json({"version": 1, "config": configs}))
 
     def update_partition_state(self, topic: str, partition: int, state: PartitionState) -> bool:
         """Compare-and-set on the state's ZooKeeper version (ISR changes, elections)."""
+        path = f"/brokers/topics/{topic}/partitions/{partition}/state"
         try:
-            self._write_state(topic, partition, state, expected_version=state.partition_epoch)
-            return True
-        except BadVersionError:
+            stat = self.zk.set(path, self._state(state), version=state.partition_epoch)
+        except (BadVersionError, NoNodeError):
             return False
+        state.partition_epoch = stat.version
+        return True
 
     def delete_topic(self, name: str) -> None:
         for path in (f"/brokers/topics/{name}", f"/config/topics/{name}"):
@@ -240,10 +305,12 @@ class ZooKeeperMetadataStore:
         except NodeExistsError:
             return False
 
-    def controller_id(self) -> int:
+    def controller_id(self, watch: Watcher | None = None) -> int:
         try:
-            data, _ = self.zk.get("/controller")
+            data, _ = self.zk.get("/controller", watch=watch)
         except NoNodeError:
+            if watch is not None and self.zk.exists("/controller", watch=watch):
+                return self.controller_id()
             return -1
         return json.loads(data)["brokerid"]
 

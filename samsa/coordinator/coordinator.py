@@ -52,7 +52,6 @@ class GroupCoordinator:
     # ---------------------------------------------------------------- lifecycle
 
     def start(self) -> None:
-        self.load()
         interval = self.cfg("offsets.retention.check.interval.ms") / 1000
         self._expiry_task = asyncio.ensure_future(self._expire_offsets_forever(interval))
 
@@ -60,33 +59,48 @@ class GroupCoordinator:
         if self._expiry_task:
             self._expiry_task.cancel()
         for group in self.groups.values():
-            for m in group.members.values():
-                if m.expiry:
-                    m.expiry.cancel()
-            if group.rebalance_timer:
-                group.rebalance_timer.cancel()
+            self._cancel_timers(group)
 
-    def load(self) -> None:
-        """Rebuild offsets and groups from the __consumer_offsets partitions led here."""
+    @staticmethod
+    def _cancel_timers(group: Group) -> None:
+        for m in group.members.values():
+            if m.expiry:
+                m.expiry.cancel()
+        if group.rebalance_timer:
+            group.rebalance_timer.cancel()
+
+    def on_leader(self, topic: str, index: int) -> None:
+        """This broker now leads an offsets partition: load its groups and offsets."""
+        if topic != ot.OFFSETS_TOPIC:
+            return
+        self.on_follower(topic, index)
+        plog = self.broker.partitions[(topic, index)].log
         count = 0
-        for (topic, index), partition in self.broker.partitions.items():
-            if topic != ot.OFFSETS_TOPIC or not partition.is_leader:
-                continue
-            plog = partition.log
-            offset = plog.log_start_offset
-            while offset < plog.log_end_offset:
-                data = plog.read(offset, 1 << 20)
-                if not data:
-                    break
-                for record in records.iter_records(data, skip_control=True):
-                    if record.offset >= offset:
-                        self._replay(record.key, record.value)
-                        count += 1
-                        offset = record.offset + 1
-                last = [h for _, h in batch.iter_headers(data)]
-                if last:
-                    offset = max(offset, last[-1].next_offset)
-        log.info("loaded %d records of %s: %d groups", count, ot.OFFSETS_TOPIC, len(self.groups))
+        offset = plog.log_start_offset
+        while offset < plog.log_end_offset:
+            data = plog.read(offset, 1 << 20)
+            if not data:
+                break
+            for record in records.iter_records(data, skip_control=True):
+                if record.offset >= offset:
+                    self._replay(record.key, record.value)
+                    count += 1
+                    offset = record.offset + 1
+            last = [h for _, h in batch.iter_headers(data)]
+            if last:
+                offset = max(offset, last[-1].next_offset)
+        log.info("loaded %d records of %s-%d", count, ot.OFFSETS_TOPIC, index)
+
+    def on_follower(self, topic: str, index: int) -> None:
+        """This broker no longer leads an offsets partition: forget the groups it holds."""
+        if topic != ot.OFFSETS_TOPIC:
+            return
+        n = self.num_partitions
+        for group_id in [g for g in set(self.groups) | set(self.offsets) if ot.partition_for(g, n) == index]:
+            group = self.groups.pop(group_id, None)
+            if group is not None:
+                self._cancel_timers(group)
+            self.offsets.pop(group_id, None)
 
     def _replay(self, key: bytes | None, value: bytes | None) -> None:
         if key is None:

@@ -13,6 +13,7 @@ import socket
 import time
 from pathlib import Path
 
+from samsa.cluster.membership import LocalCluster, ZooKeeperCluster
 from samsa.cluster.metadata import (BrokerInfo, LocalMetadataStore, MetadataStore, PartitionState, TopicInfo,
                                     new_topic_id)
 from samsa.cluster.replica import Partition
@@ -47,6 +48,7 @@ class Broker:
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.dispatcher = Dispatcher(self)
         self.groups = GroupCoordinator(self)
+        self.cluster: LocalCluster | ZooKeeperCluster
         self.servers: list[asyncio.AbstractServer] = []
         self.bound: list[tuple[str, str, int]] = []  # (listener name, host, port) as bound
         self._tasks: list[asyncio.Task] = []
@@ -60,10 +62,7 @@ class Broker:
         dirs = [Path(d) for d in self.config.log_dirs]
         for d in dirs:
             d.mkdir(parents=True, exist_ok=True)
-        if self.config["zookeeper.connect"] and self._store is None:
-            log.warning("zookeeper.connect is set, but this Samsa broker does not join a ZooKeeper cluster yet: "
-                        "it runs alone, with its metadata in %s", dirs[0] / LocalMetadataStore.FILE)
-        self.store = self._store or LocalMetadataStore(dirs[0])
+        self.store = self._store or await self._open_store(dirs[0])
         self.config.apply_dynamic(self.store.broker_configs(None), self.store.broker_configs(self.broker_id))
         self.topics = self.store.topics()
         self.topic_ids = {t.topic_id: n for n, t in self.topics.items()}
@@ -77,12 +76,14 @@ class Broker:
         t0 = time.monotonic()
         await asyncio.get_running_loop().run_in_executor(
             None, lambda: self.logs.load(lambda topic: self.log_config(topic)))
-        for topic in self.topics.values():
-            for index, state in topic.partitions.items():
-                self._host_partition(topic.name, index, state)
-        log.info("loaded %d partitions in %.0f ms", len(self.partitions), (time.monotonic() - t0) * 1000)
+        log.info("loaded %d logs in %.0f ms", len(list(self.logs.partitions())), (time.monotonic() - t0) * 1000)
         self.groups.start()
-        await self._listen()
+        if self.cluster.replicated:
+            await self._listen()  # registration in ZooKeeper advertises the bound port
+            await self.cluster.start()
+        else:
+            await self.cluster.start()
+            await self._listen()
         self._tasks = [
             asyncio.ensure_future(self._every(self.config["log.retention.check.interval.ms"],
                                               lambda: self.logs.run_retention(now_ms()))),
@@ -97,6 +98,18 @@ class Broker:
         self.started.set()
         log.info("[KafkaServer id=%d] started, listening on %s", self.broker_id,
                  ", ".join(f"{n}://{h}:{p}" for n, h, p in self.bound))
+
+    async def _open_store(self, first_dir: Path) -> MetadataStore:
+        connect = self.config["zookeeper.connect"]
+        if not connect:
+            self.cluster = LocalCluster(self)
+            return LocalMetadataStore(first_dir)
+        from samsa.cluster.zookeeper import ZooKeeperMetadataStore
+        session = self.config["zookeeper.session.timeout.ms"]
+        store = await asyncio.get_running_loop().run_in_executor(None, lambda: ZooKeeperMetadataStore(
+            connect, session_timeout_ms=session, connection_timeout_ms=self.config["zookeeper.connection.timeout.ms"]))
+        self.cluster = ZooKeeperCluster(self, store)
+        return store
 
     async def _listen(self) -> None:
         loop = asyncio.get_running_loop()
@@ -113,6 +126,10 @@ class Broker:
             self.bound.append((name, host, actual))
 
     async def stop(self) -> None:
+        if hasattr(self, "cluster"):
+            if self.config["controlled.shutdown.enable"] and self.started.is_set():
+                await self.cluster.controlled_shutdown()
+            await self.cluster.stop()
         self.groups.stop()
         for task in self._tasks:
             task.cancel()
@@ -158,13 +175,26 @@ class Broker:
         return BrokerInfo(self.broker_id, host, port, self.config["broker.rack"])
 
     def alive_brokers(self) -> list[BrokerInfo]:
-        return [self.advertised()]
+        return self.cluster.alive_brokers()
 
-    async def wait_for_high_watermark(self, partition: Partition, offset: int, timeout_ms: int) -> None:
-        """Return once ``partition``'s high watermark reaches ``offset`` (replicated), or time out."""
+    async def wait_for_high_watermark(self, partition: Partition, offset: int, timeout_ms: int,
+                                      min_isr: int | None = None) -> None:
+        """Return once ``partition``'s high watermark reaches ``offset`` (replicated), or time out.
+
+        With ``min_isr`` (acks=all), an ISR that shrank below it by then fails the wait
+        with NOT_ENOUGH_REPLICAS_AFTER_APPEND, as Kafka answers.
+        """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_ms / 1000
-        while partition.high_watermark < offset:
+        while True:
+            if not partition.is_leader or self.partitions.get((partition.topic, partition.index)) is not partition:
+                raise errors.NotLeaderOrFollowerError(
+                    f"broker {self.broker_id} stopped leading {partition} before the append was replicated")
+            if partition.high_watermark >= offset:
+                if min_isr is not None and len(partition.state.isr) < min_isr:
+                    raise errors.NotEnoughReplicasAfterAppendError(
+                        f"the ISR of {partition} shrank to {partition.state.isr}, below min.insync.replicas={min_isr}")
+                return
             fut = loop.create_future()
             partition.watch(fut)
             try:
@@ -177,7 +207,7 @@ class Broker:
 
     @property
     def controller_id(self) -> int:
-        return self.broker_id
+        return self.cluster.controller_id
 
     def partition(self, topic: str, index: int) -> Partition:
         """The hosted partition, or the Kafka error a client should get instead."""
@@ -267,7 +297,12 @@ class Broker:
                           configs)
         if validate_only:
             return topic
-        self._install_topic(topic)
+        from samsa.cluster.zookeeper import TopicExistsError
+        try:
+            self.store.create_topic(topic)
+        except TopicExistsError:
+            raise errors.TopicAlreadyExistsError(f"Topic '{name}' already exists.") from None
+        self.apply_topic(topic)
         log.info("created topic %s with %d partitions, replication factor %d", name,
                  len(topic.partitions), topic.replication_factor)
         return topic
@@ -280,22 +315,103 @@ class Broker:
         except errors.TopicAlreadyExistsError:
             return self.topics[name]
 
-    def _install_topic(self, topic: TopicInfo) -> None:
-        self.store.put_topic(topic)
+    # ---------------------------------------------------------------- applying cluster state
+
+    def apply_topic(self, topic: TopicInfo) -> None:
+        """The topic as the metadata store has it now: host, lead, follow or drop partitions."""
+        old = self.topics.get(topic.name)
+        if old is not None and old.topic_id != topic.topic_id:
+            self.remove_topic(topic.name)  # deleted and created again under the same name
+            old = None
         self.topics[topic.name] = topic
         self.topic_ids[topic.topic_id] = topic.name
-        for index, state in topic.partitions.items():
-            self._host_partition(topic.name, index, state)
+        for index, state in sorted(topic.partitions.items()):
+            self.apply_partition(topic.name, index, state)
+        if old is not None and old.configs != topic.configs:
+            config = self.log_config(topic.name)
+            for index in topic.partitions:
+                p = self.partitions.get((topic.name, index))
+                if p is not None:
+                    p.log.update_config(config)
 
-    def _host_partition(self, topic: str, index: int, state: PartitionState) -> None:
-        if self.broker_id not in state.replicas or (topic, index) in self.partitions:
+    def apply_partition(self, topic: str, index: int, state: PartitionState) -> None:
+        key = (topic, index)
+        p = self.partitions.get(key)
+        if self.broker_id not in state.replicas:
+            if p is not None:
+                self._drop_partition(key, delete_log=True)
             return
-        plog = self.logs.get(topic, index) or self.logs.create(topic, index, self.log_config(topic))
-        self.partitions[(topic, index)] = Partition(topic, index, plog, state, self.broker_id)
+        if p is None:
+            plog = self.logs.get(topic, index)
+            if plog is None:
+                plog = self.logs.create(topic, index, self.log_config(topic))
+                if self.cluster.replicated:
+                    plog.set_high_watermark(0)
+            elif self.cluster.replicated:
+                plog.set_high_watermark(self.logs.hw_checkpoints.get(key, 0))
+            p = self.partitions[key] = Partition(topic, index, plog, state, self.broker_id)
+            was_leader, old = False, None
+        else:
+            if state.partition_epoch < p.state.partition_epoch:
+                return  # an older read than the state already applied
+            was_leader, old = p.is_leader, p.state
+        if state.leader == self.broker_id:
+            if not was_leader or old is None or old.leader_epoch != state.leader_epoch:
+                if self.cluster.replicated:
+                    self.cluster.fetchers.unfollow(key)
+                    log.info("%s: leader in epoch %d, ISR %s", p, state.leader_epoch, state.isr)
+                p.become_leader(state, now_ms())
+                self.groups.on_leader(topic, index)
+            else:
+                p.state = state
+                p.maybe_advance_high_watermark()
+        else:
+            changed = was_leader or old is None or (old.leader, old.leader_epoch) != (state.leader, state.leader_epoch)
+            p.become_follower(state)
+            if changed:
+                self.groups.on_follower(topic, index)
+                if self.cluster.replicated:
+                    if state.leader >= 0:
+                        log.info("%s: following broker %d in epoch %d", p, state.leader, state.leader_epoch)
+                        self.cluster.fetchers.follow(p)
+                    else:
+                        self.cluster.fetchers.unfollow(key)
+
+    def _drop_partition(self, key: tuple[str, int], delete_log: bool) -> None:
+        p = self.partitions.pop(key, None)
+        if p is None:
+            return
+        if self.cluster.replicated:
+            self.cluster.fetchers.unfollow(key)
+        self.groups.on_follower(*key)
+        p.wake()
+        if delete_log:
+            self.logs.delete(*key)
+
+    def remove_topic(self, name: str) -> None:
+        """The topic is gone from the metadata store: stop hosting it and delete its logs."""
+        topic = self.topics.pop(name, None)
+        if topic is None:
+            return
+        self.topic_ids.pop(topic.topic_id, None)
+        for index in topic.partitions:
+            self._drop_partition((name, index), delete_log=True)
+        log.info("deleted topic %s", name)
 
     def assign_replicas(self, count: int, rf: int, start: int) -> dict[int, list[int]]:
-        """Round-robin over the live brokers, each partition's replicas on distinct brokers."""
-        ids = sorted(b.id for b in self.alive_brokers())
+        """Round-robin over the live brokers, each partition's replicas on distinct brokers.
+
+        With ``broker.rack`` set, the brokers are ordered alternating between racks, so
+        consecutive replicas land on different racks.
+        """
+        brokers = sorted(self.alive_brokers(), key=lambda b: b.id)
+        racks: dict[str | None, list[int]] = {}
+        for b in brokers:
+            racks.setdefault(b.rack, []).append(b.id)
+        ids = []
+        columns = [racks[r] for r in sorted(racks, key=lambda r: r or "")]
+        for i in range(max(len(c) for c in columns)):
+            ids += [c[i] for c in columns if i < len(c)]
         return {start + i: [ids[(start + i + j) % len(ids)] for j in range(rf)] for i in range(count)}
 
     def _check_assignments(self, assignments: dict[int, list[int]], start: int) -> dict[int, list[int]]:
@@ -319,14 +435,7 @@ class Broker:
         if topic is None:
             raise errors.UnknownTopicOrPartitionError(f"Topic {name} does not exist")
         self.store.delete_topic(name)
-        del self.topics[name]
-        self.topic_ids.pop(topic.topic_id, None)
-        for index in topic.partitions:
-            p = self.partitions.pop((name, index), None)
-            if p is not None:
-                p.wake()
-                self.logs.delete(name, index)
-        log.info("deleted topic %s", name)
+        self.remove_topic(name)
 
     def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None,
                           validate_only: bool) -> None:
@@ -351,9 +460,8 @@ class Broker:
             return
         for p, r in replicas.items():
             topic.partitions[p] = PartitionState(replicas=r, leader=r[0], isr=list(r))
-        self.store.put_topic(topic)
-        for p in replicas:
-            self._host_partition(name, p, topic.partitions[p])
+        self.store.put_assignment(topic)
+        self.apply_topic(topic)
         log.info("topic %s now has %d partitions", name, count)
 
     def alter_topic_configs(self, name: str, configs: dict[str, str], validate_only: bool) -> None:
@@ -365,7 +473,7 @@ class Broker:
         if validate_only:
             return
         topic.configs = dict(configs)
-        self.store.put_topic(topic)
+        self.store.put_topic_configs(name, topic.configs)
         config = self.log_config(name)
         for index in topic.partitions:
             p = self.partitions.get((name, index))

@@ -54,9 +54,10 @@ def run(config: BrokerConfig, *, daemon: bool = False, ready_message: str | None
         setup_logging(log_dir / "server.log")
     else:
         setup_logging()
+    from samsa.cluster.zookeeper import ZooKeeperError
     try:
         asyncio.run(serve(config, ready_message))
-    except OSError as e:
+    except (OSError, ZooKeeperError) as e:
         log.error("broker failed to start: %s", e)
         return 1
     return 0

@@ -43,9 +43,11 @@ class LeaderEpochCache:
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """OffsetsForLeaderEpoch: (largest epoch <= ``epoch``, its end offset), or
-        (-1, -1) if ``epoch`` is before the first or after the latest known epoch."""
-        if not self.entries or epoch < self.entries[0][0] or epoch > self.entries[-1][0]:
+        (-1, -1) if ``epoch`` is after the latest known epoch."""
+        if not self.entries or epoch > self.entries[-1][0]:
             return UNDEFINED, UNDEFINED
+        if epoch < self.entries[0][0]:
+            return epoch, self.entries[0][1]  # as Kafka: the requested epoch ends where the first known starts
         if epoch == self.entries[-1][0]:
             return epoch, log_end_offset
         for i, (e, _) in enumerate(self.entries):

@@ -46,4 +46,5 @@ from samsa.server.handlers import (  # noqa: E402,F401  (registration side effec
     metadata,
     produce,
     producer_ids,
+    replication,
 )

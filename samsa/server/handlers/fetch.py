@@ -10,6 +10,7 @@ which tells clients to send full fetches.
 from __future__ import annotations
 
 import asyncio
+import time
 
 from samsa.protocol import errors
 from samsa.server.handlers import handles
@@ -39,6 +40,7 @@ def collect(broker, req: dict, version: int) -> tuple[list, int, list]:
                 continue
             try:
                 partition = broker.partition(name, index)
+                check_leader_epoch(partition, p.get("current_leader_epoch", -1))
             except errors.KafkaError as e:
                 parts.append(_partition_error(index, e.code))
                 continue
@@ -48,10 +50,15 @@ def collect(broker, req: dict, version: int) -> tuple[list, int, list]:
             entry = {"partition_index": index, "error_code": 0, "high_watermark": partition.high_watermark,
                      "last_stable_offset": partition.high_watermark, "log_start_offset": plog.log_start_offset,
                      "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}
-            touched.append(partition)
             if offset < plog.log_start_offset or offset > plog.log_end_offset:
                 entry["error_code"] = errors.E_OFFSET_OUT_OF_RANGE
-            elif offset < limit and remaining > 0:
+                parts.append(entry)
+                continue
+            touched.append(partition)
+            if replica_id >= 0:
+                _follower_fetched(broker, partition, replica_id, offset)
+                entry["high_watermark"] = entry["last_stable_offset"] = partition.high_watermark
+            if offset < limit and remaining > 0:
                 data = plog.read(offset, min(p["partition_max_bytes"], remaining), max_offset=limit,
                                  min_one_batch=(total == 0))
                 entry["records"] = data
@@ -62,13 +69,36 @@ def collect(broker, req: dict, version: int) -> tuple[list, int, list]:
     return responses, total, touched
 
 
+def check_leader_epoch(partition, epoch: int) -> None:
+    """A request naming a leader epoch (KIP-320) must name the current one."""
+    if epoch < 0 or epoch == partition.state.leader_epoch:
+        return
+    if epoch < partition.state.leader_epoch:
+        raise errors.FencedLeaderEpochError(
+            f"leader epoch {epoch} of {partition} is older than the current {partition.state.leader_epoch}")
+    raise errors.UnknownLeaderEpochError(
+        f"leader epoch {epoch} of {partition} is newer than the current {partition.state.leader_epoch}")
+
+
+def _follower_fetched(broker, partition, replica_id: int, offset: int) -> None:
+    """A follower's fetch offset is its log end: track it, move the HW, maybe grow the ISR."""
+    partition.record_follower_fetch(replica_id, offset, int(time.time() * 1000))
+    if replica_id not in partition.state.isr and partition.caught_up(replica_id):
+        broker.cluster.request_isr_expansion(partition, replica_id)
+
+
 @handles(1, 4, 17)
 def fetch(ctx, req: dict):
     broker = ctx.broker
     responses, total, touched = collect(broker, req, ctx.version)
-    if total >= req["min_bytes"] or req["max_wait_ms"] <= 0 or not touched:
+    if total >= req["min_bytes"] or req["max_wait_ms"] <= 0 or not touched or _any_error(responses):
         return _body(responses)
     return _long_poll(ctx, req, touched)
+
+
+def _any_error(responses: list) -> bool:
+    """A partition error answers the fetch at once, as Kafka does."""
+    return any(p["error_code"] for t in responses for p in t["partitions"])
 
 
 def _body(responses: list) -> dict:
@@ -90,5 +120,6 @@ async def _long_poll(ctx, req: dict, touched: list) -> dict:
             for partition in touched:
                 partition.unwatch(fut)
         responses, total, touched = collect(ctx.broker, req, ctx.version)
-        if total >= req["min_bytes"] or loop.time() >= deadline or not touched or ctx.connection.closed:
+        if (total >= req["min_bytes"] or loop.time() >= deadline or not touched or ctx.connection.closed
+                or _any_error(responses)):
             return _body(responses)

@@ -40,8 +40,8 @@ def append_partition(broker, topic: str, index: int, records, acks: int, now: in
         if len(records) > config.segment_bytes:
             raise errors.RecordListTooLargeError(
                 f"record set of {len(records)} bytes is larger than segment.bytes ({config.segment_bytes})")
-        if acks == -1:
-            min_isr = broker.topic_config(topic)["min.insync.replicas"]
+        min_isr = broker.topic_config(topic)["min.insync.replicas"] if acks == -1 else None
+        if min_isr is not None:
             if len(partition.state.isr) < min_isr:
                 raise errors.NotEnoughReplicasError(
                     f"the ISR of {topic}-{index} has {len(partition.state.isr)} replicas, "
@@ -51,7 +51,7 @@ def append_partition(broker, topic: str, index: int, records, acks: int, now: in
         entry = {"index": index, "error_code": 0,
                  "base_offset": info.base_offset, "log_append_time_ms": info.log_append_time,
                  "log_start_offset": info.log_start_offset}
-        return entry, (partition, info.last_offset + 1)
+        return entry, (partition, info.last_offset + 1, min_isr)
     except errors.KafkaError as e:
         return {"index": index, "error_code": e.code, "base_offset": -1, "log_append_time_ms": -1,
                 "log_start_offset": -1, "error_message": e.message}, None
@@ -142,7 +142,7 @@ def produce(ctx, req: dict):
             ctx.connection.close("an acks=0 produce failed")
         return None
     body = {"responses": responses, "throttle_time_ms": 0}
-    pending = [(e, w) for e, w in waits if w[0].high_watermark < w[1]]
+    pending = [(e, w) for e, w in waits if w[0].high_watermark < w[1] or len(w[0].state.isr) < w[2]]
     if not pending:
         return body
     return _await_replication(broker, body, pending, req["timeout_ms"])
@@ -150,10 +150,11 @@ def produce(ctx, req: dict):
 
 async def _await_replication(broker, body: dict, pending: list, timeout_ms: int) -> dict:
     """Park an acks=all answer until every partition's high watermark covers its append."""
-    async def wait(entry: dict, partition, offset: int) -> None:
+    async def wait(entry: dict, partition, offset: int, min_isr: int) -> None:
         try:
-            await broker.wait_for_high_watermark(partition, offset, timeout_ms)
+            await broker.wait_for_high_watermark(partition, offset, timeout_ms, min_isr)
         except errors.KafkaError as e:
             entry["error_code"] = e.code
-    await asyncio.gather(*(wait(entry, partition, offset) for entry, (partition, offset) in pending))
+            entry["error_message"] = e.message
+    await asyncio.gather(*(wait(entry, *w) for entry, w in pending))
     return body

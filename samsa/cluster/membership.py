@@ -1,0 +1,384 @@
+"""How a broker takes part in its cluster: alone (the embedded default) or through ZooKeeper.
+
+:class:`LocalCluster` is one broker that leads everything. :class:`ZooKeeperCluster`
+registers the broker under ``/brokers/ids``, keeps a live view of brokers, topics and
+partition states through ZooKeeper watches, applies every change to the broker (lead,
+follow, stop hosting), keeps the ISR of the partitions it leads, and — while it holds
+``/controller`` — elects leaders when brokers come and go, moves leadership back to the
+preferred replicas and drives reassignments.
+
+ZooKeeper calls of the background work run on one worker thread, in order, so a slow
+ZooKeeper never stalls the broker's event loop; their results are applied on the loop.
+Admin writes (create, delete, alter) are rare and run inline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Callable
+
+from samsa.cluster import controller as rules
+from samsa.cluster.fetcher import ReplicaFetcherManager
+from samsa.cluster.metadata import BrokerInfo, PartitionState, TopicInfo
+
+if TYPE_CHECKING:
+    from kazoo.protocol.states import WatchedEvent
+
+    from samsa.cluster.zookeeper import ZooKeeperMetadataStore
+    from samsa.server.broker import Broker
+
+log = logging.getLogger(__name__)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class LocalCluster:
+    """A single broker: alive alone, its own controller, leader of every partition."""
+
+    replicated = False
+
+    def __init__(self, broker: "Broker"):
+        self.broker = broker
+
+    async def start(self) -> None:
+        for topic in list(self.broker.topics.values()):
+            self.broker.apply_topic(topic)
+
+    def alive_brokers(self) -> list[BrokerInfo]:
+        return [self.broker.advertised()]
+
+    def broker_info(self, broker_id: int) -> BrokerInfo | None:
+        return self.broker.advertised() if broker_id == self.broker.broker_id else None
+
+    @property
+    def controller_id(self) -> int:
+        return self.broker.broker_id
+
+    def request_isr_expansion(self, partition: Any, replica_id: int) -> None:
+        pass
+
+    async def elect_leaders(self, partitions: list[tuple[str, int]], preferred: bool) -> dict[tuple[str, int], int]:
+        from samsa.protocol import errors
+        topics = self.broker.topics
+        return {(t, i): errors.E_ELECTION_NOT_NEEDED if t in topics and i in topics[t].partitions
+                else errors.E_UNKNOWN_TOPIC_OR_PARTITION for t, i in partitions}
+
+    async def controlled_shutdown(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        pass
+
+
+class ZooKeeperCluster:
+    replicated = True
+
+    def __init__(self, broker: "Broker", store: "ZooKeeperMetadataStore"):
+        self.broker = broker
+        self.store = store
+        self.config = broker.config
+        self.fetchers = ReplicaFetcherManager(broker)
+        self.alive: dict[int, BrokerInfo] = {}
+        self.controller = -1
+        self._zk_thread = ThreadPoolExecutor(1, thread_name_prefix="zookeeper")
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._dirty: set[str] = set()  # "brokers", "topics", "controller", "session", or "topic:<name>"
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task] = []
+        self._expanding: set[tuple[str, int, int]] = set()
+        self._stopping = False
+
+    # ---------------------------------------------------------------- lifecycle
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        me = self.broker.advertised()
+        endpoints = [f"PLAINTEXT://{me.host}:{me.port}"]
+        wait_s = self.config["zookeeper.session.timeout.ms"] / 1000 + 2
+        await self._zk(self.store.register_broker, me, endpoints, wait_s)
+        log.info("registered broker %d at path /brokers/ids/%d with addresses: %s", me.id, me.id, endpoints[0])
+        self.store.zk.add_listener(self._on_session_state)
+        await self._refresh({"brokers", "controller", "topics"})
+        self._tasks = [asyncio.ensure_future(self._reconcile_forever()),
+                       asyncio.ensure_future(self._every(self.config["replica.lag.time.max.ms"] / 2,
+                                                         self._shrink_isr))]
+        if self.config["auto.leader.rebalance.enable"]:
+            self._tasks.append(asyncio.ensure_future(self._every(
+                self.config["leader.imbalance.check.interval.seconds"] * 1000, self._rebalance_leaders)))
+
+    async def stop(self) -> None:
+        self._stopping = True
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.fetchers.stop()
+        self._zk_thread.shutdown(wait=False)
+
+    async def _zk(self, fn: Callable, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._zk_thread, fn, *args)
+
+    async def _every(self, interval_ms: float, fn: Callable) -> None:
+        while True:
+            await asyncio.sleep(max(interval_ms, 50) / 1000)
+            try:
+                await fn()
+            except Exception:
+                log.exception("cluster task %s failed", getattr(fn, "__name__", fn))
+
+    # ---------------------------------------------------------------- the view
+
+    def alive_brokers(self) -> list[BrokerInfo]:
+        return sorted(self.alive.values(), key=lambda b: b.id)
+
+    def broker_info(self, broker_id: int) -> BrokerInfo | None:
+        return self.alive.get(broker_id)
+
+    @property
+    def controller_id(self) -> int:
+        return self.controller
+
+    @property
+    def is_controller(self) -> bool:
+        return self.controller == self.broker.broker_id
+
+    # ---------------------------------------------------------------- watches → reconcile
+
+    def _watch(self, event: "WatchedEvent") -> None:
+        """A ZooKeeper watch fired (on kazoo's thread): mark what to read again."""
+        path = event.path or ""
+        if path.startswith("/brokers/ids"):
+            what = "brokers"
+        elif path == "/controller":
+            what = "controller"
+        elif path == "/brokers/topics":
+            what = "topics"
+        elif path.startswith("/brokers/topics/") or path.startswith("/config/topics/"):
+            what = "topic:" + path.split("/")[3]
+        else:
+            return
+        self._mark(what)
+
+    def _on_session_state(self, state: str) -> None:
+        if state == "LOST":
+            log.warning("ZooKeeper session expired: will register again and re-read the cluster")
+            self._mark("session")
+        elif state == "CONNECTED":
+            self._mark("controller")
+
+    def _mark(self, what: str) -> None:
+        if self._loop is not None and not self._stopping:
+            self._loop.call_soon_threadsafe(self._mark_on_loop, what)
+
+    def _mark_on_loop(self, what: str) -> None:
+        self._dirty.add(what)
+        self._wake.set()
+
+    async def _reconcile_forever(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            dirty, self._dirty = self._dirty, set()
+            try:
+                await self._refresh(dirty)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                log.warning("reading cluster state from ZooKeeper failed (%s); retrying", e)
+                self._dirty |= dirty
+                await asyncio.sleep(0.5)
+                self._wake.set()
+
+    async def _refresh(self, dirty: set[str]) -> None:
+        if "session" in dirty:
+            me = self.broker.advertised()
+            await self._zk(self.store.register_broker, me, [f"PLAINTEXT://{me.host}:{me.port}"],
+                           self.config["zookeeper.session.timeout.ms"] / 1000 + 2)
+            log.info("registered broker %d again after the session expired", me.id)
+            dirty |= {"brokers", "controller", "topics"} | {f"topic:{t}" for t in self.broker.topics}
+        if "brokers" in dirty:
+            brokers = await self._zk(self.store.brokers, self._watch)
+            before = set(self.alive)
+            self.alive = {b.id: b for b in brokers}
+            if set(self.alive) != before:
+                log.info("live brokers: %s", sorted(self.alive))
+        if "controller" in dirty:
+            await self._elect_controller()
+        if "topics" in dirty:
+            names = set(await self._zk(self.store.topic_names, self._watch))
+            for gone in set(self.broker.topics) - names:
+                self.broker.remove_topic(gone)
+            dirty |= {f"topic:{n}" for n in names}
+        for what in sorted(dirty):
+            if what.startswith("topic:"):
+                name = what[6:]
+                topic = await self._zk(self.store.topic, name, self._watch)
+                if topic is None:
+                    self.broker.remove_topic(name)
+                else:
+                    self.broker.apply_topic(topic)
+        if self.is_controller:
+            await self._control()
+
+    async def _elect_controller(self) -> None:
+        current = await self._zk(self.store.controller_id, self._watch)
+        if current == -1 and await self._zk(self.store.try_become_controller, self.broker.broker_id):
+            log.info("broker %d is the controller now", self.broker.broker_id)
+            current = self.broker.broker_id
+            await self._zk(self.store.controller_id, self._watch)
+        self.controller = current
+
+    # ---------------------------------------------------------------- writes
+
+    async def write_state(self, topic: str, index: int, state: PartitionState) -> bool:
+        """Compare-and-set one partition's state; on success apply it here at once."""
+        ok = await self._zk(self.store.update_partition_state, topic, index, state)
+        if ok:
+            info = self.broker.topics.get(topic)
+            if info is not None and index in info.partitions:
+                info.partitions[index] = state
+                self.broker.apply_partition(topic, index, state)
+        else:
+            self._mark_on_loop(f"topic:{topic}")
+        return ok
+
+    # ---------------------------------------------------------------- the leader's ISR
+
+    async def _shrink_isr(self) -> None:
+        lag = self.config["replica.lag.time.max.ms"]
+        now = now_ms()
+        for p in list(self.broker.partitions.values()):
+            if not p.is_leader:
+                continue
+            lagging = p.lagging(now, lag)
+            if lagging:
+                isr = [r for r in p.state.isr if r not in lagging]
+                log.info("shrinking ISR of %s from %s to %s (replica.lag.time.max.ms=%d)", p, p.state.isr, isr, lag)
+                if await self.write_state(p.topic, p.index, replace(p.state, isr=isr)):
+                    p.maybe_advance_high_watermark()
+
+    def request_isr_expansion(self, partition: Any, replica_id: int) -> None:
+        """A follower outside the ISR has caught up: add it (once at a time per follower)."""
+        key = (partition.topic, partition.index, replica_id)
+        if key in self._expanding or replica_id in partition.state.isr:
+            return
+        self._expanding.add(key)
+
+        async def expand() -> None:
+            try:
+                state = partition.state
+                if partition.is_leader and replica_id not in state.isr and replica_id in state.replicas:
+                    isr = state.isr + [replica_id]
+                    log.info("expanding ISR of %s from %s to %s", partition, state.isr, isr)
+                    await self.write_state(partition.topic, partition.index, replace(state, isr=isr))
+            finally:
+                self._expanding.discard(key)
+        asyncio.ensure_future(expand())
+
+    # ---------------------------------------------------------------- the controller
+
+    async def _control(self) -> None:
+        """Elections after brokers came or went, and reassignments that can finish."""
+        alive = set(self.alive)
+        for name, topic in list(self.broker.topics.items()):
+            unclean = self.broker.topic_config(name)["unclean.leader.election.enable"]
+            finished = False
+            for index, state in list(topic.partitions.items()):
+                new = rules.on_brokers_changed(state, alive, unclean)
+                if new is None:
+                    new = rules.finish_reassignment(state, alive)
+                    if new is not None:
+                        finished = True
+                if new is not None:
+                    if new.leader != state.leader:
+                        log.info("controller: %s-%d leader %d -> %d (epoch %d), ISR %s", name, index, state.leader,
+                                 new.leader, new.leader_epoch, new.isr)
+                    await self.write_state(name, index, new)
+            if finished:
+                await self._zk(self.store.put_assignment, self.broker.topics[name])
+
+    async def elect_leaders(self, partitions: list[tuple[str, int]], preferred: bool) -> dict[tuple[str, int], int]:
+        """ElectLeaders: preferred (first replica) or unclean (any live replica when none is in sync)."""
+        from samsa.protocol import errors
+        alive = set(self.alive)
+        out = {}
+        for topic, index in partitions:
+            info = self.broker.topics.get(topic)
+            state = info.partitions.get(index) if info else None
+            if state is None:
+                out[(topic, index)] = errors.E_UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if preferred:
+                new = rules.preferred_leader(state, alive)
+                if new is None:
+                    out[(topic, index)] = (errors.E_ELECTION_NOT_NEEDED if state.leader == state.replicas[0]
+                                           else errors.E_PREFERRED_LEADER_NOT_AVAILABLE)
+                    continue
+            else:
+                if state.leader in alive:
+                    out[(topic, index)] = errors.E_ELECTION_NOT_NEEDED
+                    continue
+                new = rules.on_brokers_changed(state, alive, unclean=True)
+                if new is None or new.leader == -1:
+                    out[(topic, index)] = errors.E_ELIGIBLE_LEADERS_NOT_AVAILABLE
+                    continue
+            ok = await self.write_state(topic, index, new)
+            out[(topic, index)] = 0 if ok else errors.E_NOT_CONTROLLER
+        return out
+
+    async def _rebalance_leaders(self) -> None:
+        if not self.is_controller:
+            return
+        alive = set(self.alive)
+        states = [(t, i, s) for t, info in self.broker.topics.items() for i, s in info.partitions.items()]
+        behind = rules.imbalanced_brokers([s for _, _, s in states], alive,
+                                          self.config["leader.imbalance.per.broker.percentage"])
+        for topic, index, state in states:
+            if state.replicas and state.replicas[0] in behind:
+                new = rules.preferred_leader(state, alive)
+                if new is not None:
+                    log.info("controller: preferred leader election for %s-%d: %d -> %d", topic, index,
+                             state.leader, new.leader)
+                    await self.write_state(topic, index, new)
+
+    async def reassign(self, topic: str, index: int, target: list[int] | None) -> None:
+        """Start (or, with None, cancel) a reassignment of one partition."""
+        info = self.broker.topics[topic]
+        state = info.partitions[index]
+        if target is None:
+            if not (state.adding_replicas or state.removing_replicas):
+                return
+            original = [r for r in state.replicas if r not in state.adding_replicas]
+            new = replace(state, replicas=original, isr=[r for r in state.isr if r in original],
+                          adding_replicas=[], removing_replicas=[])
+        else:
+            base = replace(state, replicas=rules.target_replicas(state), adding_replicas=[], removing_replicas=[])
+            new = rules.start_reassignment(base, target)
+        info.partitions[index] = new
+        await self._zk(self.store.put_assignment, info)
+        self.broker.apply_partition(topic, index, new)
+        self._mark_on_loop(f"topic:{topic}")
+
+    # ---------------------------------------------------------------- controlled shutdown
+
+    async def controlled_shutdown(self) -> None:
+        """Move leadership off this broker and leave the ISRs before exiting (SIGTERM)."""
+        me = self.broker.broker_id
+        for attempt in range(self.config["controlled.shutdown.max.retries"] + 1):
+            remaining = 0
+            for (topic, index), p in list(self.broker.partitions.items()):
+                new = rules.move_leadership_off(p.state, me, set(self.alive) - {me})
+                if new is not None and not await self.write_state(topic, index, new):
+                    remaining += 1
+            if not remaining:
+                log.info("controlled shutdown of broker %d: leadership moved", me)
+                break
+            await asyncio.sleep(self.config["controlled.shutdown.retry.backoff.ms"] / 1000 / 10)
+            await self._refresh({f"topic:{t}" for t in self.broker.topics})
+        self._stopping = True
+        await self._zk(self.store.unregister_broker, me)

@@ -1,0 +1,75 @@
+"""A real ZooKeeper and real Samsa broker processes on loopback ports, for the fault tests."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from broker_process import BrokerProcess
+from zookeeper_process import ZooKeeperProcess
+
+from samsa import Admin
+
+SESSION_TIMEOUT_MS = 3000
+CLUSTER_DEFAULTS = {
+    "zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS,
+    "replica.lag.time.max.ms": 2000,
+    "replica.fetch.wait.max.ms": 200,
+    "replica.fetch.backoff.ms": 200,
+    "offsets.topic.replication.factor": 3,
+    "offsets.topic.num.partitions": 4,
+    "default.replication.factor": 3,
+    "controlled.shutdown.retry.backoff.ms": 200,
+}
+
+
+class Cluster:
+    def __init__(self, root: Path, size: int = 3, zookeeper: ZooKeeperProcess | None = None, **overrides: object):
+        self.root = Path(root)
+        self.zk = zookeeper or ZooKeeperProcess(self.root / "zk").start()
+        self.connect = f"{self.zk.connect}/samsa"
+        settings = {**CLUSTER_DEFAULTS, **overrides}
+        self.brokers = {i: BrokerProcess(self.root / f"broker-{i}", **{
+            **settings, "broker.id": i, "zookeeper.connect": self.connect}) for i in range(size)}
+
+    def start(self) -> "Cluster":
+        for b in self.brokers.values():
+            b.start()
+        self.wait_for(lambda: len(self.describe_cluster()) == len(self.brokers), "all brokers registered")
+        return self
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers.values())
+
+    def admin(self) -> Admin:
+        return Admin({"bootstrap.servers": self.bootstrap})
+
+    def describe_cluster(self) -> list[int]:
+        with self.admin() as admin:
+            return sorted(n.id for n in admin.describe_cluster().brokers)
+
+    def partition(self, topic: str, index: int):
+        """(leader, replicas, isr) as a Metadata request to a live broker answers."""
+        with self.admin() as admin:
+            p = admin.describe_topics([topic])[topic].partitions[index]
+            return p.leader, list(p.replicas), list(p.isr)
+
+    @staticmethod
+    def wait_for(check, what: str, timeout: float = 30.0):
+        deadline = time.time() + timeout
+        last = None
+        while time.time() < deadline:
+            try:
+                last = check()
+                if last:
+                    return last
+            except Exception as e:  # a broker may be between states
+                last = e
+            time.sleep(0.2)
+        raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+
+    def stop(self) -> None:
+        for b in self.brokers.values():
+            b.kill()
+        self.zk.stop()
