@@ -13,9 +13,12 @@ ZK_SERVER = "/usr/share/zookeeper/bin/zkServer.sh"
 
 
 class ZooKeeperProcess:
-    def __init__(self, data_dir: Path, port: int | None = None):
+    def __init__(self, data_dir: Path, port: int | None = None, myid: int | None = None,
+                 servers: list[str] | None = None):
         self.dir = Path(data_dir)
         self.port = port or free_port()
+        self.myid = myid
+        self.servers = servers or []  # "server.N=host:peer:election" lines of an ensemble
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -23,18 +26,49 @@ class ZooKeeperProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> "ZooKeeperProcess":
+        self._launch()
+        wait_for_port(self.port, self.proc, timeout=60)
+        return self
+
+    def _launch(self) -> None:
         (self.dir / "data").mkdir(parents=True, exist_ok=True)
         cfg = self.dir / "zoo.cfg"
         cfg.write_text(f"tickTime=500\ndataDir={self.dir / 'data'}\nclientPort={self.port}\n"
-                       "clientPortAddress=127.0.0.1\nadmin.enableServer=false\nmaxSessionTimeout=60000\n")
+                       "clientPortAddress=127.0.0.1\nadmin.enableServer=false\nmaxSessionTimeout=60000\n"
+                       "initLimit=20\nsyncLimit=10\n" + "".join(f"{line}\n" for line in self.servers))
+        if self.myid is not None:
+            (self.dir / "data" / "myid").write_text(f"{self.myid}\n")
         env = dict(os.environ, ZOOCFGDIR=str(self.dir), ZOO_LOG_DIR=str(self.dir))
         self.proc = subprocess.Popen([ZK_SERVER, "start-foreground", str(cfg)], env=env, cwd=self.dir,
                                      stdout=open(self.dir / "zk.out", "ab"), stderr=subprocess.STDOUT,
                                      start_new_session=True)
-        wait_for_port(self.port, self.proc, timeout=60)
-        return self
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(10)
+
+
+class ZooKeeperEnsemble:
+    """Three ZooKeeper servers in one ensemble (zoo.cfg ``server.N`` lines and ``myid``)."""
+
+    def __init__(self, data_dir: Path, size: int = 3):
+        ports = [(free_port(), free_port()) for _ in range(size)]
+        lines = [f"server.{i + 1}=127.0.0.1:{peer}:{election}" for i, (peer, election) in enumerate(ports)]
+        self.nodes = [ZooKeeperProcess(Path(data_dir) / f"zk{i + 1}", myid=i + 1, servers=lines)
+                      for i in range(size)]
+
+    @property
+    def connect(self) -> str:
+        return ",".join(n.connect for n in self.nodes)
+
+    def start(self) -> "ZooKeeperEnsemble":
+        for n in self.nodes:  # start all before waiting: a member serves once it has a quorum
+            n._launch()
+        for n in self.nodes:
+            wait_for_port(n.port, n.proc, timeout=60)
+        return self
+
+    def stop(self) -> None:
+        for n in self.nodes:
+            n.stop()

@@ -14,6 +14,8 @@ TOOLS = {
     "topics": ("samsa.cli.topics", "create, list, describe, alter and delete topics (kafka-topics.sh)"),
     "configs": ("samsa.cli.configs", "describe and alter topic and broker configs (kafka-configs.sh)"),
     "consumer-groups": ("samsa.cli.consumer_groups", "list, describe, reset and delete consumer groups (kafka-consumer-groups.sh)"),
+    "leader-election": ("samsa.cli.leader_election", "elect preferred or unclean leaders (kafka-leader-election.sh)"),
+    "reassign-partitions": ("samsa.cli.reassign_partitions", "move partitions between brokers (kafka-reassign-partitions.sh)"),
     "dump-log": ("samsa.cli.dump_log", "print the batches and records of a segment file (kafka-dump-log.sh)"),
     "console-consumer": ("samsa.cli.console_consumer", "print records of topics to stdout (kafka-console-consumer.sh)"),
     "consumer-perf-test": ("samsa.cli.consumer_perf_test", "measure consumer throughput (kafka-consumer-perf-test.sh)"),

@@ -54,6 +54,7 @@ DESCRIBE_CONFIGS, ALTER_CONFIGS, DESCRIBE_LOG_DIRS, CREATE_PARTITIONS = 32, 33, 
 INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER = 44, 60
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, DESCRIBE_GROUPS, LIST_GROUPS = 8, 9, 10, 15, 16
 DELETE_GROUPS, OFFSET_DELETE = 42, 47
+ELECT_LEADERS, ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 43, 45, 46
 
 _RESOURCE_NAMES = {v: k for k, v in RESOURCE_TYPES.items()}
 # Per-partition errors after which a fresh look at the metadata may help.
@@ -746,6 +747,65 @@ class AsyncAdmin:
         return await self._for_group(group_id, send)
 
 
+    # ------------------------------------------------------------------ replicas and leaders
+
+    async def elect_leaders(self, partitions: Iterable[TopicPartition] | None, unclean: bool = False
+                            ) -> dict[TopicPartition, errors.KafkaError | None]:
+        """Preferred (or unclean) leader election; None partitions = every partition."""
+        wanted: dict[str, list[int]] | None = None
+        if partitions is not None:
+            wanted = {}
+            for tp in partitions:
+                wanted.setdefault(tp.topic, []).append(tp.partition)
+        body = {"election_type": 1 if unclean else 0, "timeout_ms": self.request_timeout_ms,
+                "topic_partitions": None if wanted is None else
+                [{"topic": t, "partitions": ps} for t, ps in wanted.items()]}
+
+        async def attempt() -> dict[TopicPartition, errors.KafkaError | None]:
+            resp = await self._to_controller(ELECT_LEADERS, body)
+            _check(resp.get("error_code", 0), None, "Electing leaders")
+            return {TopicPartition(t["topic"], r["partition_id"]):
+                    _error(r["error_code"], r.get("error_message")) if r["error_code"] else None
+                    for t in resp["replica_election_results"] for r in t["partition_result"]}
+        return await self._retrying(attempt)
+
+    async def alter_partition_reassignments(self, targets: Mapping[TopicPartition, list[int] | None]
+                                            ) -> dict[TopicPartition, errors.KafkaError | None]:
+        """Start moving partitions to new replica lists (None cancels an ongoing move)."""
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for tp, replicas in targets.items():
+            by_topic.setdefault(tp.topic, []).append({"partition_index": tp.partition, "replicas": replicas})
+        body = {"timeout_ms": self.request_timeout_ms,
+                "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+        async def attempt() -> dict[TopicPartition, errors.KafkaError | None]:
+            resp = await self._to_controller(ALTER_PARTITION_REASSIGNMENTS, body)
+            _check(resp["error_code"], resp.get("error_message"), "Reassigning partitions")
+            return {TopicPartition(t["name"], p["partition_index"]):
+                    _error(p["error_code"], p.get("error_message")) if p["error_code"] else None
+                    for t in resp["responses"] for p in t["partitions"]}
+        return await self._retrying(attempt)
+
+    async def list_partition_reassignments(self, partitions: Iterable[TopicPartition] | None = None
+                                           ) -> dict[TopicPartition, dict[str, list[int]]]:
+        """Ongoing reassignments: replicas, adding_replicas, removing_replicas per partition."""
+        topics = None
+        if partitions is not None:
+            grouped: dict[str, list[int]] = {}
+            for tp in partitions:
+                grouped.setdefault(tp.topic, []).append(tp.partition)
+            topics = [{"name": t, "partition_indexes": ps} for t, ps in grouped.items()]
+
+        async def attempt() -> dict[TopicPartition, dict[str, list[int]]]:
+            resp = await self._to_controller(LIST_PARTITION_REASSIGNMENTS,
+                                             {"timeout_ms": self.request_timeout_ms, "topics": topics})
+            _check(resp["error_code"], resp.get("error_message"), "Listing reassignments")
+            return {TopicPartition(t["name"], p["partition_index"]):
+                    {k: list(p[k]) for k in ("replicas", "adding_replicas", "removing_replicas")}
+                    for t in resp["topics"] for p in t["partitions"]}
+        return await self._retrying(attempt)
+
+
 class Admin:
     """Blocking admin client: :class:`AsyncAdmin` on a private event loop thread."""
 
@@ -839,3 +899,16 @@ class Admin:
     def delete_consumer_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition]
                                       ) -> dict[TopicPartition, errors.KafkaError | None]:
         return self._run(self._admin.delete_consumer_group_offsets(group_id, list(partitions)))
+
+    def elect_leaders(self, partitions: Iterable[TopicPartition] | None, unclean: bool = False
+                      ) -> dict[TopicPartition, errors.KafkaError | None]:
+        return self._run(self._admin.elect_leaders(None if partitions is None else list(partitions), unclean))
+
+    def alter_partition_reassignments(self, targets: Mapping[TopicPartition, list[int] | None]
+                                      ) -> dict[TopicPartition, errors.KafkaError | None]:
+        return self._run(self._admin.alter_partition_reassignments(dict(targets)))
+
+    def list_partition_reassignments(self, partitions: Iterable[TopicPartition] | None = None
+                                     ) -> dict[TopicPartition, dict[str, list[int]]]:
+        return self._run(self._admin.list_partition_reassignments(
+            None if partitions is None else list(partitions)))

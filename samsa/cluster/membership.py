@@ -165,6 +165,8 @@ class ZooKeeperCluster:
         self._mark(what)
 
     def _on_session_state(self, state: str) -> None:
+        if self._stopping:
+            return
         if state == "LOST":
             log.warning("ZooKeeper session expired: will register again and re-read the cluster")
             self._mark("session")
