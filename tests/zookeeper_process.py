@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
+import time
 from pathlib import Path
 
 from broker_process import free_port, wait_for_port
@@ -26,16 +28,36 @@ class ZooKeeperProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> "ZooKeeperProcess":
-        self._launch()
-        wait_for_port(self.port, self.proc, timeout=60)
-        return self
+        """Start, on a new free port if another process took this one first."""
+        for attempt in range(3):
+            self._launch()
+            wait_for_port(self.port, self.proc, timeout=60)
+            if self.answers():
+                return self
+            self.stop()
+            self.port = free_port()
+        raise RuntimeError(f"ZooKeeper in {self.dir} does not answer")
+
+    def answers(self, timeout: float = 30.0) -> bool:
+        """ZooKeeper itself (not some other process) serves the port: 'ruok' gets 'imok'."""
+        deadline = time.time() + timeout
+        while time.time() < deadline and self.proc.poll() is None:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=2) as conn:
+                    conn.sendall(b"ruok")
+                    if conn.recv(4) == b"imok":
+                        return True
+            except OSError:
+                pass
+            time.sleep(0.1)
+        return False
 
     def _launch(self) -> None:
         (self.dir / "data").mkdir(parents=True, exist_ok=True)
         cfg = self.dir / "zoo.cfg"
         cfg.write_text(f"tickTime=500\ndataDir={self.dir / 'data'}\nclientPort={self.port}\n"
                        "clientPortAddress=127.0.0.1\nadmin.enableServer=false\nmaxSessionTimeout=60000\n"
-                       "initLimit=20\nsyncLimit=10\n" + "".join(f"{line}\n" for line in self.servers))
+                       "initLimit=20\nsyncLimit=10\n4lw.commands.whitelist=ruok,srvr\n" + "".join(f"{line}\n" for line in self.servers))
         if self.myid is not None:
             (self.dir / "data" / "myid").write_text(f"{self.myid}\n")
         env = dict(os.environ, ZOOCFGDIR=str(self.dir), ZOO_LOG_DIR=str(self.dir))
