@@ -55,6 +55,16 @@ def test_controlled_shutdown_then_preferred_leader_election(cluster_factory, tmp
                                                       "--election-type", "preferred"))
 
 
+def test_auto_leader_rebalance_moves_leadership_back_to_the_preferred_replica(cluster_factory):
+    cluster = cluster_factory(**{"leader.imbalance.check.interval.seconds": 1})
+    create(cluster, "auto", 1, 3)
+    preferred = cluster.partition("auto", 0)[1][0]
+    cluster.brokers[preferred].stop()
+    cluster.wait_for(lambda: cluster.partition("auto", 0)[0] not in (preferred, None), "leadership moved away")
+    cluster.brokers[preferred].start()
+    cluster.wait_for(lambda: cluster.partition("auto", 0)[0] == preferred, "the preferred replica leading again", 30)
+
+
 def test_reassign_partitions_generate_execute_verify(cluster_factory, tmp_path):
     cluster = cluster_factory()
     r = samsa("topics", "--bootstrap-server", cluster.bootstrap, "--create", "--topic", "moving",

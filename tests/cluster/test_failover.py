@@ -17,6 +17,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from cli_tools import samsa
 from cluster_harness import Cluster
+from samsa import Admin
 from samsa.client.types import NewTopic
 
 pytestmark = pytest.mark.timeout(400)
@@ -92,6 +93,11 @@ def test_seed_walkthrough_leader_killed_new_leader_from_isr(cluster_factory):
     new = cluster.wait_for(lambda: (lambda s: s[0] not in (leader, None) and s)(
         cluster.partition("my-replicated-topic", 0)), "a new leader")
     assert new[0] in isr and leader not in new[2] and new[1] == replicas
+    for i, b in cluster.brokers.items():  # every live broker's metadata agrees on the new leader
+        if i != leader:
+            with Admin({"bootstrap.servers": b.bootstrap}) as admin:
+                cluster.wait_for(lambda: admin.describe_topics(["my-replicated-topic"])[
+                    "my-replicated-topic"].partitions[0].leader == new[0], f"broker {i} to agree", 5)
     line = next(l for l in describe(cluster, "my-replicated-topic").splitlines() if "Partition: 0" in l)
     assert f"Leader: {new[0]}" in line and str(leader) not in line.split("Isr:")[1]
     got = read_all(cluster.bootstrap, "my-replicated-topic", 2, 200)

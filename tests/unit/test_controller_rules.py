@@ -61,3 +61,17 @@ def test_imbalance_counts_preferred_partitions_not_led():
     states = [state([0, 1], 1, [0, 1]), state([0, 1], 0, [0, 1]), state([1, 0], 1, [0, 1])]
     assert rules.imbalanced_brokers(states, {0, 1}, 10) == {0}
     assert rules.imbalanced_brokers(states, {0, 1}, 50) == set()
+
+
+def test_replica_assignment_alternates_racks_and_spreads_leaders():
+    from types import SimpleNamespace
+
+    from samsa.cluster.metadata import BrokerInfo
+    from samsa.server.broker import Broker
+    brokers = [BrokerInfo(0, "h", 1, "a"), BrokerInfo(1, "h", 2, "a"), BrokerInfo(2, "h", 3, "b"),
+               BrokerInfo(3, "h", 4, "b")]
+    fake = SimpleNamespace(alive_brokers=lambda: brokers)
+    plan = Broker.assign_replicas(fake, 4, 2, start=0)
+    rack = {b.id: b.rack for b in brokers}
+    assert all(rack[r[0]] != rack[r[1]] for r in plan.values())
+    assert sorted(r[0] for r in plan.values()) == [0, 1, 2, 3]
