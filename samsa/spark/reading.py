@@ -1,0 +1,117 @@
+"""Executors: read one offset range of one partition with Samsa's consumer, as Arrow batches.
+
+A consumer is kept per client config in the Python worker (Spark reuses its workers), so
+a micro-batch does not pay for a new connection per task. It is in assign mode with
+``auto.offset.reset=none``: it reads only what the driver planned, and a range whose
+start retention has already deleted surfaces as an OffsetOutOfRange error, which is data
+loss (fail, or skip to the earliest record left, by ``failOnDataLoss``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Iterator
+
+import pyarrow as pa
+
+from samsa.client.consumer import Consumer
+from samsa.client.types import TopicPartition
+from samsa.protocol import errors
+from samsa.spark.offsets import OffsetRange, report_data_loss
+from samsa.spark.options import SourceOptions
+from samsa.spark.schema import arrow_schema, to_arrow
+
+log = logging.getLogger("samsa.spark")
+
+_consumers: dict[tuple, Consumer] = {}
+_lock = threading.Lock()
+
+
+def _consumer(config: dict[str, Any]) -> Consumer:
+    key = tuple(sorted((k, str(v)) for k, v in config.items()))
+    with _lock:
+        consumer = _consumers.get(key)
+        if consumer is None:
+            consumer = _consumers[key] = Consumer(config)
+        return consumer
+
+
+def _drop(config: dict[str, Any]) -> None:
+    key = tuple(sorted((k, str(v)) for k, v in config.items()))
+    with _lock:
+        consumer = _consumers.pop(key, None)
+    if consumer is not None:
+        try:
+            consumer.close(timeout=1.0)
+        except Exception:  # noqa: BLE001 - a broken consumer is being thrown away
+            pass
+
+
+def read_range(opts: SourceOptions, r: OffsetRange) -> Iterator[pa.RecordBatch]:
+    """The records of ``[r.start, r.end)``; gaps (compaction, transaction markers) are skipped."""
+    config = opts.consumer_config()
+    try:
+        yield from _read(_consumer(config), opts, r)
+    except BaseException:
+        _drop(config)  # its state is unknown now: the next task starts a fresh one
+        raise
+
+
+def _read(consumer: Consumer, opts: SourceOptions, r: OffsetRange) -> Iterator[pa.RecordBatch]:
+    tp = TopicPartition(r.topic, r.partition)
+    schema = arrow_schema(opts.include_headers)
+    consumer.assign([tp])
+    consumer.seek(tp, r.start)
+    position = r.start
+    idle_since: float | None = None
+    poll_timeout = opts.poll_timeout_ms / 1000
+    while position < r.end:
+        try:
+            records = consumer.poll(0.5)
+        except errors.OffsetOutOfRangeError:
+            position = _out_of_range(consumer, opts, tp, position, r.end)
+            continue
+        if records:
+            idle_since = None
+            if records[-1].offset >= r.end:
+                records = [rec for rec in records if rec.offset < r.end]
+            if records:
+                position = records[-1].offset + 1
+                yield to_arrow(records, schema)
+            else:
+                position = r.end
+            continue
+        # Nothing came: past a gap at the end of the range, or the log is shorter than planned?
+        position = max(position, consumer.position(tp))
+        if position >= r.end:
+            break
+        end = consumer.end_offsets([tp])[tp]
+        if end <= position:
+            report_data_loss(opts.fail_on_data_loss,
+                             f"Cannot fetch offsets {position} to {r.end} of {tp}: the partition ends at {end}")
+            break
+        now = time.monotonic()
+        idle_since = idle_since or now
+        if now - idle_since > poll_timeout:
+            raise TimeoutError(f"Cannot fetch record for offset {position} of {tp} in {opts.poll_timeout_ms} "
+                               "milliseconds (kafkaConsumer.pollTimeoutMs)")
+    consumer.assign([])
+
+
+def _out_of_range(consumer: Consumer, opts: SourceOptions, tp: TopicPartition, position: int, end: int) -> int:
+    """The offset to go on from after an OffsetOutOfRange at ``position`` (or raise DataLossError)."""
+    earliest = consumer.beginning_offsets([tp])[tp]
+    if earliest <= position:  # not retention: the log is shorter than the range (a recreated topic?)
+        latest = consumer.end_offsets([tp])[tp]
+        report_data_loss(opts.fail_on_data_loss,
+                         f"Cannot fetch offset {position} of {tp}: the partition holds offsets {earliest} to {latest}")
+        return end
+    report_data_loss(opts.fail_on_data_loss,
+                     f"Cannot fetch offset {position} of {tp}: the earliest offset left is {earliest}, "
+                     f"{min(earliest, end) - position} records were deleted before they were read")
+    if earliest >= end:
+        return end
+    consumer.seek(tp, earliest)
+    return earliest

@@ -1,0 +1,146 @@
+"""Writing a DataFrame to Samsa: the columns of Spark's Kafka sink, sent with Samsa's producer.
+
+Each task sends its rows through an idempotent producer (``acks=all``), flushes, and fails
+if any record failed, which fails the micro-batch (or the batch write). As with Spark's
+Kafka sink this is at-least-once: a micro-batch that is run again after a failure writes
+its records again. :mod:`samsa.spark.exactly_once` gives exactly-once output through
+``foreachBatch``.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
+
+from samsa.client.producer import Producer
+from samsa.spark.options import OptionError, SinkOptions
+from samsa.spark.schema import HEADER
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Where the sink finds what it writes."""
+
+    value: str
+    key: str | None = None
+    topic: str | None = None
+    partition: str | None = None
+    headers: str | None = None
+
+
+def check_input(schema: StructType, opts: SinkOptions) -> Columns:
+    """Spark's Kafka sink rules for the input columns (names are case-insensitive)."""
+    fields = {f.name.lower(): f for f in schema.fields}
+
+    def text_or_bytes(name: str, what: str) -> str | None:
+        f = fields.get(name)
+        if f is None:
+            return None
+        if not isinstance(f.dataType, (StringType, BinaryType)):
+            raise OptionError(f"{what} attribute type must be a string or binary")
+        return f.name
+
+    topic = fields.get("topic")
+    if opts.topic is None:
+        if topic is None:
+            raise OptionError("topic option required when no 'topic' attribute is present. Use the topic option "
+                              "for setting a topic.")
+        if not isinstance(topic.dataType, StringType):
+            raise OptionError(f"Topic type must be a string, got {topic.dataType.simpleString()}")
+    value = text_or_bytes("value", "value")
+    if value is None:
+        raise OptionError("Required attribute 'value' not found")
+    key = text_or_bytes("key", "key")
+    partition = fields.get("partition")
+    if partition is not None and not isinstance(partition.dataType, IntegerType):
+        raise OptionError("partition attribute type must be an int")
+    headers = fields.get("headers")
+    if headers is not None and headers.dataType != ArrayType(HEADER):
+        if not (isinstance(headers.dataType, ArrayType) and isinstance(headers.dataType.elementType, StructType)
+                and [f.name for f in headers.dataType.elementType.fields] == ["key", "value"]):
+            raise OptionError("headers attribute type must be array<struct<key:string,value:binary>>")
+    return Columns(value, key, None if opts.topic is not None else topic.name,  # type: ignore[union-attr]
+                   partition.name if partition is not None else None, headers.name if headers is not None else None)
+
+
+@dataclass
+class Written(WriterCommitMessage):
+    records: int
+
+
+_producers: dict[tuple, Producer] = {}
+_lock = threading.Lock()
+
+
+def _producer(config: dict[str, Any]) -> Producer:
+    key = tuple(sorted((k, str(v)) for k, v in config.items()))
+    with _lock:
+        producer = _producers.get(key)
+        if producer is None:
+            producer = _producers[key] = Producer(config)
+        return producer
+
+
+def _bytes(v: Any) -> bytes | None:
+    return v.encode() if isinstance(v, str) else v
+
+
+def write_batches(opts: SinkOptions, cols: Columns, batches: Iterator[pa.RecordBatch]) -> int:
+    """Send every row; raise if any record could not be written."""
+    producer = _producer(opts.producer_config())
+    failures: list[BaseException] = []
+
+    def delivered(_md: Any, error: BaseException | None) -> None:
+        if error is not None:
+            failures.append(error)
+
+    count = 0
+    for batch in batches:
+        n = batch.num_rows
+        values = batch.column(cols.value).to_pylist()
+        keys = batch.column(cols.key).to_pylist() if cols.key else [None] * n
+        topics = batch.column(cols.topic).to_pylist() if cols.topic else [opts.topic] * n
+        parts = batch.column(cols.partition).to_pylist() if cols.partition else [None] * n
+        headers = batch.column(cols.headers).to_pylist() if cols.headers else None
+        for i in range(n):
+            topic = topics[i]
+            if topic is None:
+                raise ValueError("null topic present in the data. Use the topic option for setting a topic.")
+            hdrs = [(h["key"], _bytes(h["value"])) for h in headers[i] or ()] if headers else None
+            producer.send(topic, _bytes(values[i]), key=_bytes(keys[i]), partition=parts[i], headers=hdrs,
+                          on_delivery=delivered)
+        count += n
+        if failures:
+            break
+    producer.flush()
+    if failures:
+        raise RuntimeError(f"Writing to Samsa at {opts.bootstrap_servers} failed for {len(failures)} records: "
+                           f"{failures[0]}")
+    return count
+
+
+class BatchWriter(DataSourceArrowWriter):
+    def __init__(self, opts: SinkOptions, cols: Columns):
+        self.opts, self.cols = opts, cols
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> Written:
+        return Written(write_batches(self.opts, self.cols, iterator))
+
+
+class StreamWriter(DataSourceStreamArrowWriter):
+    def __init__(self, opts: SinkOptions, cols: Columns):
+        self.opts, self.cols = opts, cols
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> Written:
+        return Written(write_batches(self.opts, self.cols, iterator))
+
+    def commit(self, messages: list, batchId: int) -> None:
+        pass  # every record was acknowledged (acks=all) before its task finished
+
+    def abort(self, messages: list, batchId: int) -> None:
+        pass  # records of the tasks that finished stay written: at-least-once, as Spark's Kafka sink
