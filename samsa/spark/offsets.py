@@ -182,7 +182,7 @@ def plan_ranges(ranges: list[OffsetRange], min_partitions: int | None) -> list[O
     out: list[OffsetRange] = []
     for r in ranges:
         size = r.end - r.start
-        parts = max(1, min(size, round(size / total * min_partitions)))
+        parts = max(1, min(size, math.ceil(size / total * min_partitions)))
         step = size / parts
         bounds = [r.start + round(i * step) for i in range(parts)] + [r.end]
         out += [OffsetRange(r.topic, r.partition, a, b) for a, b in zip(bounds, bounds[1:]) if b > a]

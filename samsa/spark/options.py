@@ -173,8 +173,9 @@ class SourceOptions:
         return any(t == topic for t, _ in self.assigned)
 
 
-def parse_source(o: Mapping[str, str], *, streaming: bool) -> SourceOptions:
-    """Check the options as Spark's Kafka source does; raise OptionError with its message."""
+def parse_source(o: Mapping[str, str], *, streaming: bool | None) -> SourceOptions:
+    """Check the options as Spark's Kafka source does; raise OptionError with its message.
+    ``streaming=None``: only the checks common to batch and streaming queries."""
     o = {k.lower(): v for k, v in o.items()}
     if streaming:
         if "endingoffsets" in o:
@@ -232,7 +233,7 @@ def parse_source(o: Mapping[str, str], *, streaming: bool) -> SourceOptions:
     default_start: OffsetLimit = Latest() if streaming else Earliest()
     starting = _limit(o, "startingtimestamp", "startingoffsetsbytimestamp", "startingoffsets", default_start)
     ending = _limit(o, "endingtimestamp", "endingoffsetsbytimestamp", "endingoffsets", Latest())
-    if not streaming:
+    if streaming is False:
         if isinstance(starting, Latest):
             raise OptionError("starting offset can't be latest for batch queries on Kafka")
         if isinstance(starting, SpecificOffsets):

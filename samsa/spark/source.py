@@ -31,7 +31,8 @@ class SamsaDataSource(DataSource):
         return "samsa"
 
     def schema(self) -> StructType:
-        return kafka_schema(str(self.options.get("includeheaders", "false")).strip().lower() == "true")
+        """Called by load(): bad options fail there, as with Spark's Kafka source."""
+        return kafka_schema(parse_source(dict(self.options), streaming=None).include_headers)
 
     def _source(self, schema: StructType, streaming: bool) -> SourceOptions:
         opts = parse_source(dict(self.options), streaming=streaming)

@@ -1,0 +1,81 @@
+"""What the Spark tests share: topics, an independent writer and reader (confluent-kafka), queries."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Iterable
+
+from confluent_kafka import Consumer as CKConsumer
+from confluent_kafka import Producer as CKProducer
+from confluent_kafka import TopicPartition as CKTopicPartition
+
+from samsa.client.admin import Admin
+from samsa.client.types import NewTopic
+
+
+def create_topic(admin: Admin, name: str, partitions: int = 1, **config: str) -> str:
+    admin.create_topics([NewTopic(name, partitions, 1, config={k.replace("_", "."): v for k, v in config.items()})])
+    return name
+
+
+def produce(bootstrap: str, topic: str, records: Iterable[dict[str, Any]]) -> int:
+    """Write with librdkafka (not Samsa's producer): what Spark reads is checked against another writer.
+    Each record: value, and optionally key, partition, headers, timestamp."""
+    p = CKProducer({"bootstrap.servers": bootstrap, "linger.ms": 2})
+    n = 0
+    for r in records:
+        p.produce(topic, **r)
+        n += 1
+        if n % 10_000 == 0:
+            p.poll(0)
+    assert p.flush(30) == 0
+    return n
+
+
+def read_topic(bootstrap: str, topic: str, partitions: int = 1, timeout: float = 30.0) -> list:
+    """Every record of the topic, read with librdkafka up to the end offsets seen at the start."""
+    c = CKConsumer({"bootstrap.servers": bootstrap, "group.id": "spark-tests-reader", "enable.auto.commit": False})
+    try:
+        ends = {}
+        for p in range(partitions):
+            lo, hi = c.get_watermark_offsets(CKTopicPartition(topic, p), timeout=10)
+            ends[p] = (lo, hi)
+        c.assign([CKTopicPartition(topic, p, lo) for p, (lo, hi) in ends.items() if hi > lo])
+        todo = {p for p, (lo, hi) in ends.items() if hi > lo}
+        out = []
+        deadline = time.time() + timeout
+        while todo and time.time() < deadline:
+            m = c.poll(0.5)
+            if m is None or m.error():
+                continue
+            out.append(m)
+            if m.offset() >= ends[m.partition()][1] - 1:
+                todo.discard(m.partition())
+        assert not todo, f"partitions {todo} of {topic} not read to their end"
+        return out
+    finally:
+        c.close()
+
+
+def source(spark, bootstrap: str, *, stream: bool = True, **options: str):
+    reader = spark.readStream if stream else spark.read
+    reader = reader.format("samsa").option("kafka.bootstrap.servers", bootstrap)
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    return reader.load()
+
+
+def run_available_now(df, checkpoint: str, on_batch: Callable[[Any, int], None]) -> None:
+    """Run a query over what is in the topic now; ``on_batch(df, batch_id)`` sees each micro-batch."""
+    q = df.writeStream.foreachBatch(on_batch).option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
+    q.awaitTermination()
+
+
+def wait_for(condition: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
+    deadline = time.time() + timeout
+    while True:
+        result = condition()
+        if result:
+            return result
+        assert time.time() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
