@@ -18,17 +18,22 @@ def create_topic(admin: Admin, name: str, partitions: int = 1, **config: str) ->
     return name
 
 
-def produce(bootstrap: str, topic: str, records: Iterable[dict[str, Any]]) -> int:
+def produce(bootstrap: str, topic: str, records: Iterable[dict[str, Any]], batch_each: bool = False) -> int:
     """Write with librdkafka (not Samsa's producer): what Spark reads is checked against another writer.
-    Each record: value, and optionally key, partition, headers, timestamp."""
+    Each record: value, and optionally key, partition, headers, timestamp. ``batch_each``: one
+    record a batch (flushed one by one)."""
     p = CKProducer({"bootstrap.servers": bootstrap, "linger.ms": 2})
+    failed: list = []
     n = 0
     for r in records:
-        p.produce(topic, **r)
+        p.produce(topic, **r, on_delivery=lambda err, _m: err is not None and failed.append(err))
         n += 1
-        if n % 10_000 == 0:
+        if batch_each:
+            p.flush(30)
+        elif n % 10_000 == 0:
             p.poll(0)
     assert p.flush(30) == 0
+    assert not failed, f"{len(failed)} records not written: {failed[0]}"
     return n
 
 
