@@ -18,7 +18,14 @@ import os
 import sys
 from typing import Any
 
-__all__ = ["register", "prepare_environment", "local_session"]
+__all__ = ["register", "prepare_environment", "local_session", "ExactlyOnceWriter"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ExactlyOnceWriter":
+        from samsa.spark.exactly_once import ExactlyOnceWriter
+        return ExactlyOnceWriter
+    raise AttributeError(f"module 'samsa.spark' has no attribute {name!r}")
 
 
 def prepare_environment() -> None:

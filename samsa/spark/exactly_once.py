@@ -1,0 +1,121 @@
+"""Exactly-once output to a Samsa topic through ``foreachBatch``.
+
+The ``samsa`` sink is at-least-once, like Spark's Kafka sink: when a query dies after
+writing some of a micro-batch but before Spark committed it, the restarted query runs the
+micro-batch again (same id, same rows: its input offsets and state are in the checkpoint)
+and its records are written twice. :class:`ExactlyOnceWriter` prevents that::
+
+    writer = ExactlyOnceWriter("localhost:9092", "decisions", "/data/checkpoints/decisions-sink")
+    df.writeStream.foreachBatch(writer).option("checkpointLocation", ...).start()
+
+Before writing micro-batch N it notes the topic's end offsets in ``state_dir``, and tags
+every record with a header naming the writer and N. Finding that note again means N was
+(perhaps partly) written before: the records tagged N after those offsets are read back
+and the same rows are left out, counted as a multiset of (key, value). One query writes
+through one ``state_dir``; the topic must exist.
+
+``foreachBatch`` also serves update-mode outputs, which Python sinks do not take.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from samsa.client.admin import Admin
+from samsa.client.types import TopicPartition
+
+HEADER = "samsa.spark.batch"
+KEEP_NOTES = 3
+
+
+class ExactlyOnceWriter:
+    def __init__(self, bootstrap_servers: str, topic: str, state_dir: str | os.PathLike,
+                 options: dict[str, str] | None = None):
+        self.bootstrap_servers = bootstrap_servers
+        self.topic = topic
+        self.dir = Path(state_dir)
+        self.options = dict(options or {})  # more kafka.* options for the sink and the read-back
+
+    # ---------------------------------------------------------------- notes on disk
+
+    def _writer_id(self) -> str:
+        path = self.dir / "writer-id"
+        if not path.exists():
+            self._write_atomically(path, uuid.uuid4().hex)
+        return path.read_text().strip()
+
+    def _write_atomically(self, path: Path, text: str) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        with open(tmp, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+    def _note(self, batch_id: int) -> Path:
+        return self.dir / f"batch-{batch_id}.json"
+
+    def _forget_before(self, batch_id: int) -> None:
+        for path in self.dir.glob("batch-*.json"):
+            if int(path.stem.split("-")[1]) < batch_id - KEEP_NOTES:
+                path.unlink(missing_ok=True)
+
+    # ---------------------------------------------------------------- the topic
+
+    def _end_offsets(self) -> dict[str, int]:
+        with Admin({"bootstrap.servers": self.bootstrap_servers}) as admin:
+            parts = admin.describe_topics([self.topic])[self.topic].partitions
+            ends = admin.list_offsets({TopicPartition(self.topic, p.partition): "latest" for p in parts})
+        return {str(tp.partition): info.offset for tp, info in ends.items()}
+
+    def _already_written(self, df: DataFrame, since: dict[str, int], tag: bytes) -> list[Any]:
+        """(key, value, count) of the records tagged ``tag`` written after ``since``."""
+        partitions = [int(p) for p in self._end_offsets()]
+        start = {str(p): since.get(str(p), -2) for p in partitions}  # -2: a partition added since: all of it
+        reader = (df.sparkSession.read.format("samsa").option("kafka.bootstrap.servers", self.bootstrap_servers)
+                  .option("assign", json.dumps({self.topic: partitions}))
+                  .option("startingOffsets", json.dumps({self.topic: start})).option("includeHeaders", "true"))
+        for k, v in self.options.items():
+            reader = reader.option(k, v)
+        tagged = F.exists("headers", lambda h: (h["key"] == F.lit(HEADER)) & (h["value"] == F.lit(tag)))
+        return reader.load().where(tagged).groupBy("key", "value").count().collect()
+
+    # ---------------------------------------------------------------- foreachBatch
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        tag = f"{self._writer_id()}:{batch_id}".encode()
+        note = self._note(batch_id)
+        out = df.withColumn("value", F.col("value").cast("binary"))
+        out = out.withColumn("key", F.col("key").cast("binary") if "key" in df.columns else F.lit(None).cast("binary"))
+        if note.exists():
+            written = self._already_written(df, json.loads(note.read_text()), tag)
+            if written:
+                out = self._leave_out(out, written)
+        else:
+            self._write_atomically(note, json.dumps(self._end_offsets()))
+        mark = F.array(F.struct(F.lit(HEADER).alias("key"), F.lit(tag).alias("value")))
+        out = out.withColumn("headers", F.concat("headers", mark) if "headers" in df.columns else mark)
+        writer = (out.write.format("samsa").option("kafka.bootstrap.servers", self.bootstrap_servers)
+                  .option("topic", self.topic).mode("append"))
+        for k, v in self.options.items():
+            writer = writer.option(k, v)
+        writer.save()
+        self._forget_before(batch_id)
+
+    @staticmethod
+    def _leave_out(out: DataFrame, written: list[Any]) -> DataFrame:
+        """Drop, for each (key, value), as many rows as were written already."""
+        done = out.sparkSession.createDataFrame([(r.key, r.value, r["count"]) for r in written],
+                                                "_k binary, _v binary, _written long")
+        numbered = out.withColumn("_n", F.row_number().over(Window.partitionBy("key", "value").orderBy(F.lit(1))))
+        joined = numbered.join(done, numbered["key"].eqNullSafe(done["_k"]) & numbered["value"].eqNullSafe(done["_v"]),
+                               "left")
+        return joined.where(F.col("_n") > F.coalesce(F.col("_written"), F.lit(0))).drop("_n", "_k", "_v", "_written")
