@@ -19,6 +19,7 @@ TOOLS = {
     "dump-log": ("samsa.cli.dump_log", "print the batches and records of a segment file (kafka-dump-log.sh)"),
     "console-producer": ("samsa.cli.console_producer", "send lines of stdin as records (kafka-console-producer.sh)"),
     "console-consumer": ("samsa.cli.console_consumer", "print records of topics to stdout (kafka-console-consumer.sh)"),
+    "producer-perf-test": ("samsa.cli.producer_perf_test", "measure producer throughput and latency (kafka-producer-perf-test.sh)"),
     "consumer-perf-test": ("samsa.cli.consumer_perf_test", "measure consumer throughput (kafka-consumer-perf-test.sh)"),
 }
 
