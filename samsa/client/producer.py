@@ -22,6 +22,7 @@ from typing import Any, Callable, NamedTuple
 from samsa.client.cluster import Cluster
 from samsa.client.config import PRODUCER_KEYS, ClientConfig, ConfigError, load_plugin, load_plugins
 from samsa.client.connection import KafkaConnectionError, KafkaTimeoutError
+from samsa.client.futures import pending_future, resolve_all
 from samsa.client.loop import LoopThread
 from samsa.client.partitioner import StickyPartitioner
 from samsa.protocol import compression, errors
@@ -42,11 +43,12 @@ class RecordMetadata(NamedTuple):
 
 
 class _Batch:
-    __slots__ = ("topic", "partition", "builder", "pending", "created", "deadline", "attempts", "size")
+    __slots__ = ("topic", "partition", "builder", "pending", "created", "deadline", "attempts", "size", "condition")
 
     def __init__(self, topic: str, partition: int, builder: BatchBuilder, deadline: float):
         self.topic, self.partition, self.builder = topic, partition, builder
         self.pending: list[tuple[Future, Callable | None, int]] = []
+        self.condition = threading.Condition()  # shared by the batch's record futures
         self.created = time.monotonic()
         self.deadline = deadline
         self.attempts = 0
@@ -73,7 +75,9 @@ class Producer:
         self._batch_size, self._buffer_memory = c["batch.size"], c["buffer.memory"]
         self._max_block, self._max_request = c["max.block.ms"] / 1000, c["max.request.size"]
         self._delivery_timeout = c["delivery.timeout.ms"] / 1000
-        self._lock = threading.Condition()
+        self._lock = threading.Lock()
+        self._space = threading.Condition(self._lock)  # send() waiting for buffer.memory
+        self._space_waiters = 0
         self._queues: dict[tuple[str, int], deque[_Batch]] = {}
         self._buffered = 0
         self._closed = False
@@ -110,43 +114,45 @@ class Producer:
              on_delivery: Callable[[RecordMetadata | None, Exception | None], None] | None = None) -> Future:
         if self._closed:
             raise RuntimeError("Cannot send after the producer is closed.")
-        record = {"topic": topic, "value": value, "key": key, "partition": partition, "timestamp": timestamp,
-                  "headers": headers}
-        for interceptor in self.interceptors:
-            try:
-                record = interceptor.on_send(record) or record
-            except Exception:
-                log.exception("Error executing interceptor onSend callback")
-        topic = record["topic"]
+        if self.interceptors:
+            record = {"topic": topic, "value": value, "key": key, "partition": partition, "timestamp": timestamp,
+                      "headers": headers}
+            for interceptor in self.interceptors:
+                try:
+                    record = interceptor.on_send(record) or record
+                except Exception:
+                    log.exception("Error executing interceptor onSend callback")
+            topic, value, key = record["topic"], record["value"], record["key"]
+            partition, timestamp, headers = record["partition"], record["timestamp"], record["headers"]
         try:
-            key_bytes = (self.key_serializer.serialize(topic, record["key"], record["headers"])
-                         if self.key_serializer else default_serialize(record["key"]))
-            value_bytes = (self.value_serializer.serialize(topic, record["value"], record["headers"])
-                           if self.value_serializer else default_serialize(record["value"]))
+            key_bytes = (self.key_serializer.serialize(topic, key, headers) if self.key_serializer
+                         else default_serialize(key))
+            value_bytes = (self.value_serializer.serialize(topic, value, headers) if self.value_serializer
+                           else default_serialize(value))
         except SerializationError:
             raise
         except Exception as e:
             raise SerializationError(f"Can't serialize data of topic {topic}: {e}") from e
-        headers = list(record["headers"].items()) if isinstance(record["headers"], dict) else list(
-            record["headers"] or [])
-        headers = [(k, v.encode() if isinstance(v, str) else v) for k, v in headers]
+        if headers:
+            headers = [(k, v.encode() if isinstance(v, str) else v)
+                       for k, v in (headers.items() if isinstance(headers, dict) else headers)]
+        else:
+            headers = []
         size = estimate_record_size(key_bytes, value_bytes, headers)
         if size > self._max_request:
             raise errors.MessageTooLargeError(
                 f"The message is {size} bytes when serialized which is larger than {self.config['max.request.size']}, "
                 "which is the value of the max.request.size configuration.")
-        count = self._partitions(topic)
-        p = record["partition"]
+        count = self._partition_counts.get(topic) or self._partitions(topic)
+        p = partition
         if p is None:
-            p = (self.partitioner.partition(topic, record["key"], key_bytes, record["value"], value_bytes, count)
+            p = (self.partitioner.partition(topic, key, key_bytes, value, value_bytes, count)
                  if self.partitioner else self._sticky.partition(topic, key_bytes, count))
         elif not 0 <= p < count:
             raise errors.UnknownTopicOrPartitionError(f"Partition {p} of topic {topic} with partition count {count} "
                                                       "is not present in metadata")
-        ts = record["timestamp"] if record["timestamp"] is not None else int(time.time() * 1000)
-        fut: Future = Future()
-        self._append(topic, p, key_bytes, value_bytes, ts, headers, size, fut, on_delivery)
-        return fut
+        ts = timestamp if timestamp is not None else int(time.time() * 1000)
+        return self._append(topic, p, key_bytes, value_bytes, ts, headers, size, on_delivery)
 
     def _partitions(self, topic: str) -> int:
         count = self._partition_counts.get(topic)
@@ -176,18 +182,12 @@ class Producer:
                                         f"{self.config['max.block.ms']} ms: {error}")
             await asyncio.sleep(self.config["retry.backoff.ms"] / 1000)
 
-    def _append(self, topic, p, key, value, ts, headers, size, fut, callback) -> None:
+    def _append(self, topic, p, key, value, ts, headers, size, callback) -> Future:
         limit, batch_size = self._buffer_memory, self._batch_size
         wake = False
         with self._lock:
             if self._buffered + size > limit and self._buffered > 0:
-                deadline = time.monotonic() + self._max_block
-            while self._buffered + size > limit and self._buffered > 0:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise KafkaTimeoutError("Failed to allocate memory within the configured max blocking time "
-                                            f"{self.config['max.block.ms']} ms.")
-                self._lock.wait(left)
+                self._wait_for_space(size, limit)
             queue = self._queues.setdefault((topic, p), deque())
             batch = queue[-1] if queue else None
             if batch is None or (batch.size and batch.size + size > batch_size):
@@ -196,6 +196,7 @@ class Producer:
                 wake = True  # the sender starts this batch's linger clock
             batch.builder.append(key, value, ts, headers)
             batch.size += size
+            fut = pending_future(batch.condition)
             batch.pending.append((fut, callback, ts))
             self._buffered += size
             if batch.size >= batch_size:
@@ -204,6 +205,21 @@ class Producer:
                     self._sticky.on_new_batch(topic, p, self._partition_counts[topic])
         if wake:
             self._loop.loop.call_soon_threadsafe(self._wake)
+        return fut
+
+    def _wait_for_space(self, size: int, limit: int) -> None:
+        """buffer.memory is full: block (lock held) until the sender frees room, up to max.block.ms."""
+        deadline = time.monotonic() + self._max_block
+        self._space_waiters += 1
+        try:
+            while self._buffered + size > limit and self._buffered > 0:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise KafkaTimeoutError("Failed to allocate memory within the configured max blocking time "
+                                            f"{self.config['max.block.ms']} ms.")
+                self._space.wait(left)
+        finally:
+            self._space_waiters -= 1
 
     def _wake(self) -> None:
         if self._wakeup is not None:
@@ -391,30 +407,34 @@ class Producer:
         self._wake()
 
     def _complete(self, b: _Batch, base_offset: int, append_time: int, error: Exception | None) -> None:
+        futures = [f for f, _, _ in b.pending]
         with self._lock:
             self._busy.discard((b.topic, b.partition))
-            self._inflight.difference_update(f for f, _, _ in b.pending)
+            self._inflight.difference_update(futures)
             self._buffered -= b.size
-            self._lock.notify_all()
-        for i, (fut, callback, ts) in enumerate(b.pending):
-            meta = None if error else RecordMetadata(
-                b.topic, b.partition, base_offset + i if base_offset >= 0 else -1,
-                append_time if append_time >= 0 else ts)
-            for interceptor in self.interceptors:
-                try:
-                    interceptor.on_acknowledgement(meta, error)
-                except Exception:
-                    log.exception("Error executing interceptor onAcknowledgement callback")
-            if callback is not None:
-                try:
-                    callback(meta, error)
-                except Exception:
-                    log.exception("Error executing user-provided callback on message for topic-partition "
-                                  "%s-%d", b.topic, b.partition)
-            if error:
-                fut.set_exception(error)
-            else:
-                fut.set_result(meta)
+            if self._space_waiters:
+                self._space.notify_all()
+        metas = None
+        if error is None:
+            new, topic, partition = tuple.__new__, b.topic, b.partition
+            metas = [new(RecordMetadata, (topic, partition, base_offset + i if base_offset >= 0 else -1,
+                                          append_time if append_time >= 0 else ts))
+                     for i, (_, _, ts) in enumerate(b.pending)]
+        if self.interceptors or any(cb is not None for _, cb, _ in b.pending):
+            for i, (_, callback, _) in enumerate(b.pending):
+                meta = metas[i] if metas else None
+                for interceptor in self.interceptors:
+                    try:
+                        interceptor.on_acknowledgement(meta, error)
+                    except Exception:
+                        log.exception("Error executing interceptor onAcknowledgement callback")
+                if callback is not None:
+                    try:
+                        callback(meta, error)
+                    except Exception:
+                        log.exception("Error executing user-provided callback on message for topic-partition "
+                                      "%s-%d", b.topic, b.partition)
+        resolve_all(b.condition, futures, metas, error)
         self._wake()
 
 
