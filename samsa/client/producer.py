@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import itertools
 import threading
 import time
 from collections import deque
@@ -43,7 +44,9 @@ class RecordMetadata(NamedTuple):
 
 
 class _Batch:
-    __slots__ = ("topic", "partition", "builder", "pending", "created", "deadline", "attempts", "size", "condition")
+    __slots__ = ("topic", "partition", "builder", "pending", "created", "deadline", "attempts", "size", "condition",
+                 "number", "in_flight")
+    _numbers = itertools.count()
 
     def __init__(self, topic: str, partition: int, builder: BatchBuilder, deadline: float):
         self.topic, self.partition, self.builder = topic, partition, builder
@@ -52,6 +55,8 @@ class _Batch:
         self.created = time.monotonic()
         self.deadline = deadline
         self.attempts = 0
+        self.number = next(self._numbers)  # creation order: a retried batch goes back before later ones
+        self.in_flight = False
         self.size = 0
 
 
@@ -89,7 +94,12 @@ class Producer:
         self._partition_counts: dict[str, int] = {}
         self._producer_id, self._epoch = -1, -1
         self._sequences: dict[tuple[str, int], int] = {}
-        self._busy: set[tuple[str, int]] = set()  # partitions with a batch in flight (one at a time keeps order)
+        # Batches in flight per partition, up to max.in.flight.requests.per.connection (at most 5 with
+        # idempotence, whose sequence numbers keep the order); a partition with a batch waiting to be
+        # retried sends nothing else until it has gone again.
+        self._max_in_flight = min(c["max.in.flight.requests.per.connection"], 5 if self.idempotent else 1 << 30)
+        self._in_flight: dict[tuple[str, int], int] = {}
+        self._backing_off: dict[tuple[str, int], int] = {}  # batches waiting out retry.backoff.ms
         self._inflight: set[Future] = set()
         self._refreshes: set[asyncio.Task] = set()
         self._flushing = False
@@ -286,6 +296,16 @@ class Producer:
         tasks: set[asyncio.Task] = set()
         while True:
             ready, next_due = self._drain_ready(linger)
+            if ready and self.idempotent and self._producer_id < 0:
+                try:
+                    await self._producer_state()
+                except (errors.KafkaError, OSError) as e:
+                    for b in ready:
+                        self._retry_or_fail(b, e if isinstance(e, errors.KafkaError) else KafkaConnectionError(str(e)),
+                                            refresh=False)
+                    ready = []
+            for b in ready:
+                self._seal(b)  # sequence numbers in drain order, before any request can overtake another
             by_leader: dict[int, list[_Batch]] = {}
             for b in ready:
                 try:
@@ -317,13 +337,14 @@ class Producer:
         with self._lock:
             flushing = self._flushing or self._closed
             for tp, queue in self._queues.items():
-                if not queue or tp in self._busy:
+                if not queue or self._in_flight.get(tp, 0) >= self._max_in_flight or tp in self._backing_off:
                     continue
                 b = queue[0]
                 due = b.created + linger
                 if flushing or len(queue) > 1 or b.size >= self.config["batch.size"] or due <= now:
                     queue.popleft()
-                    self._busy.add(tp)
+                    self._in_flight[tp] = self._in_flight.get(tp, 0) + 1
+                    b.in_flight = True
                     self._inflight.update(f for f, _, _ in b.pending)
                     ready.append(b)
                 else:
@@ -342,19 +363,21 @@ class Producer:
             raise errors.error_for(resp["error_code"], "InitProducerId failed")
         self._producer_id, self._epoch = resp["producer_id"], resp["producer_epoch"]
 
+    def _seal(self, b: _Batch) -> None:
+        """Encode a batch on its first send, with the producer id and the partition's next sequence."""
+        if isinstance(b.builder, _Built):
+            return
+        if self.idempotent:
+            tp = (b.topic, b.partition)
+            seq = self._sequences.get(tp, 0)
+            b.builder.set_producer_state(self._producer_id, self._epoch, seq)
+            self._sequences[tp] = (seq + len(b.builder)) & 0x7FFFFFFF
+        b.builder = _Built(b.builder.build(), len(b.builder))
+
     async def _send(self, leader: int, batches: list[_Batch]) -> None:
         try:
-            await self._producer_state()
             topics: dict[str, list] = {}
             for b in batches:
-                if self.idempotent and b.attempts == 0:
-                    tp = (b.topic, b.partition)
-                    seq = self._sequences.get(tp, 0)
-                    b.builder.set_producer_state(self._producer_id, self._epoch, seq)
-                    self._sequences[tp] = (seq + len(b.builder)) & 0x7FFFFFFF
-                    b.builder = _Built(b.builder.build(), len(b.builder))
-                elif b.attempts == 0:
-                    b.builder = _Built(b.builder.build(), len(b.builder))
                 b.attempts += 1
                 topics.setdefault(b.topic, []).append({"index": b.partition, "records": b.builder.data})
             body = {"transactional_id": None, "acks": self.acks, "timeout_ms": self.config["request.timeout.ms"],
@@ -381,7 +404,9 @@ class Producer:
                                     errors.UnknownServerError(), refresh=code in _REFRESH)
 
     def _retry_or_fail(self, b: _Batch, error: errors.KafkaError, refresh: bool) -> None:
-        retriable = error.retriable or isinstance(error, KafkaConnectionError)
+        retriable = error.retriable or isinstance(error, KafkaConnectionError) or (
+            # an earlier batch of the partition failed and goes again first
+            self.idempotent and error.code == errors.E_OUT_OF_ORDER_SEQUENCE_NUMBER)
         if retriable and b.attempts <= self.config["retries"] and time.monotonic() < b.deadline and not (
                 self.acks == 0):
             if refresh:
@@ -390,6 +415,10 @@ class Producer:
                 task.add_done_callback(self._refreshes.discard)
             backoff = min(self.config["retry.backoff.ms"] * 2 ** max(b.attempts - 1, 0),
                           self.config["retry.backoff.max.ms"]) / 1000
+            tp = (b.topic, b.partition)
+            with self._lock:
+                self._backing_off[tp] = self._backing_off.get(tp, 0) + 1
+                self._release(b)
             asyncio.get_running_loop().call_later(backoff, self._requeue, b)
             return
         self._complete(b, -1, -1, error)
@@ -402,14 +431,32 @@ class Producer:
 
     def _requeue(self, b: _Batch) -> None:
         with self._lock:
-            self._queues.setdefault((b.topic, b.partition), deque()).appendleft(b)
-            self._busy.discard((b.topic, b.partition))
+            queue = self._queues.setdefault((b.topic, b.partition), deque())
+            at = next((i for i, other in enumerate(queue) if other.number > b.number), len(queue))
+            queue.insert(at, b)
+            tp = (b.topic, b.partition)
+            if self._backing_off.get(tp, 0) > 1:
+                self._backing_off[tp] -= 1
+            else:
+                self._backing_off.pop(tp, None)
         self._wake()
+
+    def _release(self, b: _Batch) -> None:
+        """One batch of the partition is no longer in flight (lock held)."""
+        if not b.in_flight:
+            return
+        b.in_flight = False
+        tp = (b.topic, b.partition)
+        left = self._in_flight.get(tp, 0) - 1
+        if left > 0:
+            self._in_flight[tp] = left
+        else:
+            self._in_flight.pop(tp, None)
 
     def _complete(self, b: _Batch, base_offset: int, append_time: int, error: Exception | None) -> None:
         futures = [f for f, _, _ in b.pending]
         with self._lock:
-            self._busy.discard((b.topic, b.partition))
+            self._release(b)
             self._inflight.difference_update(futures)
             self._buffered -= b.size
             if self._space_waiters:
