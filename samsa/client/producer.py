@@ -215,6 +215,7 @@ class Producer:
                     self._sticky.on_new_batch(topic, p, self._partition_counts[topic])
         if wake:
             self._loop.loop.call_soon_threadsafe(self._wake)
+            time.sleep(0)  # hand the GIL to the sender now, not after the 5 ms switch interval
         return fut
 
     def _wait_for_space(self, size: int, limit: int) -> None:
