@@ -1,0 +1,147 @@
+"""What the pipelines share: their settings, topics, JSON validation with a dead-letter topic,
+and starting their streaming queries.
+
+Every pipeline reads JSON events from a Samsa topic with the ``samsa`` source. An event
+that is not valid (not JSON, not an object, a field missing or of the wrong type) goes to
+the pipeline's dead-letter topic with the reason and where it came from; it never stops
+the pipeline.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
+
+from samsa.client.admin import Admin
+from samsa.client.types import NewTopic
+from samsa.protocol import errors
+
+log = logging.getLogger("samsa.pipelines")
+
+
+@dataclass
+class PipelineConfig:
+    bootstrap_servers: str = "localhost:9092"
+    state_dir: Path = Path("pipeline-data")  # checkpoints, the warehouse (Parquet), exactly-once notes
+    trigger_ms: int = 0  # 0: the next micro-batch as soon as the last is done
+    available_now: bool = False  # read what is there, then stop (queries run one after the other)
+    partitions: int = 2  # of the topics the pipeline creates
+    max_offsets_per_trigger: int | None = None
+    postgres: str | None = None  # payments: also store decided transactions in PostgreSQL (a DSN)
+    options: dict[str, str] = field(default_factory=dict)  # more source/sink options (kafka.*)
+
+    def checkpoint(self, query: str) -> str:
+        return str(self.state_dir / "checkpoints" / query)
+
+    def warehouse(self, table: str) -> str:
+        return str(self.state_dir / "warehouse" / table)
+
+
+def ensure_topics(cfg: PipelineConfig, names: list[str]) -> None:
+    """Create the pipeline's topics if they are not there (replication factor: the broker's default)."""
+    with Admin({"bootstrap.servers": cfg.bootstrap_servers}) as admin:
+        existing = admin.list_topics()
+        missing = [n for n in names if n not in existing]
+        if missing:
+            try:
+                admin.create_topics([NewTopic(n, cfg.partitions) for n in missing])
+            except errors.TopicAlreadyExistsError:
+                pass
+
+
+def read_topic(spark: SparkSession, cfg: PipelineConfig, topic: str, starting: str = "earliest") -> DataFrame:
+    reader = (spark.readStream.format("samsa").option("kafka.bootstrap.servers", cfg.bootstrap_servers)
+              .option("subscribe", topic).option("startingOffsets", starting))
+    if cfg.max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(cfg.max_offsets_per_trigger))
+    for k, v in cfg.options.items():
+        reader = reader.option(k, v)
+    return reader.load()
+
+
+# ---------------------------------------------------------------------------- validation
+
+def field_of(name: str, type_: str) -> Column:
+    """A field of the parsed event, or null if it is missing or not a ``type_``."""
+    return F.try_variant_get(F.col("event"), f"$.{name}", type_)
+
+
+def validate(raw: DataFrame, checks: list[tuple[Column, Column | str]]) -> DataFrame:
+    """The source's columns plus ``event`` (the JSON as a VARIANT) and ``reason``: null for a good
+    event, else why not (the first of ``checks``, pairs of (is bad, reason), that fails)."""
+    parsed = raw.withColumn("event", F.try_parse_json(F.col("value").cast("string")))
+    reason = F.when(F.col("event").isNull(), F.lit("malformed JSON")) \
+        .when(~F.schema_of_variant(F.col("event")).startswith("OBJECT"), F.lit("not a JSON object"))
+    for bad, why in checks:
+        reason = reason.when(bad, why if isinstance(why, Column) else F.lit(why))
+    return parsed.withColumn("reason", reason.otherwise(F.lit(None).cast("string")))
+
+
+def require(name: str, type_: str = "string") -> tuple[Column, str]:
+    value = field_of(name, type_)
+    bad = value.isNull() | (F.trim(value) == "") if type_ == "string" else value.isNull()
+    return bad, f"missing or bad field '{name}' (want {type_})"
+
+
+def dead_letters(validated: DataFrame) -> DataFrame:
+    """The bad events as dead-letter records: the original key, and a JSON value with the
+    reason, where the event was, and the event itself (as text and base64, for bytes that are
+    not UTF-8)."""
+    bad = validated.where(F.col("reason").isNotNull())
+    value = F.to_json(F.struct(
+        F.col("reason"), F.col("topic").alias("source_topic"), F.col("partition").alias("source_partition"),
+        F.col("offset").alias("source_offset"), F.col("timestamp").alias("source_timestamp"),
+        F.col("value").cast("string").alias("value"), F.base64("value").alias("value_base64")))
+    return bad.select(F.col("key"), value.alias("value"))
+
+
+# ---------------------------------------------------------------------------- running
+
+Query = Callable[[], DataStreamWriter]
+
+
+def start(name: str, writer: DataStreamWriter, cfg: PipelineConfig) -> StreamingQuery:
+    writer = writer.queryName(name).option("checkpointLocation", cfg.checkpoint(name))
+    if cfg.available_now:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=f"{cfg.trigger_ms} milliseconds")
+    return writer.start()
+
+
+def run_queries(queries: list[tuple[str, Query]], cfg: PipelineConfig, spark: SparkSession) -> None:
+    """With ``available_now`` each query in turn reads what is there and stops (later queries
+    read what earlier ones wrote); otherwise all run until one fails or the process is stopped."""
+    if cfg.available_now:
+        for name, build in queries:
+            log.info("running %s to the end of its input", name)
+            start(name, build(), cfg).awaitTermination()
+        return
+    running = [start(name, build(), cfg) for name, build in queries]
+    try:
+        spark.streams.awaitAnyTermination()
+    finally:
+        for q in running:
+            if q.isActive:
+                q.stop()
+        for q in running:
+            if q.exception() is not None:
+                raise q.exception()  # type: ignore[misc]
+
+
+def with_options(writer: DataStreamWriter, cfg: PipelineConfig, topic: str) -> DataStreamWriter:
+    writer = writer.format("samsa").option("kafka.bootstrap.servers", cfg.bootstrap_servers).option("topic", topic)
+    for k, v in cfg.options.items():
+        writer = writer.option(k, v)
+    return writer
+
+
+def as_json(*columns: str | Column) -> Column:
+    return F.to_json(F.struct(*columns))
+
