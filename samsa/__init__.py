@@ -1,6 +1,6 @@
 """Samsa: Apache Kafka, rebuilt in Python.
 
-``from samsa import Producer, Admin`` — the clients load on first use, so importing
+``from samsa import Producer, Consumer, Admin`` — the clients load on first use, so importing
 ``samsa`` (or starting a broker) does not pull them in.
 """
 
@@ -8,13 +8,16 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Producer", "Admin"]
+__all__ = ["Producer", "Consumer", "Admin"]
 
 
 def __getattr__(name: str) -> Any:
     if name == "Producer":
         from samsa.client.producer import Producer
         return Producer
+    if name == "Consumer":
+        from samsa.client.consumer import Consumer
+        return Consumer
     if name == "Admin":
         from samsa.client.admin import Admin
         return Admin

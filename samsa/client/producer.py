@@ -64,7 +64,9 @@ class Producer:
     """``Producer({"bootstrap.servers": "localhost:9092", "acks": "all"})``; ``send()`` returns a
     :class:`concurrent.futures.Future` of :class:`RecordMetadata`."""
 
-    def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any):
+    def __init__(self, config: dict[str, Any] | None = None, *, _loop: asyncio.AbstractEventLoop | None = None,
+                 **kwargs: Any):
+        """``_loop``: run the sender on this (running) loop instead of a thread of its own (samsa.aio)."""
         self.config = c = ClientConfig(PRODUCER_KEYS, config, **kwargs)
         configs = dict(c.originals)
         self.acks = {"all": -1, "-1": -1, "0": 0, "1": 1}[str(c["acks"])]
@@ -86,11 +88,13 @@ class Producer:
         self._queues: dict[tuple[str, int], deque[_Batch]] = {}
         self._buffered = 0
         self._closed = False
-        self._loop = LoopThread("samsa-producer-sender")
+        self._thread = LoopThread("samsa-producer-sender") if _loop is None else None
+        self._event_loop = _loop or self._thread.loop  # type: ignore[union-attr]
         self.cluster = Cluster(c["bootstrap.servers"], client_id=c["client.id"] or "samsa-producer",
                                request_timeout_ms=c["request.timeout.ms"],
                                bootstrap_timeout_ms=c["max.block.ms"], retry_backoff_ms=c["retry.backoff.ms"])
         self._wakeup: asyncio.Event | None = None
+        self._freed: asyncio.Event | None = None  # set when batches complete (AIOProducer waits on it for room)
         self._partition_counts: dict[str, int] = {}
         self._producer_id, self._epoch = -1, -1
         self._sequences: dict[tuple[str, int], int] = {}
@@ -103,7 +107,8 @@ class Producer:
         self._inflight: set[Future] = set()
         self._refreshes: set[asyncio.Task] = set()
         self._flushing = False
-        self._sender = self._loop.submit(self._run())
+        self._sender = (self._thread.submit(self._run()) if self._thread is not None
+                        else asyncio.ensure_future(self._run()))
 
     @staticmethod
     def _serializer(key: str, configs: dict, is_key: bool):
@@ -168,7 +173,9 @@ class Producer:
         count = self._partition_counts.get(topic)
         if count is None:
             try:
-                count = self._loop.run(self._fetch_partitions(topic))
+                if self._thread is None:
+                    raise RuntimeError("the asyncio producer looks topics up in AIOProducer.send")
+                count = self._thread.run(self._fetch_partitions(topic))
             except (asyncio.TimeoutError, TimeoutError):
                 raise KafkaTimeoutError(f"Topic {topic} not present in metadata after "
                                         f"{self.config['max.block.ms']} ms.") from None
@@ -196,8 +203,8 @@ class Producer:
         limit, batch_size = self._buffer_memory, self._batch_size
         wake = False
         with self._lock:
-            if self._buffered + size > limit and self._buffered > 0:
-                self._wait_for_space(size, limit)
+            if self._buffered + size > limit and self._buffered > 0 and self._thread is not None:
+                self._wait_for_space(size, limit)  # (AIOProducer waits for room before it gets here)
             queue = self._queues.setdefault((topic, p), deque())
             batch = queue[-1] if queue else None
             if batch is None or (batch.size and batch.size + size > batch_size):
@@ -214,8 +221,9 @@ class Producer:
                 if not self.partitioner and key is None:  # KIP-480: a full batch moves keyless records on
                     self._sticky.on_new_batch(topic, p, self._partition_counts[topic])
         if wake:
-            self._loop.loop.call_soon_threadsafe(self._wake)
-            time.sleep(0)  # hand the GIL to the sender now, not after the 5 ms switch interval
+            self._event_loop.call_soon_threadsafe(self._wake)
+            if self._thread is not None:
+                time.sleep(0)  # hand the GIL to the sender now, not after the 5 ms switch interval
         return fut
 
     def _wait_for_space(self, size: int, limit: int) -> None:
@@ -239,7 +247,7 @@ class Producer:
     def flush(self, timeout: float | None = None) -> int:
         """Send everything buffered and wait for the answers; returns the records still pending."""
         futures = self._all_pending()
-        self._loop.loop.call_soon_threadsafe(self._flush_now)
+        self._event_loop.call_soon_threadsafe(self._flush_now)
         end = None if timeout is None else time.monotonic() + timeout
         for f in futures:
             try:
@@ -264,18 +272,22 @@ class Producer:
             return
         self.flush(timeout)
         self._closed = True
-        self._loop.loop.call_soon_threadsafe(self._wake)
+        self._event_loop.call_soon_threadsafe(self._wake)
         try:
             self._sender.result(timeout if timeout is not None else 30)
         except Exception:
             pass
+        self._close_interceptors()
+        assert self._thread is not None
+        self._thread.run(self._shutdown())
+        self._thread.stop()
+
+    def _close_interceptors(self) -> None:
         for interceptor in self.interceptors:
             try:
                 interceptor.close()
             except Exception:
                 log.exception("Failed to close producer interceptor")
-        self._loop.run(self._shutdown())
-        self._loop.stop()
 
     async def _shutdown(self) -> None:
         for task in list(self._refreshes):
@@ -290,6 +302,24 @@ class Producer:
         self.close()
 
     # ---------------------------------------------------------------- the sender (event loop)
+
+    def has_room(self, size: int) -> bool:
+        return self._buffered == 0 or self._buffered + size <= self._buffer_memory
+
+    async def wait_for_room(self, size: int) -> None:
+        """The asyncio face of buffer.memory: wait (without blocking the loop) up to max.block.ms."""
+        deadline = time.monotonic() + self._max_block
+        while not self.has_room(size):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise KafkaTimeoutError("Failed to allocate memory within the configured max blocking time "
+                                        f"{self.config['max.block.ms']} ms.")
+            self._freed = self._freed or asyncio.Event()
+            self._freed.clear()
+            try:
+                await asyncio.wait_for(self._freed.wait(), left)
+            except asyncio.TimeoutError:
+                pass
 
     async def _run(self) -> None:
         self._wakeup = asyncio.Event()
@@ -462,6 +492,8 @@ class Producer:
             self._buffered -= b.size
             if self._space_waiters:
                 self._space.notify_all()
+        if self._freed is not None:
+            self._freed.set()
         metas = None
         if error is None:
             new, topic, partition = tuple.__new__, b.topic, b.partition
