@@ -118,11 +118,9 @@ def test_bad_input_is_a_clear_error(broker):
 
 def test_unreachable_bootstrap_names_the_servers():
     p = Producer({"bootstrap.servers": "127.0.0.1:1", "max.block.ms": 1500})
-    t0 = time.time()
     with pytest.raises(KafkaTimeoutError, match="127.0.0.1:1"):
         p.send("t", b"x")
-    assert time.time() - t0 < 30
-    p._loop.stop()
+    p.close(5)
 
 
 def test_broker_killed_mid_send_then_restarted_loses_and_duplicates_nothing(tmp_path):
