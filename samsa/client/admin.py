@@ -133,7 +133,9 @@ class AsyncAdmin:
             request_timeout_ms=self.request_timeout_ms,
             connect_timeout_ms=int(config.get("socket.connection.setup.timeout.ms", 10000)),
             bootstrap_timeout_ms=min(self.request_timeout_ms, self.default_api_timeout_ms),
-            retry_backoff_ms=self.retry_backoff_ms)
+            retry_backoff_ms=self.retry_backoff_ms,
+            reconnect_backoff_ms=int(config.get("reconnect.backoff.ms", 50)),
+            reconnect_backoff_max_ms=int(config.get("reconnect.backoff.max.ms", 1000)))
         self._ready_lock = asyncio.Lock()
         self._bootstrapped = False
 

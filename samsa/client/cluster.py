@@ -8,6 +8,7 @@ opening it on first use.
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,7 +60,9 @@ class TopicMetadata:
 class Cluster:
     def __init__(self, bootstrap_servers: str | list[str], *, client_id: str | None = "samsa",
                  request_timeout_ms: int = 30000, connect_timeout_ms: int = 10000,
-                 bootstrap_timeout_ms: int | None = None, retry_backoff_ms: int = 100):
+                 bootstrap_timeout_ms: int | None = None, retry_backoff_ms: int = 100,
+                 reconnect_backoff_ms: int = 50, reconnect_backoff_max_ms: int = 1000,
+                 metadata_max_age_ms: int = 300000):
         self.bootstrap_servers = parse_bootstrap_servers(bootstrap_servers)
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
@@ -73,6 +76,21 @@ class Cluster:
         self._bootstrap_conn: BrokerConnection | None = None
         self._conns: dict[int, BrokerConnection] = {}
         self._connecting: dict[int, asyncio.Task] = {}
+        self.reconnect_backoff_ms, self.reconnect_backoff_max_ms = reconnect_backoff_ms, reconnect_backoff_max_ms
+        self._node_backoff: dict[int, tuple[float, float]] = {}  # node -> (not before, last backoff in ms)
+        self.metadata_max_age_ms = metadata_max_age_ms
+        self.refreshed_at = 0.0
+
+    @property
+    def metadata_stale(self) -> bool:
+        """Older than metadata.max.age.ms: time to refresh even without an error."""
+        return time.monotonic() - self.refreshed_at >= self.metadata_max_age_ms / 1000
+
+    def _connect_failed(self, node_id: int) -> None:
+        """reconnect.backoff.ms, doubling per failure up to reconnect.backoff.max.ms, with 20 % jitter."""
+        _, last = self._node_backoff.get(node_id, (0.0, 0.0))
+        backoff = min(last * 2, self.reconnect_backoff_max_ms) if last else self.reconnect_backoff_ms
+        self._node_backoff[node_id] = (time.monotonic() + backoff * random.uniform(0.8, 1.2) / 1000, backoff)
 
     @property
     def bootstrap_text(self) -> str:
@@ -131,6 +149,7 @@ class Cluster:
         return resp
 
     def _update(self, resp: dict[str, Any], full: bool) -> None:
+        self.refreshed_at = time.monotonic()
         self.brokers = {b["node_id"]: Node(b["node_id"], b["host"], b["port"], b.get("rack"))
                         for b in resp["brokers"]}
         controller = resp.get("controller_id", -1)
@@ -193,8 +212,16 @@ class Cluster:
         if boot is not None and boot.connected and (boot.host, boot.port) == (broker.host, broker.port):
             self._conns[node_id] = boot
             return boot
+        wait = self._node_backoff.get(node_id, (0.0, 0.0))[0] - time.monotonic()
+        if wait > 0:
+            await asyncio.sleep(wait)
         conn = self._new_connection(broker.host, broker.port)
-        await conn.connect()
+        try:
+            await conn.connect()
+        except (KafkaConnectionError, KafkaTimeoutError):
+            self._connect_failed(node_id)
+            raise
+        self._node_backoff.pop(node_id, None)
         self._conns[node_id] = conn
         return conn
 

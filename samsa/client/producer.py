@@ -92,7 +92,10 @@ class Producer:
         self._event_loop = _loop or self._thread.loop  # type: ignore[union-attr]
         self.cluster = Cluster(c["bootstrap.servers"], client_id=c["client.id"] or "samsa-producer",
                                request_timeout_ms=c["request.timeout.ms"],
-                               bootstrap_timeout_ms=c["max.block.ms"], retry_backoff_ms=c["retry.backoff.ms"])
+                               bootstrap_timeout_ms=c["max.block.ms"], retry_backoff_ms=c["retry.backoff.ms"],
+                               reconnect_backoff_ms=c["reconnect.backoff.ms"],
+                               reconnect_backoff_max_ms=c["reconnect.backoff.max.ms"],
+                               metadata_max_age_ms=c["metadata.max.age.ms"])
         self._wakeup: asyncio.Event | None = None
         self._freed: asyncio.Event | None = None  # set when batches complete (AIOProducer waits on it for room)
         self._partition_counts: dict[str, int] = {}
@@ -337,6 +340,8 @@ class Producer:
                     ready = []
             for b in ready:
                 self._seal(b)  # sequence numbers in drain order, before any request can overtake another
+            if self.cluster.metadata_stale and self._partition_counts and not self._refreshes:
+                self._start_refresh(None)  # metadata.max.age.ms: pick up new partitions and leaders
             by_leader: dict[int, list[_Batch]] = {}
             for b in ready:
                 try:
@@ -441,9 +446,7 @@ class Producer:
         if retriable and b.attempts <= self.config["retries"] and time.monotonic() < b.deadline and not (
                 self.acks == 0):
             if refresh:
-                task = asyncio.ensure_future(self._refresh(b.topic))
-                self._refreshes.add(task)
-                task.add_done_callback(self._refreshes.discard)
+                self._start_refresh(b.topic)
             backoff = min(self.config["retry.backoff.ms"] * 2 ** max(b.attempts - 1, 0),
                           self.config["retry.backoff.max.ms"]) / 1000
             tp = (b.topic, b.partition)
@@ -454,11 +457,21 @@ class Producer:
             return
         self._complete(b, -1, -1, error)
 
-    async def _refresh(self, topic: str) -> None:
+    def _start_refresh(self, topic: str | None) -> None:
+        task = asyncio.ensure_future(self._refresh(topic))
+        self._refreshes.add(task)
+        task.add_done_callback(self._refreshes.discard)
+
+    async def _refresh(self, topic: str | None) -> None:
+        """Metadata of one topic (after an error) or of every topic this producer sends to."""
         try:
-            await self.cluster.refresh([topic])
-        except errors.KafkaError:
-            pass
+            await self.cluster.refresh([topic] if topic else list(self._partition_counts))
+        except (errors.KafkaError, OSError):
+            return
+        for name in [topic] if topic else list(self._partition_counts):
+            meta = self.cluster.topics.get(name)
+            if meta is not None and meta.partitions and name in self._partition_counts:
+                self._partition_counts[name] = len(meta.partitions)
 
     def _requeue(self, b: _Batch) -> None:
         with self._lock:

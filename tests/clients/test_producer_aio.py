@@ -98,3 +98,38 @@ def test_the_three_clients_import_from_the_package():
     from samsa.client.consumer import Consumer as C
     from samsa.client.producer import Producer as P
     assert (Producer, Consumer, Admin) == (P, C, A)
+
+
+def test_metadata_max_age_picks_up_added_partitions(broker):
+    from samsa import Admin, Producer
+    from samsa.client.types import NewPartitions, NewTopic
+    with Admin({"bootstrap.servers": broker.bootstrap_servers}) as admin:
+        admin.create_topics([NewTopic("growing", 1, 1)])
+        with Producer({"bootstrap.servers": broker.bootstrap_servers, "metadata.max.age.ms": 200}) as p:
+            p.send("growing", b"before").result(10)
+            admin.create_partitions({"growing": NewPartitions(3)})
+            deadline = time.time() + 20
+            while p.partitions_for("growing") != [0, 1, 2] and time.time() < deadline:
+                p.send("growing", b"tick").result(10)  # the sender's loop notices the metadata's age
+                time.sleep(0.1)
+            assert p.send("growing", b"on the new partition", partition=2).result(10).partition == 2
+
+
+def test_reconnect_backoff_doubles_to_its_maximum_with_jitter():
+    from samsa.client.cluster import Cluster
+    from samsa.client.types import Node
+    cluster = Cluster("127.0.0.1:1", reconnect_backoff_ms=50, reconnect_backoff_max_ms=400)
+    cluster.brokers = {7: Node(7, "127.0.0.1", 1)}
+
+    async def attempts() -> list[tuple[float, float]]:
+        seen = []
+        for _ in range(6):
+            with pytest.raises(Exception):
+                await cluster.node(7)
+            not_before, backoff = cluster._node_backoff[7]
+            seen.append((backoff, (not_before - time.monotonic()) * 1000))
+        return seen
+    seen = asyncio.run(attempts())
+    assert [b for b, _ in seen] == [50, 100, 200, 400, 400, 400]
+    for backoff, wait in seen:
+        assert wait <= backoff * 1.2 + 1

@@ -124,7 +124,10 @@ class AsyncConsumer:
                                request_timeout_ms=request_timeout,
                                connect_timeout_ms=c["socket.connection.setup.timeout.ms"],
                                bootstrap_timeout_ms=min(request_timeout, c["default.api.timeout.ms"]),
-                               retry_backoff_ms=c["retry.backoff.ms"])
+                               retry_backoff_ms=c["retry.backoff.ms"],
+                               reconnect_backoff_ms=c["reconnect.backoff.ms"],
+                               reconnect_backoff_max_ms=c["reconnect.backoff.max.ms"],
+                               metadata_max_age_ms=c["metadata.max.age.ms"])
         self._wake = asyncio.Event()
         self._metadata_needed = asyncio.Event()
         self.fetcher = Fetcher(self.cluster, self.subs, c, key_deserializer=self.key_deserializer,
