@@ -208,7 +208,9 @@ class Producer:
         with self._lock:
             if self._buffered + size > limit and self._buffered > 0 and self._thread is not None:
                 self._wait_for_space(size, limit)  # (AIOProducer waits for room before it gets here)
-            queue = self._queues.setdefault((topic, p), deque())
+            queue = self._queues.get((topic, p))
+            if queue is None:
+                queue = self._queues[(topic, p)] = deque()
             batch = queue[-1] if queue else None
             if batch is None or (batch.size and batch.size + size > batch_size):
                 batch = _Batch(topic, p, BatchBuilder(self.codec), time.monotonic() + self._delivery_timeout)
