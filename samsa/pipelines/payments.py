@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import random
+import warnings
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterator
 
@@ -34,6 +35,9 @@ from samsa.pipelines.common import (PipelineConfig, Query, as_json, dead_letters
                                     require, run_queries, validate, with_options)
 from samsa.spark.exactly_once import ExactlyOnceWriter
 
+# PySpark's own worker code concatenates empty frames, which pandas 2.x warns about on every batch.
+warnings.filterwarnings("ignore", category=FutureWarning, module="pyspark")
+
 NAME = "payments"
 PAYMENTS, DEAD_LETTERS, DECISIONS = "payments", "payments-dead-letters", "payment-decisions"
 TABLE = "decided_payments"
@@ -43,6 +47,7 @@ VELOCITY_WINDOW_MS = 60_000
 JOIN_WATERMARK = "10 minutes"
 
 TX_FIELDS = ["tx_id", "card_id", "amount", "currency", "merchant", "country", "card_country"]
+OUTPUT = [*TX_FIELDS, "tx_ms", "sent_ms", "decision", "reasons"]
 DECISION_SCHEMA = ("tx_id string, card_id string, amount double, currency string, merchant string, country string, "
                    "card_country string, tx_ms long, sent_ms long, decision string, reasons array<string>")
 
@@ -66,27 +71,31 @@ def transactions(validated: DataFrame) -> DataFrame:
 
 
 def decide_card(key: tuple, batches: Iterator[pd.DataFrame], state: GroupState) -> Iterator[pd.DataFrame]:
-    """One card's new transactions, in event-time order, against the times of its recent ones."""
+    """One card's new transactions, in event-time order, against the times of its recent ones
+    (plain lists rather than pandas operations: this runs once per card per micro-batch)."""
+    frames = list(batches)
+    txs = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+    cols = {c: txs[c].tolist() for c in OUTPUT[:-2]}
+    order = sorted(range(len(txs)), key=lambda i: (cols["tx_ms"][i], cols["tx_id"][i]))
     recent = [int(t) for t in state.get[0].split(",") if t] if state.exists else []
-    txs = pd.concat(list(batches), ignore_index=True).sort_values(["tx_ms", "tx_id"], kind="stable")
     decisions, reasons = [], []
-    for tx_ms, amount, country, card_country in zip(txs["tx_ms"], txs["amount"], txs["country"],
-                                                    txs["card_country"]):
+    for i in order:
+        tx_ms = cols["tx_ms"][i]
         why = []
-        if amount > AMOUNT_LIMIT:
+        if cols["amount"][i] > AMOUNT_LIMIT:
             why.append("amount_limit")
         if sum(1 for t in recent if tx_ms - VELOCITY_WINDOW_MS < t <= tx_ms) + 1 > VELOCITY_MAX:
             why.append("velocity")
-        if country != card_country:
+        if cols["country"][i] != cols["card_country"][i]:
             why.append("country_mismatch")
         decisions.append("reject" if why else "approve")
         reasons.append(why)
         recent.append(int(tx_ms))
     newest = max(recent)
     state.update((",".join(str(t) for t in recent if t > newest - VELOCITY_WINDOW_MS),))
-    out = txs.assign(decision=decisions, reasons=reasons)
-    yield out[["tx_id", "card_id", "amount", "currency", "merchant", "country", "card_country", "tx_ms", "sent_ms",
-               "decision", "reasons"]]
+    out = {c: [v[i] for i in order] for c, v in cols.items()}
+    out.update(decision=decisions, reasons=reasons)
+    yield pd.DataFrame(out, columns=OUTPUT)
 
 
 def decisions(txs: DataFrame) -> DataFrame:

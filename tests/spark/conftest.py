@@ -52,3 +52,10 @@ def broker():
 def admin(broker):
     with Admin({"bootstrap.servers": broker.bootstrap_servers}) as a:
         yield a
+
+
+@pytest.fixture
+def fresh_broker():
+    """A broker of its own, for a test whose topic names are fixed (a pipeline's)."""
+    with Broker({"num.partitions": 2}) as b:
+        yield b

@@ -38,7 +38,7 @@ def ms(iso: str) -> int:
 
 def test_activity_counts_and_dead_letters(spark, broker, tmp_path):
     bs = broker.bootstrap_servers
-    cfg = PipelineConfig(bootstrap_servers=bs, state_dir=tmp_path, available_now=True, max_offsets_per_trigger=500)
+    cfg = PipelineConfig(bootstrap_servers=bs, state_dir=tmp_path, available_now=True, max_offsets_per_trigger=800)
     ensure_topics(cfg, [activity.EVENTS, activity.DEAD_LETTERS, activity.COUNTS])
     # 1,600 events 300 ms apart (8 minutes), each up to 20 s late: out of order, within the watermark.
     rng = random.Random(7)
