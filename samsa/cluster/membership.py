@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from samsa.cluster import controller as rules
 from samsa.cluster.fetcher import ReplicaFetcherManager
-from samsa.cluster.metadata import BrokerInfo, PartitionState, TopicInfo
+from samsa.cluster.metadata import BrokerInfo, PartitionState
+from samsa.protocol import errors
 
 if TYPE_CHECKING:
     from kazoo.protocol.states import WatchedEvent
@@ -64,7 +65,6 @@ class LocalCluster:
         pass
 
     async def elect_leaders(self, partitions: list[tuple[str, int]], preferred: bool) -> dict[tuple[str, int], int]:
-        from samsa.protocol import errors
         topics = self.broker.topics
         return {(t, i): errors.E_ELECTION_NOT_NEEDED if t in topics and i in topics[t].partitions
                 else errors.E_UNKNOWN_TOPIC_OR_PARTITION for t, i in partitions}
@@ -306,7 +306,6 @@ class ZooKeeperCluster:
 
     async def elect_leaders(self, partitions: list[tuple[str, int]], preferred: bool) -> dict[tuple[str, int], int]:
         """ElectLeaders: preferred (first replica) or unclean (any live replica when none is in sync)."""
-        from samsa.protocol import errors
         alive = set(self.alive)
         out = {}
         for topic, index in partitions:

@@ -59,6 +59,10 @@ class TopicInfo:
         return cls(name, uuid.UUID(hex=d["topic_id"]).bytes, parts, dict(d.get("configs", {})))
 
 
+class TopicExistsError(RuntimeError):
+    """A store's create_topic found the topic already there."""
+
+
 def new_topic_id() -> bytes:
     return uuid.uuid4().bytes
 

@@ -31,7 +31,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import WatchedEvent
 
-from samsa.cluster.metadata import BrokerInfo, PartitionState, TopicInfo
+from samsa.cluster.metadata import BrokerInfo, PartitionState, TopicExistsError, TopicInfo
 
 log = logging.getLogger(__name__)
 
@@ -45,10 +45,6 @@ class ZooKeeperError(RuntimeError):
 
 class DuplicateBrokerIdError(ZooKeeperError):
     """Another live broker is registered with this broker.id."""
-
-
-class TopicExistsError(RuntimeError):
-    """create_topic found the topic already there."""
 
 
 def _json(data: dict) -> bytes:

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 from samsa.cluster.membership import LocalCluster, ZooKeeperCluster
-from samsa.cluster.metadata import (BrokerInfo, LocalMetadataStore, MetadataStore, PartitionState, TopicInfo,
-                                    new_topic_id)
+from samsa.cluster.metadata import (BrokerInfo, LocalMetadataStore, MetadataStore, PartitionState,
+                                    TopicExistsError, TopicInfo, new_topic_id)
 from samsa.cluster.replica import Partition
 from samsa.coordinator.coordinator import GroupCoordinator
 from samsa.protocol import errors
@@ -297,7 +297,6 @@ class Broker:
                           configs)
         if validate_only:
             return topic
-        from samsa.cluster.zookeeper import TopicExistsError
         try:
             self.store.create_topic(topic)
         except TopicExistsError:

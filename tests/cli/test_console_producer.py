@@ -9,7 +9,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from cli_tools import one_error_line, samsa
+from cli_tools import one_error_line
 from samsa.client.types import NewTopic
 
 

@@ -11,7 +11,7 @@ from confluent_kafka import Producer
 from broker_process import BrokerProcess
 from cli_tools import one_error_line, samsa
 from cluster_harness import CLUSTER_DEFAULTS, Cluster
-from test_failover import cluster_factory, create, read_all  # noqa: F401  (fixture)
+from test_failover import create, read_all
 from zookeeper_process import ZooKeeperEnsemble
 
 

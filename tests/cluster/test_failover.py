@@ -10,7 +10,6 @@ import random
 import signal
 import threading
 import time
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
@@ -21,19 +20,6 @@ from samsa import Admin
 from samsa.client.types import NewTopic
 
 pytestmark = pytest.mark.timeout(400)
-
-
-@pytest.fixture
-def cluster_factory(tmp_path):
-    made: list[Cluster] = []
-
-    def make(**overrides) -> Cluster:
-        c = Cluster(tmp_path / f"c{len(made)}", **overrides)
-        made.append(c)
-        return c.start()
-    yield make
-    for c in made:
-        c.stop()
 
 
 def create(cluster: Cluster, topic: str, partitions: int, rf: int, **configs: str) -> None:
