@@ -5,18 +5,19 @@
         future = await producer.send("events", b"world")   # an asyncio future of RecordMetadata
         await producer.flush()
 
-It is :class:`samsa.client.producer.Producer` — the same interceptors, serializers,
-partitioner, accumulator and sender — with the sender run as a task on the caller's event
-loop instead of a thread of its own; topic lookups and waiting for ``buffer.memory``
-happen here without blocking the loop.
+It is :class:`~samsa.client.producer_internals.core.ProducerCore` — the same interceptors,
+serializers, partitioner, accumulator and sender as :class:`samsa.client.producer.Producer`
+— with the sender run as a task on the caller's event loop instead of a thread of its
+own; topic lookups and waiting for ``buffer.memory`` happen here without blocking the loop.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
-from samsa.client.producer import Producer, RecordMetadata
+from samsa.client.producer_internals.core import OnDelivery, ProducerCore
+from samsa.client.types import RecordMetadata
 
 __all__ = ["AIOProducer"]
 
@@ -25,10 +26,10 @@ class AIOProducer:
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any):
         self._config = dict(config or {})
         self._kwargs = kwargs
-        self._core: Producer | None = None
+        self._core: ProducerCore | None = None
 
     @property
-    def core(self) -> Producer:
+    def core(self) -> ProducerCore:
         if self._core is None:
             raise RuntimeError("AIOProducer.start() has not been awaited")
         return self._core
@@ -36,7 +37,9 @@ class AIOProducer:
     async def start(self) -> None:
         """Build the producer and start its sender on the running loop; fetch cluster metadata."""
         if self._core is None:
-            self._core = Producer(self._config, _loop=asyncio.get_running_loop(), **self._kwargs)
+            self._core = ProducerCore(self._config, asyncio.get_running_loop(), lookup=_not_fetched,
+                                      sender_idle=None, **self._kwargs)
+            self._core.start()
             await self._core.cluster.bootstrap()
 
     async def __aenter__(self) -> "AIOProducer":
@@ -47,18 +50,27 @@ class AIOProducer:
         await self.stop()
 
     async def send(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
-                   timestamp: int | None = None, headers: Any = None,
-                   on_delivery: Callable[[RecordMetadata | None, Exception | None], None] | None = None
+                   timestamp: int | None = None, headers: Any = None, on_delivery: OnDelivery | None = None
                    ) -> "asyncio.Future[RecordMetadata]":
         """Queue one record; the returned future completes when the broker has answered."""
         core = self.core
-        if topic not in core._partition_counts:
-            await core._fetch_partitions(topic)
+        if topic not in core.partition_counts:
+            await core.fetch_partitions(topic)
         approx = len(value) if isinstance(value, (bytes, str)) else 64
-        if not core.has_room(approx):
-            await core.wait_for_room(approx)
-        return asyncio.wrap_future(core.send(topic, value, key=key, partition=partition, timestamp=timestamp,
-                                             headers=headers, on_delivery=on_delivery))
+        if not core.accumulator.has_room(approx):
+            await core.accumulator.wait_for_room(approx)
+        result: asyncio.Future = asyncio.get_running_loop().create_future()
+
+        def delivered(metadata: RecordMetadata | None, error: Exception | None) -> None:  # on this loop
+            if not result.done():
+                if error is None:
+                    result.set_result(metadata)
+                else:
+                    result.set_exception(error)
+            if on_delivery is not None:
+                on_delivery(metadata, error)
+        core.send(topic, value, key, partition, timestamp, headers, delivered)
+        return result
 
     async def send_and_wait(self, topic: str, value: Any = None, **kwargs: Any) -> RecordMetadata:
         return await (await self.send(topic, value, **kwargs))
@@ -66,24 +78,34 @@ class AIOProducer:
     async def flush(self) -> None:
         """Send everything queued now and wait for every answer."""
         core = self.core
-        core._flush_now()
-        pending = core._all_pending()
-        if pending:
-            await asyncio.gather(*(asyncio.wrap_future(f) for f in pending), return_exceptions=True)
+        pending = [f for f in core.accumulator.pending_futures() if not f.done()]
+        core.flush_now()
+        if not pending:
+            return
+        all_done = asyncio.get_running_loop().create_future()
+        left = len(pending)
+
+        def one_done(_: Any) -> None:  # the sender completes records on this loop's thread
+            nonlocal left
+            left -= 1
+            if not left and not all_done.done():
+                all_done.set_result(None)
+        for f in pending:
+            f.add_done_callback(one_done)
+        await all_done
 
     async def partitions_for(self, topic: str) -> list[int]:
-        return list(range(await self.core._fetch_partitions(topic)))
+        return list(range(await self.core.fetch_partitions(topic)))
 
     async def stop(self) -> None:
         """Flush, stop the sender, close interceptors and connections."""
-        if self._core is None or self._core._closed:
+        if self._core is None or self._core.closed:
             return
-        core = self._core
         await self.flush()
-        core._closed = True
-        core._wake()
-        await core._sender
-        core._close_interceptors()
-        await core._shutdown()
+        await self._core.close()
 
     close = stop
+
+
+def _not_fetched(topic: str) -> int:
+    raise RuntimeError(f"the partitions of {topic} are fetched by AIOProducer.send before the core's send")

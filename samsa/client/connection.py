@@ -154,6 +154,19 @@ class BrokerConnection:
         ``expect_response=False`` is for requests the broker does not answer (acks=0
         Produce): the call returns None once the bytes are written.
         """
+        pending = self.send(api_key, body, version, min_version=min_version, max_version=max_version,
+                            expect_response=expect_response)
+        await self.drain()
+        if pending is None:
+            return None
+        return await self.response(pending, timeout_ms)
+
+    def send(self, api_key: int, body: dict[str, Any], version: int | None = None, *,
+             min_version: int | None = None, max_version: int | None = None,
+             expect_response: bool = True) -> tuple[int, int, asyncio.Future] | None:
+        """Write one request now, without waiting: a handle for :meth:`response` (None if unanswered).
+
+        Requests sent one after another reach the broker in that order."""
         if self._closed_error is not None:
             raise self._closed_error
         if self._writer is None:
@@ -163,17 +176,29 @@ class BrokerConnection:
         self._next_id = (self._next_id + 1) & 0x7FFFFFFF
         correlation_id = self._next_id
         chunks = api.encode_request(api_key, version, correlation_id, self.client_id, body)
-        fut: asyncio.Future = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future | None = None
         if expect_response:
+            fut = asyncio.get_running_loop().create_future()
             self._pending[correlation_id] = (api_key, version, fut)
         try:
             self._writer.writelines(chunks)
-            await self._writer.drain()
         except (OSError, RuntimeError) as e:
             self._fail(KafkaConnectionError(f"Connection to {self.address} broke while sending: {e}"))
             raise self._closed_error from None
-        if not expect_response:
-            return None
+        return None if fut is None else (api_key, correlation_id, fut)
+
+    async def drain(self) -> None:
+        """Wait until the socket has taken what was written (flow control)."""
+        try:
+            if self._writer is not None:
+                await self._writer.drain()
+        except (OSError, RuntimeError) as e:
+            self._fail(KafkaConnectionError(f"Connection to {self.address} broke while sending: {e}"))
+            raise self._closed_error from None
+
+    async def response(self, pending: tuple[int, int, asyncio.Future], timeout_ms: int | None = None) -> dict[str, Any]:
+        """The answer to a request written by :meth:`send`, within ``timeout_ms`` (request.timeout.ms)."""
+        api_key, correlation_id, fut = pending
         timeout_ms = self.request_timeout_ms if timeout_ms is None else timeout_ms
         try:
             return await asyncio.wait_for(fut, timeout_ms / 1000)

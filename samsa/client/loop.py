@@ -3,15 +3,50 @@
 from __future__ import annotations
 
 import asyncio
+import selectors
 import threading
 from typing import Any, Coroutine, TypeVar
 
 T = TypeVar("T")
 
 
+class IdleSignal:
+    """Counts the times a loop went idle (about to block for I/O or a timer), so that another
+    thread can wait for the loop to have done everything it could (see :class:`LoopThread`)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self.count = 0
+
+    def idle(self) -> None:
+        with self._cond:
+            self.count += 1
+            self._cond.notify_all()
+
+    def wait_past(self, count: int, timeout: float) -> None:
+        """Until the loop has gone idle since ``count`` was read (or ``timeout`` seconds)."""
+        with self._cond:
+            if self.count == count:
+                self._cond.wait(timeout)
+
+
+class _IdleSelector(selectors.DefaultSelector):  # type: ignore[misc,valid-type]
+    def __init__(self, signal: IdleSignal):
+        super().__init__()
+        self._signal = signal
+
+    def select(self, timeout: float | None = None):  # type: ignore[override]
+        if timeout is None or timeout > 0:  # nothing ready to run: the loop is about to wait
+            self._signal.idle()
+        return super().select(timeout)
+
+
 class LoopThread:
-    def __init__(self, name: str):
-        self.loop = asyncio.new_event_loop()
+    """``idle``: signalled each time the loop has nothing left to run. A thread that hands the
+    loop work and waits for that signal lets the loop run it without fighting for the GIL."""
+
+    def __init__(self, name: str, idle: IdleSignal | None = None):
+        self.loop = asyncio.SelectorEventLoop(_IdleSelector(idle)) if idle is not None else asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
         self._thread.start()
         self.closed = False

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 ZERO_UUID = bytes(16)
 
@@ -40,6 +41,15 @@ def uuid_from_str(text: str) -> bytes:
     if len(raw) != 16:
         raise ValueError(f"not a Kafka Uuid: {text!r}")
     return raw
+
+
+class RecordMetadata(NamedTuple):
+    """Where the broker put a record (offset -1 with acks=0); Java's RecordMetadata."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
 
 
 @dataclass(frozen=True, order=True)

@@ -101,16 +101,19 @@ def test_string_config_values_serializers_and_interceptors(broker):
 def test_bad_input_is_a_clear_error(broker):
     with pytest.raises(Exception, match="acks"):
         Producer({"bootstrap.servers": broker.bootstrap_servers, "acks": "most"})
-    p = Producer({"bootstrap.servers": broker.bootstrap_servers, "max.request.size": 1000})
-    with pytest.raises(errors.MessageTooLargeError, match="max.request.size"):
-        p.send("big", b"x" * 2000)
-
     class Broken:
         def serialize(self, topic, data, headers=None):
-            raise ValueError("nope")
-    p.value_serializer = Broken()
+            if data == "raise":
+                raise ValueError("nope")
+            return data
+
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers, "max.request.size": 1000,
+                  "value.serializer": Broken()})
+    with pytest.raises(errors.MessageTooLargeError, match="max.request.size"):
+        p.send("big", b"x" * 2000)
     with pytest.raises(SerializationError, match="nope"):
-        p.send("big", "x")
+        p.send("big", "raise")
+    assert p.send("big", b"fits").result(20).offset == 0  # neither bad record was queued
     p.close()
     with pytest.raises(RuntimeError, match="closed"):
         p.send("big", b"x")

@@ -1,0 +1,237 @@
+"""The record accumulator: per-partition queues of batches that ``send()`` appends to in the
+caller's thread and the sender drains on its event loop.
+
+One lock guards the queues. An append takes it once and says when the sender must be
+woken: only when it would otherwise sleep past a batch that needs it (a new batch whose
+``linger.ms`` ends before the sender's next look, or a complete batch), never per record. ``buffer.memory``
+bounds the bytes held: a blocking ``send()`` waits for room up to ``max.block.ms``, the
+asyncio face waits without blocking its loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+import time
+from collections import deque
+from concurrent.futures import Future
+from typing import Callable
+
+from samsa.client.connection import KafkaTimeoutError
+from samsa.client.futures import pending_future
+from samsa.protocol.records import BatchBuilder
+
+TopicPartition = tuple[str, int]
+
+
+class ProducerBatch:
+    """Records of one partition sent together: their builder until the first send, then fixed bytes."""
+
+    __slots__ = ("topic", "partition", "builder", "data", "count", "pending", "condition", "created", "deadline",
+                 "attempts", "size", "number", "in_flight")
+    _numbers = itertools.count()
+
+    def __init__(self, topic: str, partition: int, codec: int, deadline: float):
+        self.topic, self.partition = topic, partition
+        self.builder: BatchBuilder | None = BatchBuilder(codec)
+        self.data = b""
+        self.count = 0
+        self.pending: list[tuple[Future, Callable | None, int]] = []  # (future, on_delivery, timestamp) per record
+        self.condition = threading.Condition()  # shared by the batch's record futures
+        self.created = time.monotonic()
+        self.deadline = deadline  # delivery.timeout.ms
+        self.attempts = 0
+        self.number = next(self._numbers)  # creation order: a retried batch goes back before later ones
+        self.in_flight = False
+        self.size = 0  # bytes counted against batch.size and buffer.memory
+
+    def seal(self, producer_id: int = -1, epoch: int = -1, base_sequence: int = -1) -> None:
+        """Encode the batch (once: a retry sends the same bytes, so the same sequence)."""
+        builder = self.builder
+        if builder is None:
+            return
+        if producer_id >= 0:
+            builder.set_producer_state(producer_id, epoch, base_sequence)
+        self.count = len(builder)
+        self.data = builder.build()
+        self.builder = None
+
+    @property
+    def sealed(self) -> bool:
+        return self.builder is None
+
+
+class RecordAccumulator:
+    """Batches per partition, ``batch.size`` / ``linger.ms`` / ``buffer.memory``, in-flight accounting."""
+
+    def __init__(self, *, batch_size: int, linger_s: float, buffer_memory: int, max_block_s: float, codec: int,
+                 delivery_timeout_s: float, max_in_flight: int, blocking: bool):
+        """``blocking``: append waits for buffer.memory (the thread-based producer); otherwise the
+        asyncio face waits with :meth:`wait_for_room` before appending."""
+        self.batch_size, self.linger = batch_size, linger_s
+        self.buffer_memory, self.max_block = buffer_memory, max_block_s
+        self.codec, self.delivery_timeout = codec, delivery_timeout_s
+        self.max_in_flight = max_in_flight
+        self.blocking = blocking
+        self.lock = threading.Lock()
+        self._space = threading.Condition(self.lock)
+        self._space_waiters = 0
+        self._freed: asyncio.Event | None = None  # the asyncio face waits on it for room
+        self._queues: dict[TopicPartition, deque[ProducerBatch]] = {}
+        self._in_flight: dict[TopicPartition, int] = {}
+        self._in_flight_batches: set[ProducerBatch] = set()
+        self._backing_off: dict[TopicPartition, int] = {}  # batches of the partition waiting out retry.backoff.ms
+        self.buffered = 0
+        self.flushing = False
+        self.closing = False
+        self._sender_due = float("inf")  # when the sender drains next on its own; 0: it is about to
+
+    # ---------------------------------------------------------------- the caller's side
+
+    def append(self, topic: str, partition: int, key: bytes | None, value: bytes | None, timestamp: int,
+               headers: list, size: int, callback: Callable | None) -> tuple[Future, bool, bool]:
+        """Add a record: its future; whether a batch of the partition is now complete (full, or
+        closed because this record did not fit); whether the sender must be woken (a complete
+        batch, or a new batch whose linger.ms ends before the sender would look again)."""
+        wake = closed = False
+        with self.lock:
+            if self.blocking and self.buffered and self.buffered + size > self.buffer_memory:
+                self._wait_for_space(size)
+            queue = self._queues.get((topic, partition))
+            if queue is None:
+                queue = self._queues[(topic, partition)] = deque()
+            batch = queue[-1] if queue else None
+            if batch is None or batch.sealed or (batch.size and batch.size + size > self.batch_size):
+                closed = batch is not None and not batch.sealed and batch.size < self.batch_size
+                batch = ProducerBatch(topic, partition, self.codec, time.monotonic() + self.delivery_timeout)
+                queue.append(batch)
+                if self._sender_due > batch.created + self.linger:
+                    self._sender_due = 0.0
+                    wake = True
+            batch.builder.append(key, value, timestamp, headers)  # type: ignore[union-attr]
+            batch.size += size
+            fut = pending_future(batch.condition)
+            batch.pending.append((fut, callback, timestamp))
+            self.buffered += size
+            if batch.size >= self.batch_size:
+                closed = True
+            if closed and self._sender_due:
+                self._sender_due = 0.0
+                wake = True
+        return fut, closed, wake
+
+    def _wait_for_space(self, size: int) -> None:
+        """buffer.memory is full: block (lock held) until the sender frees room, up to max.block.ms."""
+        deadline = time.monotonic() + self.max_block
+        self._space_waiters += 1
+        try:
+            while self.buffered and self.buffered + size > self.buffer_memory:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise KafkaTimeoutError("Failed to allocate memory within the configured max blocking time "
+                                            f"{int(self.max_block * 1000)} ms.")
+                self._space.wait(left)
+        finally:
+            self._space_waiters -= 1
+
+    def has_room(self, size: int) -> bool:
+        return self.buffered == 0 or self.buffered + size <= self.buffer_memory
+
+    async def wait_for_room(self, size: int) -> None:
+        """The asyncio face of buffer.memory: wait (without blocking the loop) up to max.block.ms."""
+        deadline = time.monotonic() + self.max_block
+        while not self.has_room(size):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise KafkaTimeoutError("Failed to allocate memory within the configured max blocking time "
+                                        f"{int(self.max_block * 1000)} ms.")
+            self._freed = self._freed or asyncio.Event()
+            self._freed.clear()
+            try:
+                await asyncio.wait_for(self._freed.wait(), left)
+            except asyncio.TimeoutError:
+                pass
+
+    def pending_futures(self) -> list[Future]:
+        """The futures of every record not yet answered."""
+        with self.lock:
+            batches = [b for q in self._queues.values() for b in q] + list(self._in_flight_batches)
+        return [f for b in batches for f, _, _ in b.pending]
+
+    # ---------------------------------------------------------------- the sender's side
+
+    def drain(self) -> tuple[list[ProducerBatch], float]:
+        """Batches to send now, in order, up to the in-flight limit of each partition (full,
+        lingered, not the newest of their queue, or flushing); and how long until the next is due."""
+        now = time.monotonic()
+        ready, next_due = [], 0.5
+        with self.lock:
+            flushing = self.flushing or self.closing
+            for tp, queue in self._queues.items():
+                if not queue or tp in self._backing_off:
+                    continue
+                in_flight = self._in_flight.get(tp, 0)
+                while queue and in_flight < self.max_in_flight:
+                    b = queue[0]
+                    due = b.created + self.linger
+                    if not (flushing or len(queue) > 1 or b.size >= self.batch_size or due <= now):
+                        next_due = min(next_due, due - now)
+                        break
+                    queue.popleft()
+                    in_flight += 1
+                    b.in_flight = True
+                    self._in_flight_batches.add(b)
+                    ready.append(b)
+                self._in_flight[tp] = in_flight
+            if flushing and not any(self._queues.values()):
+                self.flushing = False
+            next_due = max(next_due, 0.0005)
+            self._sender_due = now + next_due
+        return ready, next_due
+
+    def has_queued(self) -> bool:
+        with self.lock:
+            return any(self._queues.values())
+
+    def backing_off(self, b: ProducerBatch) -> None:
+        """``b`` failed and waits out retry.backoff.ms: its partition sends nothing until :meth:`requeue`."""
+        tp = (b.topic, b.partition)
+        with self.lock:
+            self._backing_off[tp] = self._backing_off.get(tp, 0) + 1
+            self._release(b)
+
+    def requeue(self, b: ProducerBatch) -> None:
+        """Put a batch to retry back in its queue, before the batches created after it."""
+        tp = (b.topic, b.partition)
+        with self.lock:
+            queue = self._queues.setdefault(tp, deque())
+            at = next((i for i, other in enumerate(queue) if other.number > b.number), len(queue))
+            queue.insert(at, b)
+            if self._backing_off.get(tp, 0) > 1:
+                self._backing_off[tp] -= 1
+            else:
+                self._backing_off.pop(tp, None)
+
+    def done(self, b: ProducerBatch) -> None:
+        """``b`` is answered for good: free its partition slot and its bytes."""
+        with self.lock:
+            self._release(b)
+            self.buffered -= b.size
+            if self._space_waiters:
+                self._space.notify_all()
+        if self._freed is not None:
+            self._freed.set()
+
+    def _release(self, b: ProducerBatch) -> None:
+        """One batch of the partition is no longer in flight (lock held)."""
+        if not b.in_flight:
+            return
+        b.in_flight = False
+        self._in_flight_batches.discard(b)
+        tp = (b.topic, b.partition)
+        left = self._in_flight.get(tp, 0) - 1
+        if left > 0:
+            self._in_flight[tp] = left
+        else:
+            self._in_flight.pop(tp, None)
