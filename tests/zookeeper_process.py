@@ -38,14 +38,19 @@ class ZooKeeperProcess:
             self.port = free_port()
         raise RuntimeError(f"ZooKeeper in {self.dir} does not answer")
 
-    def answers(self, timeout: float = 30.0) -> bool:
-        """ZooKeeper itself (not some other process) serves the port: 'ruok' gets 'imok'."""
+    def answers(self, timeout: float = 60.0) -> bool:
+        """ZooKeeper itself (not some other process) serves the port: 'srvr' reports its mode.
+
+        (The port listens, and 'ruok' answers, before the server takes sessions.)"""
         deadline = time.time() + timeout
         while time.time() < deadline and self.proc.poll() is None:
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=2) as conn:
-                    conn.sendall(b"ruok")
-                    if conn.recv(4) == b"imok":
+                    conn.sendall(b"srvr")
+                    reply = b""
+                    while chunk := conn.recv(4096):
+                        reply += chunk
+                    if b"Mode:" in reply:
                         return True
             except OSError:
                 pass
@@ -57,7 +62,7 @@ class ZooKeeperProcess:
         cfg = self.dir / "zoo.cfg"
         cfg.write_text(f"tickTime=500\ndataDir={self.dir / 'data'}\nclientPort={self.port}\n"
                        "clientPortAddress=127.0.0.1\nadmin.enableServer=false\nmaxSessionTimeout=60000\n"
-                       "initLimit=20\nsyncLimit=10\n4lw.commands.whitelist=ruok,srvr\n" + "".join(f"{line}\n" for line in self.servers))
+                       "initLimit=20\nsyncLimit=10\n4lw.commands.whitelist=srvr\n" + "".join(f"{line}\n" for line in self.servers))
         if self.myid is not None:
             (self.dir / "data" / "myid").write_text(f"{self.myid}\n")
         env = dict(os.environ, ZOOCFGDIR=str(self.dir), ZOO_LOG_DIR=str(self.dir))
@@ -89,6 +94,8 @@ class ZooKeeperEnsemble:
             n._launch()
         for n in self.nodes:
             wait_for_port(n.port, n.proc, timeout=60)
+            if not n.answers():
+                raise RuntimeError(f"ZooKeeper in {n.dir} does not serve (no quorum?)")
         return self
 
     def stop(self) -> None:
