@@ -35,6 +35,9 @@ class PipelineConfig:
     max_offsets_per_trigger: int | None = None
     postgres: str | None = None  # payments: also store decided transactions in PostgreSQL (a DSN)
     options: dict[str, str] = field(default_factory=dict)  # more source/sink options (kafka.*)
+    # Where a query reads a topic from: None is the samsa source; bench/spark_bench.py puts
+    # Parquet files of the same records in its place, to compare.
+    reader: Callable[[SparkSession, "PipelineConfig", str], DataFrame] | None = None
 
     def checkpoint(self, query: str) -> str:
         return str(self.state_dir / "checkpoints" / query)
@@ -56,6 +59,8 @@ def ensure_topics(cfg: PipelineConfig, names: list[str]) -> None:
 
 
 def read_topic(spark: SparkSession, cfg: PipelineConfig, topic: str, starting: str = "earliest") -> DataFrame:
+    if cfg.reader is not None:
+        return cfg.reader(spark, cfg, topic)
     reader = (spark.readStream.format("samsa").option("kafka.bootstrap.servers", cfg.bootstrap_servers)
               .option("subscribe", topic).option("startingOffsets", starting))
     if cfg.max_offsets_per_trigger:

@@ -12,7 +12,8 @@ The rules engine rejects a transaction when
 
 Queries:
 - ``payments-dead-letters``: transactions that are not valid go to ``payments-dead-letters``;
-- ``payments-decide``: the rules, per card in event-time order (``applyInPandasWithState``),
+- ``payments-decide``: the rules, per card in event-time order (``applyInPandasWithState``
+  over buckets of cards),
   to ``payment-decisions`` keyed by tx_id, exactly once across restarts (ExactlyOnceWriter);
 - ``payments-archive``: transactions joined with their decisions (a stream-stream join of the
   two topics) to Parquet for analysts, and to PostgreSQL when a DSN is configured.
@@ -44,6 +45,7 @@ TABLE = "decided_payments"
 AMOUNT_LIMIT = 5000.0
 VELOCITY_MAX = 5
 VELOCITY_WINDOW_MS = 60_000
+CARD_BUCKETS = 16  # groups of cards in the rules' state (see decide_bucket)
 JOIN_WATERMARK = "10 minutes"
 
 TX_FIELDS = ["tx_id", "card_id", "amount", "currency", "merchant", "country", "card_country"]
@@ -70,43 +72,48 @@ def transactions(validated: DataFrame) -> DataFrame:
         field_of("ts", "timestamp").alias("tx_time"), F.unix_millis("timestamp").alias("sent_ms"))
 
 
-def decide_card(key: tuple, batches: Iterator[pd.DataFrame], state: GroupState) -> Iterator[pd.DataFrame]:
-    """One card's new transactions, in event-time order, against the times of its recent ones
-    (plain lists rather than pandas operations: this runs once per card per micro-batch)."""
+def decide_bucket(key: tuple, batches: Iterator[pd.DataFrame], state: GroupState) -> Iterator[pd.DataFrame]:
+    """The new transactions of one bucket of cards, in event-time order, against the times of
+    each card's recent ones. Cards are grouped in CARD_BUCKETS buckets rather than one group
+    each: Spark calls this once per group and micro-batch, and a call costs about a millisecond,
+    so a group per card could not keep up with a thousand cards a second."""
     frames = list(batches)
     txs = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
     cols = {c: txs[c].tolist() for c in OUTPUT[:-2]}
     order = sorted(range(len(txs)), key=lambda i: (cols["tx_ms"][i], cols["tx_id"][i]))
-    recent = [int(t) for t in state.get[0].split(",") if t] if state.exists else []
+    recent: dict[str, list[int]] = json.loads(state.get[0]) if state.exists else {}
     decisions, reasons = [], []
     for i in order:
-        tx_ms = cols["tx_ms"][i]
+        tx_ms, times = cols["tx_ms"][i], recent.setdefault(cols["card_id"][i], [])
         why = []
         if cols["amount"][i] > AMOUNT_LIMIT:
             why.append("amount_limit")
-        if sum(1 for t in recent if tx_ms - VELOCITY_WINDOW_MS < t <= tx_ms) + 1 > VELOCITY_MAX:
+        if sum(1 for t in times if tx_ms - VELOCITY_WINDOW_MS < t <= tx_ms) + 1 > VELOCITY_MAX:
             why.append("velocity")
         if cols["country"][i] != cols["card_country"][i]:
             why.append("country_mismatch")
         decisions.append("reject" if why else "approve")
         reasons.append(why)
-        recent.append(int(tx_ms))
-    newest = max(recent)
-    state.update((",".join(str(t) for t in recent if t > newest - VELOCITY_WINDOW_MS),))
+        times.append(int(tx_ms))
+    # Keep only what a later transaction's window can reach: the state stays as small as the
+    # traffic of the last VELOCITY_WINDOW_MS, however many cards there are.
+    horizon = max(max(times) for times in recent.values()) - VELOCITY_WINDOW_MS
+    kept = {card: [t for t in times if t > horizon] for card, times in recent.items()}
+    state.update((json.dumps({card: times for card, times in kept.items() if times}, separators=(",", ":")),))
     out = {c: [v[i] for i in order] for c, v in cols.items()}
     out.update(decision=decisions, reasons=reasons)
     yield pd.DataFrame(out, columns=OUTPUT)
 
 
 def decisions(txs: DataFrame) -> DataFrame:
-    keyed = txs.select(*TX_FIELDS, F.unix_millis("tx_time").alias("tx_ms"), "sent_ms")
-    return keyed.groupBy("card_id").applyInPandasWithState(
-        # The state is a string of times: PySpark 4.3 cannot read back an array state schema.
+    keyed = txs.select(*TX_FIELDS, F.unix_millis("tx_time").alias("tx_ms"), "sent_ms",
+                       F.pmod(F.hash("card_id"), F.lit(CARD_BUCKETS)).alias("bucket"))
+    return keyed.groupBy("bucket").applyInPandasWithState(
+        # The state is JSON text: PySpark 4.3 cannot read back a state schema with an array.
         # No timeout: a processing-time one makes Spark run a micro-batch on every trigger (and
         # availableNow never ends); an event-time one drops transactions later than the
-        # watermark, which would leave them without a decision. A card's state is only the
-        # times of its last VELOCITY_WINDOW_MS, but it is kept after the card goes quiet.
-        decide_card, DECISION_SCHEMA, "times string", "append", GroupStateTimeout.NoTimeout)
+        # watermark, which would leave them without a decision.
+        decide_bucket, DECISION_SCHEMA, "cards string", "append", GroupStateTimeout.NoTimeout)
 
 
 def decision_records(decided: DataFrame) -> DataFrame:

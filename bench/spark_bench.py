@@ -1,0 +1,310 @@
+"""Spark on Samsa: the connector's read rate and the pipelines' throughput, each beside Spark
+reading the same records from Parquet files in the same run; and the payment pipeline's
+send-to-decision latency at a fixed rate. Not a test: it prints figures (and writes them
+to bench/results/spark-<time>.json).
+
+    .venv/bin/python bench/spark_bench.py                      # 1M events a pipeline, latency at 1,000 tx/s
+    .venv/bin/python bench/spark_bench.py --events 100000 --latency-seconds 30
+
+The broker is a process of its own (Samsa's embedded broker). Spark is local[2] with a 4 GB
+driver. The Parquet files hold exactly what the connector reads (the Kafka columns), so
+the pipelines run the same plan on either input; their outputs go to Samsa topics either way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+START_MS = 1_767_225_600_000  # 2026-01-01: event times of the throughput runs, 20 ms apart
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class BrokerProcess:
+    """A broker in a process of its own: Samsa's embedded broker (the same server as ``samsa server
+    start``), run so that ``samsa server stop`` elsewhere on this shared machine leaves it alone."""
+
+    CODE = ("import signal, sys, samsa.embedded as e; "
+            "b = e.Broker({'listeners': sys.argv[1], 'log.dirs': sys.argv[2], 'num.partitions': sys.argv[3]}); "
+            "b.start(); signal.sigwait({signal.SIGTERM, signal.SIGINT}); b.stop()")
+
+    def __init__(self, workdir: Path, partitions: int):
+        self.port = free_port()
+        self.workdir = workdir
+        self.log = open(workdir / "broker.log", "wb")
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # inherited, so sigwait() gets it
+        try:
+            self.proc = subprocess.Popen([PY, "-c", self.CODE, f"PLAINTEXT://127.0.0.1:{self.port}",
+                                          str(workdir / "data"), str(partitions)],
+                                         cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT)
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+        deadline = time.time() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                break
+            except OSError:
+                if time.time() > deadline or self.proc.poll() is not None:
+                    raise RuntimeError(f"broker did not start: {(workdir / 'broker.log').read_text()[-2000:]}")
+                time.sleep(0.1)
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+def timed(fn: Callable[[], Any]) -> float:
+    start = time.monotonic()
+    fn()
+    return time.monotonic() - start
+
+
+def fill(bootstrap: str, module: Any, events: int, partitions: int) -> float:
+    """``events`` of the pipeline's generator (event times 20 ms apart) into its input topic."""
+    from samsa.pipelines.common import PipelineConfig, ensure_topics
+    from samsa.pipelines.feed import send
+    ensure_topics(PipelineConfig(bootstrap_servers=bootstrap, partitions=partitions), [INPUTS[module.NAME]])
+    clock = itertools.count(START_MS, 20).__next__
+    sent, secs = send(bootstrap, INPUTS[module.NAME], module.generate(seed=1, clock=clock), count=events)
+    print(f"  {sent:,} {module.NAME} events sent with Samsa's producer in {secs:.1f} s ({sent / secs:,.0f}/s)",
+          flush=True)
+    return sent / secs
+
+
+def snapshot(spark: Any, bootstrap: str, topic: str, path: Path, files: int) -> int:
+    """The topic's records, as the connector reads them, into ``files`` Parquet files."""
+    df = (spark.read.format("samsa").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic).load())
+    df.repartition(files).write.mode("overwrite").parquet(str(path))
+    return spark.read.parquet(str(path)).count()
+
+
+def read_rates(spark: Any, bootstrap: str, topic: str, path: Path, n: int) -> dict[str, float]:
+    """Records/s of a plain read into Spark's no-op sink: samsa batch and streaming, Parquet."""
+    from samsa.spark.schema import kafka_schema
+
+    def samsa_batch() -> None:
+        (spark.read.format("samsa").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic).load()
+         .write.format("noop").mode("overwrite").save())
+
+    def parquet_batch() -> None:
+        spark.read.parquet(str(path)).write.format("noop").mode("overwrite").save()
+
+    def samsa_stream() -> None:
+        q = (spark.readStream.format("samsa").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+             .option("startingOffsets", "earliest").load().writeStream.format("noop")
+             .option("checkpointLocation", tempfile.mkdtemp(prefix="cp-")).trigger(availableNow=True).start())
+        q.awaitTermination()
+
+    def parquet_stream() -> None:
+        q = (spark.readStream.schema(kafka_schema(False)).parquet(str(path)).writeStream.format("noop")
+             .option("checkpointLocation", tempfile.mkdtemp(prefix="cp-")).trigger(availableNow=True).start())
+        q.awaitTermination()
+
+    out = {}
+    for name, fn in [("samsa batch read", samsa_batch), ("parquet batch read", parquet_batch),
+                     ("samsa streaming read", samsa_stream), ("parquet streaming read", parquet_stream)]:
+        fn()  # once to warm up (JIT, Python workers, the broker's page cache)
+        secs = min(timed(fn) for _ in range(2))
+        out[name] = n / secs
+        print(f"  {name:<24} {n / secs:>10,.0f} records/s ({secs:.1f} s)", flush=True)
+    return out
+
+
+def warm_up(spark: Any, module: Any, workdir: Path, partitions: int) -> None:
+    """A small run of both variants first: Spark's first runs of a plan are slow (code generation,
+    JIT, Python workers starting), and the run measured first would pay for it."""
+    wd = workdir / f"warm-up-{module.NAME}"
+    wd.mkdir()
+    b = BrokerProcess(wd, partitions)
+    try:
+        from samsa.pipelines.common import PipelineConfig
+        from samsa.pipelines.feed import send
+        from samsa.pipelines.common import ensure_topics
+        ensure_topics(PipelineConfig(bootstrap_servers=b.bootstrap, partitions=partitions), [INPUTS[module.NAME]])
+        clock = itertools.count(START_MS, 20).__next__
+        send(b.bootstrap, INPUTS[module.NAME], module.generate(seed=2, clock=clock), count=20_000)
+        parquet = wd / "in.parquet"
+        snapshot(spark, b.bootstrap, INPUTS[module.NAME], parquet, files=2)
+        pipeline_rate(spark, module, b.bootstrap, wd, 20_000, None, 10_000)
+        pipeline_rate(spark, module, b.bootstrap, wd, 20_000, parquet, 10_000)
+    finally:
+        b.stop()
+        shutil.rmtree(wd, ignore_errors=True)
+
+
+def pipeline_rate(spark: Any, module: Any, bootstrap: str, workdir: Path, n: int, parquet: Path | None,
+                  per_trigger: int) -> float:
+    """Events/s of the whole pipeline (every query, one after the other, to the end of its input)."""
+    from samsa.pipelines.common import PipelineConfig
+    from samsa.spark.schema import kafka_schema
+    reader = None
+    if parquet is not None:
+        def reader(spark_: Any, cfg: PipelineConfig, topic: str) -> Any:
+            if topic == INPUTS[module.NAME]:
+                return (spark_.readStream.schema(kafka_schema(False)).option("maxFilesPerTrigger", "1")
+                        .parquet(str(parquet)))
+            return (spark_.readStream.format("samsa").option("kafka.bootstrap.servers", cfg.bootstrap_servers)
+                    .option("subscribe", topic).option("startingOffsets", "earliest")
+                    .option("maxOffsetsPerTrigger", str(per_trigger)).load())
+    state = workdir / f"{module.NAME}-{'parquet' if parquet else 'samsa'}"
+    cfg = PipelineConfig(bootstrap_servers=bootstrap, state_dir=state, available_now=True,
+                         max_offsets_per_trigger=per_trigger, reader=reader)
+    secs = timed(lambda: module.run(spark, cfg))
+    shutil.rmtree(state, ignore_errors=True)
+    return n / secs
+
+
+def latency(spark: Any, bootstrap: str, workdir: Path, rate: int, seconds: float, warmup: float,
+            trigger_ms: int, only_decide: bool) -> dict[str, float]:
+    """Payments at ``rate`` tx/s into a running pipeline; send-to-decision times seen by a consumer."""
+    from samsa.client.consumer import Consumer, TopicPartition
+    from samsa.pipelines import payments
+    from samsa.pipelines.common import PipelineConfig, ensure_topics, start
+    from samsa.pipelines.feed import send
+    cfg = PipelineConfig(bootstrap_servers=bootstrap, state_dir=workdir / f"latency-{trigger_ms}-{only_decide}",
+                         trigger_ms=trigger_ms)
+    ensure_topics(cfg, [payments.PAYMENTS, payments.DEAD_LETTERS, payments.DECISIONS])
+    queries = [q for q in payments.queries(spark, cfg) if q[0] == "payments-decide" or not only_decide]
+    stop = threading.Event()
+    samples: list[tuple[float, float]] = []  # (received at, latency ms)
+
+    def consume() -> None:
+        c = Consumer({"bootstrap.servers": bootstrap, "auto.offset.reset": "latest", "enable.auto.commit": False})
+        tps = [TopicPartition(payments.DECISIONS, p) for p in range(2)]
+        c.assign(tps)
+        c.seek_to_end(tps)
+        while not stop.is_set():
+            for r in c.poll(0.2):
+                now = time.time() * 1000
+                samples.append((now, now - json.loads(r.value)["sent_ms"]))
+        c.close()
+
+    # Started from this thread: the samsa source is registered with this thread's Spark session.
+    running = [start(name, build(), cfg) for name, build in queries]
+    time.sleep(20)  # the queries' first (slow) micro-batches, with no data yet
+    reader = threading.Thread(target=consume)
+    reader.start()
+    begin = time.time() * 1000
+    send(bootstrap, payments.PAYMENTS, payments.generate(seed=3), rate=rate, seconds=warmup + seconds)
+    time.sleep(5)
+    stop.set()
+    reader.join()
+    for q in running:
+        q.stop()
+    kept = sorted(lat for at, lat in samples if at >= begin + warmup * 1000)
+    if not kept:
+        return {"decisions": 0}
+    pct = statistics.quantiles(kept, n=100)
+    return {"decisions": len(kept), "p50_ms": pct[49], "p99_ms": pct[98], "max_ms": kept[-1]}
+
+
+INPUTS = {"activity": "activity-events", "payments": "payments"}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--events", type=int, default=1_000_000, help="events per pipeline (default 1,000,000)")
+    ap.add_argument("--partitions", type=int, default=2)
+    ap.add_argument("--per-trigger", type=int, default=100_000, help="maxOffsetsPerTrigger of the pipeline runs")
+    ap.add_argument("--latency-rate", type=int, default=1000)
+    ap.add_argument("--latency-seconds", type=float, default=60)
+    ap.add_argument("--latency-warmup", type=float, default=15)
+    ap.add_argument("--triggers", default="0,500", help="trigger intervals (ms) of the latency runs")
+    ap.add_argument("--skip", default="", help="comma list of: reads,activity,payments,latency")
+    ap.add_argument("--workdir", type=Path)
+    args = ap.parse_args()
+    skip = set(filter(None, args.skip.split(",")))
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="spark-bench-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+
+    import samsa.spark
+    from samsa.pipelines import activity, payments
+    spark = samsa.spark.local_session("samsa-bench", **{"spark.driver.memory": "4g"})
+    results: dict[str, Any] = {"events": args.events, "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+                               "loadavg_before": os.getloadavg()}
+    broker = BrokerProcess(workdir, args.partitions)
+    try:
+        for module in (activity, payments):
+            if module.NAME in skip and (module is payments or "reads" in skip):
+                continue
+            print(f"{module.NAME}:", flush=True)
+            results[f"{module.NAME} produce/s"] = fill(broker.bootstrap, module, args.events, args.partitions)
+            parquet = workdir / f"{module.NAME}.parquet"
+            snapshot(spark, broker.bootstrap, INPUTS[module.NAME], parquet, files=max(1, args.events // args.per_trigger))
+            if module is activity and "reads" not in skip:
+                results["reads"] = read_rates(spark, broker.bootstrap, INPUTS[module.NAME], parquet, args.events)
+            if module.NAME in skip:
+                continue
+            warm_up(spark, module, workdir, args.partitions)
+            (workdir / "parquet-run").mkdir(exist_ok=True)
+            other = BrokerProcess(workdir / "parquet-run", args.partitions)  # the Parquet run's outputs
+            try:
+                rates = {"samsa": pipeline_rate(spark, module, broker.bootstrap, workdir, args.events, None,
+                                                args.per_trigger),
+                         "parquet": pipeline_rate(spark, module, other.bootstrap, workdir, args.events, parquet,
+                                                  args.per_trigger)}
+            finally:
+                other.stop()
+                shutil.rmtree(workdir / "parquet-run", ignore_errors=True)
+            results[f"{module.NAME} pipeline"] = rates
+            print(f"  pipeline from samsa   {rates['samsa']:>10,.0f} events/s", flush=True)
+            print(f"  pipeline from parquet {rates['parquet']:>10,.0f} events/s   "
+                  f"(samsa / parquet: {rates['samsa'] / rates['parquet']:.2f})", flush=True)
+        broker.stop()
+        if "latency" not in skip:
+            for trigger in [int(t) for t in args.triggers.split(",")]:
+                for only_decide in (False, True):
+                    lat_dir = workdir / f"latency-broker-{trigger}-{only_decide}"
+                    lat_dir.mkdir()
+                    b = BrokerProcess(lat_dir, args.partitions)
+                    try:
+                        r = latency(spark, b.bootstrap, lat_dir, args.latency_rate, args.latency_seconds,
+                                    args.latency_warmup, trigger, only_decide)
+                    finally:
+                        b.stop()
+                    what = "decide query only" if only_decide else "whole pipeline"
+                    results[f"latency trigger={trigger}ms {what}"] = r
+                    print(f"latency at {args.latency_rate} tx/s, trigger {trigger} ms, {what}: " +
+                          ", ".join(f"{k} {v:,.0f}" for k, v in r.items()), flush=True)
+    finally:
+        if broker.proc.poll() is None:
+            broker.stop()
+        spark.stop()
+    results["loadavg_after"] = os.getloadavg()
+    out = ROOT / "bench" / "results" / f"spark-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(results, indent=2))
+    print(f"results in {out.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
