@@ -60,17 +60,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 class Stats:
-    """Kafka's ProducerPerformance.Stats: windows every five seconds, totals and percentiles."""
+    """Kafka's ProducerPerformance.Stats: windows every five seconds, totals and percentiles.
+
+    :meth:`record` runs once per record in a client's delivery path, so it only keeps the
+    latency; sums and maxima are taken when a window is printed."""
 
     def __init__(self, count: int, out: Callable[[str], None] = print):
         self.start = self.window_start = time.monotonic()
+        self.window_end = self.start + REPORT_S
         self.latencies = array("d")
-        self.count = self.bytes = self.max_latency = 0
-        self.total_latency = 0.0
-        self.window_count = self.window_bytes = 0
-        self.window_latency = self.window_max = 0.0
+        self.bytes = 0
+        self.window_first = self.window_bytes = 0  # where the window starts in latencies, and its bytes before
         self.errors = 0
         self.out = out
+
+    @property
+    def count(self) -> int:
+        return len(self.latencies)
 
     def record(self, sent_at: float, size: int, error: Exception | None) -> None:
         now = time.monotonic()
@@ -79,39 +85,31 @@ class Stats:
             if self.errors <= 5:
                 print(f"Error when sending message: {error_message(error)}", file=sys.stderr)
             return
-        latency = (now - sent_at) * 1000
-        self.latencies.append(latency)
-        self.count += 1
+        self.latencies.append((now - sent_at) * 1000)
         self.bytes += size
-        self.total_latency += latency
-        self.max_latency = max(self.max_latency, latency)
-        self.window_count += 1
-        self.window_bytes += size
-        self.window_latency += latency
-        self.window_max = max(self.window_max, latency)
-        if now - self.window_start >= REPORT_S:
+        if now >= self.window_end:
             self.print_window(now)
 
     def print_window(self, now: float) -> None:
         elapsed = max(now - self.window_start, 1e-9)
-        n = max(self.window_count, 1)
-        self.out(f"{self.window_count} records sent, {self.window_count / elapsed:.1f} records/sec "
-                 f"({self.window_bytes / elapsed / MB:.2f} MB/sec), {self.window_latency / n:.1f} ms avg latency, "
-                 f"{self.window_max:.1f} ms max latency.")
-        self.window_start = now
-        self.window_count = self.window_bytes = 0
-        self.window_latency = self.window_max = 0.0
+        window = self.latencies[self.window_first:]
+        n = len(window)
+        size = self.bytes - self.window_bytes
+        self.out(f"{n} records sent, {n / elapsed:.1f} records/sec ({size / elapsed / MB:.2f} MB/sec), "
+                 f"{sum(window) / max(n, 1):.1f} ms avg latency, {max(window, default=0.0):.1f} ms max latency.")
+        self.window_start, self.window_end = now, now + REPORT_S
+        self.window_first, self.window_bytes = len(self.latencies), self.bytes
 
     def print_total(self) -> None:
         elapsed = max(time.monotonic() - self.start, 1e-9)
         ordered = sorted(self.latencies)
+        count = len(ordered)
 
         def pct(p: float) -> int:
-            return int(ordered[min(int(p * len(ordered)), len(ordered) - 1)]) if ordered else 0
-        n = max(self.count, 1)
-        self.out(f"{self.count} records sent, {self.count / elapsed:f} records/sec ({self.bytes / elapsed / MB:.2f} "
-                 f"MB/sec), {self.total_latency / n:.2f} ms avg latency, {self.max_latency:.2f} ms max latency, "
-                 f"{pct(0.5)} ms 50th, {pct(0.95)} ms 95th, {pct(0.99)} ms 99th, {pct(0.999)} ms 99.9th.")
+            return int(ordered[min(int(p * count), count - 1)]) if ordered else 0
+        self.out(f"{count} records sent, {count / elapsed:f} records/sec ({self.bytes / elapsed / MB:.2f} "
+                 f"MB/sec), {sum(ordered) / max(count, 1):.2f} ms avg latency, {max(ordered, default=0.0):.2f} ms max "
+                 f"latency, {pct(0.5)} ms 50th, {pct(0.95)} ms 95th, {pct(0.99)} ms 99th, {pct(0.999)} ms 99.9th.")
 
 
 class Throttler:

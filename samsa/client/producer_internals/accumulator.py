@@ -29,7 +29,7 @@ class ProducerBatch:
     """Records of one partition sent together: their builder until the first send, then fixed bytes."""
 
     __slots__ = ("topic", "partition", "builder", "data", "count", "pending", "condition", "created", "deadline",
-                 "attempts", "size", "number", "in_flight")
+                 "attempts", "size", "number", "in_flight", "complete")
     _numbers = itertools.count()
 
     def __init__(self, topic: str, partition: int, codec: int, deadline: float):
@@ -44,6 +44,7 @@ class ProducerBatch:
         self.attempts = 0
         self.number = next(self._numbers)  # creation order: a retried batch goes back before later ones
         self.in_flight = False
+        self.complete = False  # full, or closed by a record that did not fit
         self.size = 0  # bytes counted against batch.size and buffer.memory
 
     def seal(self, producer_id: int = -1, epoch: int = -1, base_sequence: int = -1) -> None:
@@ -102,8 +103,9 @@ class RecordAccumulator:
             if queue is None:
                 queue = self._queues[(topic, partition)] = deque()
             batch = queue[-1] if queue else None
-            if batch is None or batch.sealed or (batch.size and batch.size + size > self.batch_size):
-                closed = batch is not None and not batch.sealed and batch.size < self.batch_size
+            if batch is None or batch.builder is None or (batch.size and batch.size + size > self.batch_size):
+                if batch is not None and batch.builder is not None and not batch.complete:
+                    batch.complete = closed = True
                 batch = ProducerBatch(topic, partition, self.codec, time.monotonic() + self.delivery_timeout)
                 queue.append(batch)
                 if self._sender_due > batch.created + self.linger:
@@ -115,7 +117,7 @@ class RecordAccumulator:
             batch.pending.append((fut, callback, timestamp))
             self.buffered += size
             if batch.size >= self.batch_size:
-                closed = True
+                batch.complete = closed = True
             if closed and self._sender_due:
                 self._sender_due = 0.0
                 wake = True

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from samsa.client.cluster import Cluster
 from samsa.client.connection import KafkaConnectionError
@@ -41,21 +41,23 @@ class Sender:
         self.partition_counts = partition_counts  # the producer's topics: refreshed with their metadata
         self.producer_id, self.epoch = -1, -1
         self._sequences: dict[tuple[str, int], int] = {}
-        self._wakeup: asyncio.Event | None = None
+        self._woken = False
+        self._waiter: asyncio.Future | None = None  # the run loop waiting for a wake-up or its next due time
         self._requests: set[asyncio.Task] = set()
         self._refreshes: set[asyncio.Task] = set()
 
     def wake(self) -> None:
         """Drain now (call on the sender's loop)."""
-        if self._wakeup is not None:
-            self._wakeup.set()
+        self._woken = True
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     async def run(self) -> None:
         """Until the accumulator is closing and everything has been answered."""
-        acc = self.accumulator
-        self._wakeup = wakeup = asyncio.Event()
+        acc, loop = self.accumulator, asyncio.get_running_loop()
         while True:
-            wakeup.clear()  # before draining: a wake-up asked for after the drain is not lost
+            self._woken = False  # before draining: a wake-up asked for after the drain is not lost
             ready, next_due = acc.drain()
             if ready:
                 await self._send_ready(ready)
@@ -63,11 +65,14 @@ class Sender:
                 self._start_refresh(None)  # metadata.max.age.ms: pick up new partitions and leaders
             if acc.closing and not self._requests and not acc.has_queued():
                 return
-            if not wakeup.is_set():
+            if not self._woken:
+                self._waiter = waiter = loop.create_future()
+                timer = loop.call_later(next_due, _set_result, waiter)
                 try:
-                    await asyncio.wait_for(wakeup.wait(), next_due)
-                except asyncio.TimeoutError:
-                    pass
+                    await waiter
+                finally:
+                    self._waiter = None
+                    timer.cancel()
 
     async def close(self) -> None:
         for task in list(self._refreshes):
@@ -237,6 +242,11 @@ class Sender:
                                   b.topic, b.partition)
         resolve_all(b.condition, [f for f, _, _ in pending], metas, error)
         self.wake()
+
+
+def _set_result(waiter: asyncio.Future) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 def _as_kafka_error(e: BaseException) -> errors.KafkaError:
