@@ -3,9 +3,9 @@ caller's thread and the sender drains on its event loop.
 
 One lock guards the queues. An append takes it once and says when the sender must be
 woken: only when it would otherwise sleep past a batch that needs it (a new batch whose
-``linger.ms`` ends before the sender's next look, or a complete batch), never per record. ``buffer.memory``
-bounds the bytes held: a blocking ``send()`` waits for room up to ``max.block.ms``, the
-asyncio face waits without blocking its loop.
+``linger.ms`` ends before the sender's next look, or a complete batch), never per record.
+``buffer.memory`` bounds the bytes held: a blocking ``send()`` waits for room up to
+``max.block.ms``, the asyncio face waits without blocking its loop.
 """
 
 from __future__ import annotations
