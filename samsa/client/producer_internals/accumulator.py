@@ -82,6 +82,7 @@ class RecordAccumulator:
         self._queues: dict[TopicPartition, deque[ProducerBatch]] = {}
         self._in_flight: dict[TopicPartition, int] = {}
         self._in_flight_batches: set[ProducerBatch] = set()
+        self._unanswered: dict[TopicPartition, set[int]] = {}  # numbers of drained batches not yet done, per partition
         self._backing_off: dict[TopicPartition, int] = {}  # batches of the partition waiting out retry.backoff.ms
         self.buffered = 0
         self.flushing = False
@@ -184,6 +185,7 @@ class RecordAccumulator:
                     in_flight += 1
                     b.in_flight = True
                     self._in_flight_batches.add(b)
+                    self._unanswered.setdefault(tp, set()).add(b.number)
                     ready.append(b)
                 self._in_flight[tp] = in_flight
             if flushing and not any(self._queues.values()):
@@ -215,9 +217,19 @@ class RecordAccumulator:
             else:
                 self._backing_off.pop(tp, None)
 
+    def has_earlier(self, b: ProducerBatch) -> bool:
+        """Whether a batch of ``b``'s partition created before it is sent but not answered for good."""
+        numbers = self._unanswered.get((b.topic, b.partition), ())
+        return any(n < b.number for n in numbers)
+
     def done(self, b: ProducerBatch) -> None:
         """``b`` is answered for good: free its partition slot and its bytes."""
         with self.lock:
+            numbers = self._unanswered.get((b.topic, b.partition))
+            if numbers is not None:
+                numbers.discard(b.number)
+                if not numbers:
+                    del self._unanswered[(b.topic, b.partition)]
             self._release(b)
             self.buffered -= b.size
             if self._space_waiters:

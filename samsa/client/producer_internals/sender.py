@@ -175,8 +175,9 @@ class Sender:
 
     def _retry_or_fail(self, b: ProducerBatch, error: errors.KafkaError, refresh: bool) -> None:
         retriable = error.retriable or isinstance(error, KafkaConnectionError) or (
-            # an earlier batch of the partition failed and goes again first; this one follows it
-            self.idempotent and error.code == errors.E_OUT_OF_ORDER_SEQUENCE_NUMBER)
+            # an earlier batch of the partition did not make it and goes again first; this one follows it.
+            # Without such a batch the broker's sequence is past this one's: resending cannot help.
+            self.idempotent and error.code == errors.E_OUT_OF_ORDER_SEQUENCE_NUMBER and self.accumulator.has_earlier(b))
         if retriable and self.acks != 0 and b.attempts <= self.retries and time.monotonic() < b.deadline:
             if refresh:
                 self._start_refresh(b.topic)
