@@ -178,6 +178,7 @@ def pipeline_rate(spark: Any, module: Any, bootstrap: str, workdir: Path, n: int
     state = workdir / f"{module.NAME}-{'parquet' if parquet else 'samsa'}"
     cfg = PipelineConfig(bootstrap_servers=bootstrap, state_dir=state, available_now=True,
                          max_offsets_per_trigger=per_trigger, reader=reader)
+    spark.conf.set("spark.sql.shuffle.partitions", module.SPARK_CONF.get("spark.sql.shuffle.partitions", "2"))
     secs = timed(lambda: module.run(spark, cfg))
     shutil.rmtree(state, ignore_errors=True)
     return n / secs
@@ -194,6 +195,8 @@ def latency(spark: Any, bootstrap: str, workdir: Path, rate: int, seconds: float
                          trigger_ms=trigger_ms)
     ensure_topics(cfg, [payments.PAYMENTS, payments.DEAD_LETTERS, payments.DECISIONS])
     queries = [q for q in payments.queries(spark, cfg) if q[0] == "payments-decide" or not only_decide]
+    for k, v in payments.SPARK_CONF.items():
+        spark.conf.set(k, v)
     stop = threading.Event()
     samples: list[tuple[float, float]] = []  # (received at, latency ms)
 

@@ -105,7 +105,7 @@ def _run(opts: argparse.Namespace) -> int:
     try:
         import samsa.spark
         module: Any = importlib.import_module(PIPELINES[opts.pipeline])
-        spark = samsa.spark.local_session(f"samsa-pipeline-{opts.pipeline}", master=opts.master)
+        spark = samsa.spark.local_session(f"samsa-pipeline-{opts.pipeline}", master=opts.master, **module.SPARK_CONF)
         print(f"Pipeline {opts.pipeline}: reading {INPUTS[opts.pipeline]} at {cfg.bootstrap_servers}, "
               f"state in {cfg.state_dir}", flush=True)
         signal.signal(signal.SIGTERM, _interrupt)

@@ -31,6 +31,7 @@ from samsa.spark.exactly_once import ExactlyOnceWriter
 NAME = "activity"
 EVENTS, DEAD_LETTERS, COUNTS = "activity-events", "activity-dead-letters", "activity-counts"
 TABLE = "activity_counts"
+SPARK_CONF: dict[str, str] = {}  # session settings `samsa pipeline run` adds
 TYPES = ("page_view", "search", "click")
 WINDOW = "1 minute"
 WATERMARK = "1 minute"

@@ -42,6 +42,7 @@ class ExactlyOnceWriter:
         self.topic = topic
         self.dir = Path(state_dir)
         self.options = dict(options or {})  # more kafka.* options for the sink and the read-back
+        self._admin: Admin | None = None  # foreachBatch runs on the driver: one client for every micro-batch
 
     # ---------------------------------------------------------------- notes on disk
 
@@ -71,10 +72,21 @@ class ExactlyOnceWriter:
     # ---------------------------------------------------------------- the topic
 
     def _end_offsets(self) -> dict[str, int]:
-        with Admin({"bootstrap.servers": self.bootstrap_servers}) as admin:
-            parts = admin.describe_topics([self.topic])[self.topic].partitions
-            ends = admin.list_offsets({TopicPartition(self.topic, p.partition): "latest" for p in parts})
+        if self._admin is None:
+            config = {k[6:]: v for k, v in self.options.items() if k.startswith("kafka.")}
+            self._admin = Admin({**config, "bootstrap.servers": self.bootstrap_servers})
+        try:
+            parts = self._admin.describe_topics([self.topic])[self.topic].partitions
+            ends = self._admin.list_offsets({TopicPartition(self.topic, p.partition): "latest" for p in parts})
+        except BaseException:
+            self.close()
+            raise
         return {str(tp.partition): info.offset for tp, info in ends.items()}
+
+    def close(self) -> None:
+        if self._admin is not None:
+            admin, self._admin = self._admin, None
+            admin.close()
 
     def _already_written(self, df: DataFrame, since: dict[str, int], tag: bytes) -> list[Any]:
         """(key, value, count) of the records tagged ``tag`` written after ``since``."""
