@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -64,6 +66,21 @@ def test_compression(broker, codec):
         assert p.flush(20) == 0
     assert [m.value() for m in read(broker.bootstrap_servers, topic, [0], expected=200)] == \
         [b"%d" % i * 20 for i in range(200)]
+
+
+def test_compression_levels_are_applied(broker):
+    values = [b"record %d of a compressible run, " % i * 3 for i in range(3000)]
+    for level in (1, 9):
+        config = {"bootstrap.servers": broker.bootstrap_servers, "compression.type": "gzip",
+                  "compression.gzip.level": level, "linger.ms": 60000, "batch.size": 1 << 20}
+        with Producer(config) as p:
+            for v in values:
+                p.send(f"gzip-{level}", v, partition=0, timestamp=1_700_000_000_000)  # the same bytes but for the level
+            assert p.flush(20) == 0  # one batch
+    size = {level: sum(f.stat().st_size for d in broker.config.log_dirs for f in Path(d, f"gzip-{level}-0").glob("*.log"))
+            for level in (1, 9)}
+    assert 0 < size[9] < size[1]
+    assert [m.value() for m in read(broker.bootstrap_servers, "gzip-9", [0], expected=3000)] == values
 
 
 def test_acks_zero_gives_offset_minus_one(broker):
@@ -168,3 +185,46 @@ def test_against_librdkafkas_mock_cluster():
     finally:
         mock.stdin.close()
         mock.wait(10)
+
+
+def test_the_three_clients_import_from_the_package():
+    from samsa import Admin, Consumer, Producer
+    from samsa.client.admin import Admin as A
+    from samsa.client.consumer import Consumer as C
+    from samsa.client.producer import Producer as P
+    assert (Producer, Consumer, Admin) == (P, C, A)
+
+
+def test_metadata_max_age_picks_up_added_partitions(broker):
+    from samsa import Admin, Producer
+    from samsa.client.types import NewPartitions, NewTopic
+    with Admin({"bootstrap.servers": broker.bootstrap_servers}) as admin:
+        admin.create_topics([NewTopic("growing", 1, 1)])
+        with Producer({"bootstrap.servers": broker.bootstrap_servers, "metadata.max.age.ms": 200}) as p:
+            p.send("growing", b"before").result(10)
+            admin.create_partitions({"growing": NewPartitions(3)})
+            deadline = time.time() + 20
+            while p.partitions_for("growing") != [0, 1, 2] and time.time() < deadline:
+                p.send("growing", b"tick").result(10)  # the sender's loop notices the metadata's age
+                time.sleep(0.1)
+            assert p.send("growing", b"on the new partition", partition=2).result(10).partition == 2
+
+
+def test_reconnect_backoff_doubles_to_its_maximum_with_jitter():
+    from samsa.client.cluster import Cluster
+    from samsa.client.types import Node
+    cluster = Cluster("127.0.0.1:1", reconnect_backoff_ms=50, reconnect_backoff_max_ms=400)
+    cluster.brokers = {7: Node(7, "127.0.0.1", 1)}
+
+    async def attempts() -> list[tuple[float, float]]:
+        seen = []
+        for _ in range(6):
+            with pytest.raises(Exception):
+                await cluster.node(7)
+            not_before, backoff = cluster._node_backoff[7]
+            seen.append((backoff, (not_before - time.monotonic()) * 1000))
+        return seen
+    seen = asyncio.run(attempts())
+    assert [b for b, _ in seen] == [50, 100, 200, 400, 400, 400]
+    for backoff, wait in seen:
+        assert wait <= backoff * 1.2 + 1

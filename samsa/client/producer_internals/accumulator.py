@@ -32,9 +32,9 @@ class ProducerBatch:
                  "attempts", "size", "number", "in_flight", "complete")
     _numbers = itertools.count()
 
-    def __init__(self, topic: str, partition: int, codec: int, deadline: float):
+    def __init__(self, topic: str, partition: int, codec: int, level: int | None, deadline: float):
         self.topic, self.partition = topic, partition
-        self.builder: BatchBuilder | None = BatchBuilder(codec)
+        self.builder: BatchBuilder | None = BatchBuilder(codec, compression_level=level)
         self.data = b""
         self.count = 0
         self.pending: list[tuple[Future, Callable | None, int]] = []  # (future, on_delivery, timestamp) per record
@@ -67,13 +67,21 @@ class RecordAccumulator:
     """Batches per partition, ``batch.size`` / ``linger.ms`` / ``buffer.memory``, in-flight accounting."""
 
     def __init__(self, *, batch_size: int, linger_s: float, buffer_memory: int, max_block_s: float, codec: int,
-                 delivery_timeout_s: float, max_in_flight: int, blocking: bool):
+                 compression_level: int | None, delivery_timeout_s: float, max_in_flight: int, idempotent: bool,
+                 blocking: bool):
         """``blocking``: append waits for buffer.memory (the thread-based producer); otherwise the
-        asyncio face waits with :meth:`wait_for_room` before appending."""
+        asyncio face waits with :meth:`wait_for_room` before appending.
+
+        ``idempotent``: a partition sends one batch at a time until the broker has acknowledged one
+        of this producer's. A broker that does not know a producer accepts any sequence from it (as
+        Kafka does since KIP-360), so a second batch in flight could be written before a first one
+        that failed; once it knows the producer, a gap is refused (OUT_OF_ORDER_SEQUENCE_NUMBER)."""
         self.batch_size, self.linger = batch_size, linger_s
         self.buffer_memory, self.max_block = buffer_memory, max_block_s
-        self.codec, self.delivery_timeout = codec, delivery_timeout_s
+        self.codec, self.compression_level, self.delivery_timeout = codec, compression_level, delivery_timeout_s
         self.max_in_flight = max_in_flight
+        self._one_until_acknowledged = idempotent
+        self._acknowledged: set[TopicPartition] = set()  # partitions with an acknowledged batch
         self.blocking = blocking
         self.lock = threading.Lock()
         self._space = threading.Condition(self.lock)
@@ -107,7 +115,8 @@ class RecordAccumulator:
             if batch is None or batch.builder is None or (batch.size and batch.size + size > self.batch_size):
                 if batch is not None and batch.builder is not None and not batch.complete:
                     batch.complete = closed = True
-                batch = ProducerBatch(topic, partition, self.codec, time.monotonic() + self.delivery_timeout)
+                batch = ProducerBatch(topic, partition, self.codec, self.compression_level,
+                                      time.monotonic() + self.delivery_timeout)
                 queue.append(batch)
                 if self._sender_due > batch.created + self.linger:
                     self._sender_due = 0.0
@@ -175,7 +184,8 @@ class RecordAccumulator:
                 if not queue or tp in self._backing_off:
                     continue
                 in_flight = self._in_flight.get(tp, 0)
-                while queue and in_flight < self.max_in_flight:
+                limit = 1 if self._one_until_acknowledged and tp not in self._acknowledged else self.max_in_flight
+                while queue and in_flight < limit:
                     b = queue[0]
                     due = b.created + self.linger
                     if not (flushing or len(queue) > 1 or b.size >= self.batch_size or due <= now):
@@ -222,9 +232,11 @@ class RecordAccumulator:
         numbers = self._unanswered.get((b.topic, b.partition), ())
         return any(n < b.number for n in numbers)
 
-    def done(self, b: ProducerBatch) -> None:
-        """``b`` is answered for good: free its partition slot and its bytes."""
+    def done(self, b: ProducerBatch, acknowledged: bool) -> None:
+        """``b`` is answered for good (``acknowledged``: written): free its partition slot and its bytes."""
         with self.lock:
+            if acknowledged:
+                self._acknowledged.add((b.topic, b.partition))
             numbers = self._unanswered.get((b.topic, b.partition))
             if numbers is not None:
                 numbers.discard(b.number)

@@ -67,10 +67,15 @@ class ProducerCore:
                                reconnect_backoff_ms=c["reconnect.backoff.ms"],
                                reconnect_backoff_max_ms=c["reconnect.backoff.max.ms"],
                                metadata_max_age_ms=c["metadata.max.age.ms"])
+        codec = compression.codec_id(c["compression.type"])
+        level_key = {compression.GZIP: "compression.gzip.level", compression.LZ4: "compression.lz4.level",
+                     compression.ZSTD: "compression.zstd.level"}.get(codec)
+        level = c[level_key] if level_key in c.originals else None  # else the codec's Kafka default
         self.accumulator = RecordAccumulator(
             batch_size=c["batch.size"], linger_s=c["linger.ms"] / 1000, buffer_memory=c["buffer.memory"],
-            max_block_s=c["max.block.ms"] / 1000, codec=compression.codec_id(c["compression.type"]),
+            max_block_s=c["max.block.ms"] / 1000, codec=codec, compression_level=level,
             delivery_timeout_s=c["delivery.timeout.ms"] / 1000, blocking=sender_idle is not None,
+            idempotent=self.idempotent,
             # Kafka refuses more than 5 with idempotence; the sequence numbers keep up to 5 in order
             max_in_flight=min(c["max.in.flight.requests.per.connection"], 5 if self.idempotent else 1 << 30))
         self.sender = Sender(self.accumulator, self.cluster, acks=self.acks, idempotent=self.idempotent,

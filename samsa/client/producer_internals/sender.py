@@ -44,6 +44,7 @@ class Sender:
         self._woken = False
         self._waiter: asyncio.Future | None = None  # the run loop waiting for a wake-up or its next due time
         self._requests: set[asyncio.Task] = set()
+        self._write_locks: dict[int, asyncio.Lock] = {}  # per leader: requests go out in drain order
         self._refreshes: set[asyncio.Task] = set()
 
     def wake(self) -> None:
@@ -134,17 +135,22 @@ class Sender:
     async def _send(self, leader: int, requests: list[list[ProducerBatch]]) -> None:
         """Write every request to the leader's connection at once, in order; then read the answers."""
         answers: list[tuple[list[ProducerBatch], Any]] = []
+        lock = self._write_locks.get(leader)
+        if lock is None:
+            lock = self._write_locks[leader] = asyncio.Lock()
         try:
-            conn = await self.cluster.node(leader)
-            for batches in requests:
-                topics: dict[str, list] = {}
-                for b in batches:
-                    b.attempts += 1
-                    topics.setdefault(b.topic, []).append({"index": b.partition, "records": b.data})
-                body = {"transactional_id": None, "acks": self.acks, "timeout_ms": self.request_timeout_ms,
-                        "topic_data": [{"name": t, "partition_data": ps} for t, ps in topics.items()]}
-                answers.append((batches, conn.send(PRODUCE, body, min_version=3, expect_response=self.acks != 0)))
-            await conn.drain()
+            # in the order the batches were drained, even when an earlier task still waits for the connection
+            async with lock:
+                conn = await self.cluster.node(leader)
+                for batches in requests:
+                    topics: dict[str, list] = {}
+                    for b in batches:
+                        b.attempts += 1
+                        topics.setdefault(b.topic, []).append({"index": b.partition, "records": b.data})
+                    body = {"transactional_id": None, "acks": self.acks, "timeout_ms": self.request_timeout_ms,
+                            "topic_data": [{"name": t, "partition_data": ps} for t, ps in topics.items()]}
+                    answers.append((batches, conn.send(PRODUCE, body, min_version=3, expect_response=self.acks != 0)))
+                await conn.drain()
         except (errors.KafkaError, OSError) as e:
             for batches in requests[len(answers):]:  # the requests not written
                 for b in batches:
@@ -182,6 +188,8 @@ class Sender:
             if refresh:
                 self._start_refresh(b.topic)
             backoff = min(self.retry_backoff_ms * 2 ** max(b.attempts - 1, 0), self.retry_backoff_max_ms) / 1000
+            log.debug("Retrying a batch of %d records for %s-%d (attempt %d): %s", len(b.pending), b.topic, b.partition,
+                      b.attempts, error)
             self.accumulator.backing_off(b)
             asyncio.get_running_loop().call_later(backoff, self._requeue, b)
             return
@@ -212,7 +220,7 @@ class Sender:
 
     def _complete(self, b: ProducerBatch, base_offset: int, append_time: int, error: Exception | None) -> None:
         """Answer every record of ``b``: interceptors, on_delivery callbacks, then the futures."""
-        self.accumulator.done(b)
+        self.accumulator.done(b, error is None)
         pending = b.pending
         metas = None
         if error is None:
