@@ -17,6 +17,7 @@ class IdleSignal:
     def __init__(self) -> None:
         self._cond = threading.Condition(threading.Lock())
         self.count = 0
+        self.thread_id: int | None = None  # the loop's thread
 
     def idle(self) -> None:
         with self._cond:
@@ -49,6 +50,8 @@ class LoopThread:
         self.loop = asyncio.SelectorEventLoop(_IdleSelector(idle)) if idle is not None else asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
         self._thread.start()
+        if idle is not None:
+            idle.thread_id = self._thread.ident
         self.closed = False
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from concurrent.futures import Future
 from typing import Any, Callable
@@ -142,7 +143,7 @@ class ProducerCore:
         if closed:
             if partition is None and self.partitioner is None and (key_bytes is None or self._ignore_keys):
                 self._sticky.on_new_batch(topic, p, count)  # KIP-480: a complete batch moves keyless records on
-            if idle is not None:
+            if idle is not None and threading.get_ident() != idle.thread_id:  # (not from an on_delivery callback)
                 # A batch to send. The sender's thread needs the GIL for it, and would wait up to the
                 # interpreter's switch interval (5 ms), then lose it again at each of its system calls
                 # while this thread wants it back. Waiting here until its loop has nothing left to do
