@@ -40,8 +40,9 @@ def values(bootstrap: str, topic: str, n: int) -> list[bytes]:
 ], ids=["idempotent-5", "idempotent-2", "acks1-8"])
 def test_batches_in_flight_per_partition_up_to_the_limit_in_order(config, limit):
     port = free_port()
-    # answers wait until `limit` Produce requests are in flight at once (or 20 s: then the assert fails)
-    proxy = ProduceProxy(port, hold_responses=lambda: proxy.max_outstanding < limit)
+    # After the first (a partition's first batch goes alone, see RecordAccumulator), answers wait until
+    # `limit` Produce requests are in flight at once (or 20 s: then the assert fails).
+    proxy = ProduceProxy(port, hold_responses=lambda: bool(proxy.answers) and proxy.max_outstanding < limit)
     try:
         with broker_behind(proxy, port) as broker:
             bootstrap = f"127.0.0.1:{proxy.port}"
@@ -60,8 +61,10 @@ def test_out_of_order_sequence_answers_are_retried_after_the_earlier_batch():
     port = free_port()
     # The third request is damaged on the way, so the broker refuses it (CORRUPT_MESSAGE, retriable)
     # and then the two after it, which do not follow the sequence it has (OUT_OF_ORDER_SEQUENCE_NUMBER).
-    # Answers wait until five requests are in flight, so those two were sent before the refusal came back.
-    proxy = ProduceProxy(port, corrupt=lambda n: n == 3, hold_responses=lambda: proxy.max_outstanding < 5)
+    # After the first, answers wait until five requests are in flight, so those two were sent before
+    # the refusal came back.
+    proxy = ProduceProxy(port, corrupt=lambda n: n == 3,
+                         hold_responses=lambda: bool(proxy.answers) and proxy.max_outstanding < 5)
     try:
         with broker_behind(proxy, port) as broker:
             with Producer({"bootstrap.servers": f"127.0.0.1:{proxy.port}", "batch.size": 1000, "linger.ms": 0,
