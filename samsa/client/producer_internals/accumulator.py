@@ -205,8 +205,9 @@ class RecordAccumulator:
         return ready, next_due
 
     def has_queued(self) -> bool:
+        """Whether batches wait to be sent (queued, or waiting out a retry backoff)."""
         with self.lock:
-            return any(self._queues.values())
+            return bool(self._backing_off) or any(self._queues.values())
 
     def backing_off(self, b: ProducerBatch) -> None:
         """``b`` failed and waits out retry.backoff.ms: its partition sends nothing until :meth:`requeue`."""

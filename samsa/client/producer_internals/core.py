@@ -64,6 +64,7 @@ class ProducerCore:
         self.closed = False
         self.cluster = Cluster(c["bootstrap.servers"], client_id=c["client.id"] or "samsa-producer",
                                request_timeout_ms=c["request.timeout.ms"],
+                               connect_timeout_ms=c["socket.connection.setup.timeout.ms"],
                                bootstrap_timeout_ms=c["max.block.ms"], retry_backoff_ms=c["retry.backoff.ms"],
                                reconnect_backoff_ms=c["reconnect.backoff.ms"],
                                reconnect_backoff_max_ms=c["reconnect.backoff.max.ms"],
