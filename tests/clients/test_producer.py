@@ -136,6 +136,20 @@ def test_bad_input_is_a_clear_error(broker):
         p.send("big", b"x")
 
 
+def test_a_batch_the_broker_refuses_fails_its_future_and_callback(broker):
+    from samsa.client.admin import Admin
+    from samsa.client.types import NewTopic
+    with Admin({"bootstrap.servers": broker.bootstrap_servers}) as admin:
+        admin.create_topics([NewTopic("small", 1, 1, config={"max.message.bytes": "300"})])
+    failures = []
+    with Producer({"bootstrap.servers": broker.bootstrap_servers}) as p:
+        big = p.send("small", b"x" * 1000, on_delivery=lambda m, e: failures.append((m, e)))
+        assert isinstance(big.exception(20), errors.MessageTooLargeError)
+        assert p.send("small", b"fits").result(20).offset == 0  # the producer goes on
+    assert len(failures) == 1 and failures[0][0] is None
+    assert "max.message.bytes" in str(failures[0][1])
+
+
 def test_unreachable_bootstrap_names_the_servers():
     p = Producer({"bootstrap.servers": "127.0.0.1:1", "max.block.ms": 1500})
     with pytest.raises(KafkaTimeoutError, match="127.0.0.1:1"):

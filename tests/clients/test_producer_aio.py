@@ -90,3 +90,20 @@ def test_unknown_topic_times_out_and_a_consumer_reads_on_the_same_loop(broker):
             await consumer.stop()
         return record.value
     assert asyncio.run(main()) == b"hello"
+
+
+def test_a_refused_record_fails_its_awaited_future(broker):
+    from samsa.client.admin import Admin
+    from samsa.client.types import NewTopic
+    from samsa.protocol import errors
+    with Admin({"bootstrap.servers": broker.bootstrap_servers}) as admin:
+        admin.create_topics([NewTopic("aio-small", 1, 1, config={"max.message.bytes": "300"})])
+
+    async def main():
+        async with AIOProducer({"bootstrap.servers": broker.bootstrap_servers}) as p:
+            with pytest.raises(errors.MessageTooLargeError, match="max.message.bytes"):
+                await p.send_and_wait("aio-small", b"x" * 1000)
+            with pytest.raises(errors.MessageTooLargeError, match="max.request.size"):
+                await p.send("aio-small", b"x" * 2_000_000)  # refused before it is queued
+            return await p.send_and_wait("aio-small", b"fits")
+    assert asyncio.run(main()).offset == 0
