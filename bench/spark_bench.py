@@ -185,14 +185,14 @@ def pipeline_rate(spark: Any, module: Any, bootstrap: str, workdir: Path, n: int
 
 
 def latency(spark: Any, bootstrap: str, workdir: Path, rate: int, seconds: float, warmup: float,
-            trigger_ms: int, only_decide: bool) -> dict[str, float]:
+            trigger_ms: int, only_decide: bool, background_ms: int) -> dict[str, float]:
     """Payments at ``rate`` tx/s into a running pipeline; send-to-decision times seen by a consumer."""
     from samsa.client.consumer import Consumer, TopicPartition
     from samsa.pipelines import payments
     from samsa.pipelines.common import PipelineConfig, ensure_topics, start
     from samsa.pipelines.feed import send
     cfg = PipelineConfig(bootstrap_servers=bootstrap, state_dir=workdir / f"latency-{trigger_ms}-{only_decide}",
-                         trigger_ms=trigger_ms)
+                         trigger_ms=trigger_ms, urgent=payments.URGENT, background_trigger_ms=background_ms)
     ensure_topics(cfg, [payments.PAYMENTS, payments.DEAD_LETTERS, payments.DECISIONS])
     queries = [q for q in payments.queries(spark, cfg) if q[0] == "payments-decide" or not only_decide]
     for k, v in payments.SPARK_CONF.items():
@@ -242,6 +242,8 @@ def main() -> None:
     ap.add_argument("--latency-seconds", type=float, default=60)
     ap.add_argument("--latency-warmup", type=float, default=15)
     ap.add_argument("--triggers", default="0,500", help="trigger intervals (ms) of the latency runs")
+    ap.add_argument("--background-trigger", type=int, default=5000,
+                    help="trigger interval (ms) of the pipeline's other queries in the latency runs")
     ap.add_argument("--skip", default="", help="comma list of: reads,activity,payments,latency")
     ap.add_argument("--workdir", type=Path)
     args = ap.parse_args()
@@ -291,7 +293,7 @@ def main() -> None:
                     b = BrokerProcess(lat_dir, args.partitions)
                     try:
                         r = latency(spark, b.bootstrap, lat_dir, args.latency_rate, args.latency_seconds,
-                                    args.latency_warmup, trigger, only_decide)
+                                    args.latency_warmup, trigger, only_decide, args.background_trigger)
                     finally:
                         b.stop()
                     what = "decide query only" if only_decide else "whole pipeline"

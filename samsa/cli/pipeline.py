@@ -51,11 +51,17 @@ def build_parser() -> argparse.ArgumentParser:
                      help="checkpoints, warehouse and embedded broker data (default: ./pipeline-data/PIPELINE)")
     run.add_argument("--trigger-ms", type=int, default=0, metavar="MS",
                      help="micro-batch interval; 0 starts the next as soon as the last is done (default: 0)")
+    run.add_argument("--background-trigger-ms", type=int, default=5000, metavar="MS",
+                     help="micro-batch interval of the queries no one waits for: archives, dead letters "
+                     "(default: 5000)")
     run.add_argument("--available-now", action="store_true",
                      help="read what is in the topics now, then stop")
     run.add_argument("--max-offsets-per-trigger", type=int, metavar="N", help="at most N records a micro-batch")
     run.add_argument("--partitions", type=int, default=2, metavar="N",
                      help="partitions of the topics the pipeline creates (default: 2)")
+    run.add_argument("--postgres", metavar="DSN",
+                     help="payments: also store decided transactions in this PostgreSQL database "
+                     "(e.g. 'host=localhost dbname=payments user=me')")
     run.add_argument("--master", default="local[2]", help="Spark master (default: local[2])")
     run.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                      help="more options of the samsa source and sink, e.g. kafka.request.timeout.ms=5000")
@@ -89,7 +95,11 @@ def _run(opts: argparse.Namespace) -> int:
     state_dir = opts.state_dir or Path("pipeline-data") / opts.pipeline
     cfg = PipelineConfig(bootstrap_servers=opts.bootstrap_server, state_dir=state_dir.resolve(),
                          trigger_ms=opts.trigger_ms, available_now=opts.available_now, partitions=opts.partitions,
-                         max_offsets_per_trigger=opts.max_offsets_per_trigger, options=_options(opts.option))
+                         max_offsets_per_trigger=opts.max_offsets_per_trigger, options=_options(opts.option),
+                         postgres=opts.postgres, background_trigger_ms=opts.background_trigger_ms,
+                         urgent=getattr(importlib.import_module(PIPELINES[opts.pipeline]), "URGENT", frozenset()))
+    if opts.postgres and opts.pipeline != "payments":
+        raise UsageError("--postgres is an option of the payments pipeline")
     broker = None
     if opts.embedded:
         from samsa.embedded import Broker

@@ -68,6 +68,9 @@ def counts(events: DataFrame, watermark: str = WATERMARK) -> DataFrame:
                       "dimension", "key", "events", "page_views", "searches", "clicks")
 
 
+URGENT = frozenset({"activity-counts-live"})  # the queries run at the pipeline's trigger; the others less often
+
+
 def queries(spark: SparkSession, cfg: PipelineConfig) -> list[tuple[str, Query]]:
     def validated() -> DataFrame:
         return parse(read_topic(spark, cfg, EVENTS))

@@ -16,7 +16,9 @@ Queries:
   over buckets of cards),
   to ``payment-decisions`` keyed by tx_id, exactly once across restarts (ExactlyOnceWriter);
 - ``payments-archive``: transactions joined with their decisions (a stream-stream join of the
-  two topics) to Parquet for analysts, and to PostgreSQL when a DSN is configured.
+  two topics) to Parquet for analysts;
+- ``payments-archive-postgres``, with a PostgreSQL DSN configured: the same rows into the
+  table ``decided_payments`` (:mod:`samsa.pipelines.postgres`).
 """
 
 from __future__ import annotations
@@ -143,6 +145,9 @@ def archive(txs: DataFrame, decided: DataFrame) -> DataFrame:
                          F.to_date("tx_time").alias("date"))
 
 
+URGENT = frozenset({"payments-decide"})  # the queries run at the pipeline's trigger; the others less often
+
+
 def queries(spark: SparkSession, cfg: PipelineConfig) -> list[tuple[str, Query]]:
     def validated() -> DataFrame:
         return parse(read_topic(spark, cfg, PAYMENTS))
@@ -156,15 +161,22 @@ def queries(spark: SparkSession, cfg: PipelineConfig) -> list[tuple[str, Query]]
         return decision_records(decisions(transactions(validated()))).writeStream.outputMode("append") \
             .foreachBatch(writer)
 
+    def joined() -> DataFrame:
+        return archive(transactions(validated()), parsed_decisions(read_topic(spark, cfg, DECISIONS)))
+
     def store() -> object:
-        joined = archive(transactions(validated()), parsed_decisions(read_topic(spark, cfg, DECISIONS)))
-        if cfg.postgres:
-            from samsa.pipelines.postgres import PostgresArchive
-            return joined.writeStream.outputMode("append").foreachBatch(PostgresArchive(cfg.postgres, cfg.warehouse(TABLE)))
-        return (joined.writeStream.format("parquet").outputMode("append").partitionBy("date")
+        return (joined().writeStream.format("parquet").outputMode("append").partitionBy("date")
                 .option("path", cfg.warehouse(TABLE)))
 
-    return [("payments-dead-letters", dead), ("payments-decide", decide), ("payments-archive", store)]
+    def store_sql() -> object:
+        from samsa.pipelines.postgres import PostgresArchive
+        return joined().writeStream.outputMode("append").foreachBatch(PostgresArchive(cfg.postgres or ""))
+
+    out: list[tuple[str, Query]] = [("payments-dead-letters", dead), ("payments-decide", decide),
+                                    ("payments-archive", store)]
+    if cfg.postgres:
+        out.append(("payments-archive-postgres", store_sql))
+    return out
 
 
 def run(spark: SparkSession, cfg: PipelineConfig) -> None:

@@ -59,3 +59,12 @@ def fresh_broker():
     """A broker of its own, for a test whose topic names are fixed (a pipeline's)."""
     with Broker({"num.partitions": 2}) as b:
         yield b
+
+
+@pytest.fixture
+def postgres():
+    """A PostgreSQL server of its own (Debian's binaries, as ./test installs them)."""
+    from postgres_server import PostgresServer
+    server = PostgresServer().start()
+    yield server
+    server.stop()

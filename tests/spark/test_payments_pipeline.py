@@ -15,6 +15,8 @@ import time
 from collections import defaultdict
 from datetime import datetime
 
+import psycopg
+
 from samsa.client.admin import Admin
 from samsa.client.producer import Producer
 from samsa.client.types import TopicPartition
@@ -88,9 +90,10 @@ def check_archive(spark, cfg: PipelineConfig, decided: dict) -> None:
         assert r.decided_at is not None and r.latency_ms is not None
 
 
-def test_payment_decisions_and_dead_letters(spark, fresh_broker, tmp_path):
+def test_payment_decisions_dead_letters_and_archives(spark, fresh_broker, postgres, tmp_path):
     bs = fresh_broker.bootstrap_servers
-    cfg = PipelineConfig(bootstrap_servers=bs, state_dir=tmp_path, available_now=True, max_offsets_per_trigger=400)
+    cfg = PipelineConfig(bootstrap_servers=bs, state_dir=tmp_path, available_now=True, max_offsets_per_trigger=400,
+                         postgres=postgres.dsn)
     ensure_topics(cfg, [payments.PAYMENTS, payments.DEAD_LETTERS, payments.DECISIONS])
     clock = itertools.count(int(time.time() * 1000) - 600_000, 97).__next__  # 97 ms apart, never the same time
     good = [v for _, v in itertools.islice(payments.generate(seed=11, clock=clock, cards=120, malformed=0), 700)]
@@ -107,6 +110,11 @@ def test_payment_decisions_and_dead_letters(spark, fresh_broker, tmp_path):
     dead = [json.loads(m.value()) for m in read_topic(bs, payments.DEAD_LETTERS, partitions=2)]
     assert sorted((d["value"].encode(), d["reason"]) for d in dead) == sorted(BAD)
     check_archive(spark, cfg, decided)
+    with psycopg.connect(postgres.dsn) as conn:
+        rows = conn.execute("SELECT tx_id, decision, reasons, tx_time, decided_at FROM decided_payments").fetchall()
+    assert {tx: (d, list(r)) for tx, d, r, _, _ in rows} == decided
+    stamps = {json.loads(v)["tx_id"]: ms(json.loads(v)["ts"]) for v in good}
+    assert all(int(t.timestamp() * 1000) == stamps[tx] and at is not None for tx, _, _, t, at in rows)
 
 
 def test_every_transaction_one_decision_across_a_killed_pipeline(spark, fresh_broker, tmp_path):
