@@ -128,8 +128,15 @@ def _positive(o: Mapping[str, str], key: str, message: str) -> int | None:
 
 
 def client_params(o: Mapping[str, str]) -> dict[str, str]:
-    """The ``kafka.``-prefixed options, prefix dropped."""
-    return {k[6:]: v for k, v in o.items() if k.lower().startswith("kafka.")}
+    """The ``kafka.``-prefixed options, prefix dropped. Samsa's clients speak PLAINTEXT only:
+    asking for TLS or SASL is refused rather than ignored."""
+    params = {k[6:]: v for k, v in o.items() if k.lower().startswith("kafka.")}
+    protocol = params.get("security.protocol", "PLAINTEXT").strip().upper()
+    secured = [k for k in params if k.startswith(("ssl.", "sasl."))]
+    if protocol != "PLAINTEXT" or secured:
+        what = f"security.protocol={protocol}" if protocol != "PLAINTEXT" else secured[0]
+        raise OptionError(f"Kafka option '{what}' is not supported: Samsa's clients speak PLAINTEXT only")
+    return params
 
 
 # ---------------------------------------------------------------------------- source
