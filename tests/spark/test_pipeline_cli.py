@@ -1,0 +1,56 @@
+"""``samsa pipeline``: its usage, its errors, and the generators (no Spark needed for these)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from samsa.cli.pipeline import main
+from spark_helpers import read_topic
+
+
+def samsa(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "samsa.cli.main", *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_help_lists_the_pipelines_and_bad_usage_is_one_line():
+    helped = samsa("pipeline", "--help")
+    assert helped.returncode == 0
+    assert "activity" in helped.stdout and "payments" in helped.stdout
+    assert "samsa pipeline run payments --embedded" in helped.stdout
+    bare = samsa("pipeline")
+    assert bare.returncode == 1 and "usage: samsa pipeline" in bare.stderr
+    wrong = samsa("pipeline", "run", "billing")
+    assert wrong.returncode == 1
+    assert wrong.stderr.strip().splitlines() == [
+        "samsa pipeline: argument pipeline: invalid choice: 'billing' (choose from 'activity', 'payments')"]
+    pg = samsa("pipeline", "run", "activity", "--postgres", "host=x")
+    assert pg.returncode == 1 and pg.stderr.strip() == "samsa pipeline: --postgres is an option of the payments pipeline"
+    assert "\n  pipeline " in samsa("--help").stdout  # listed among the tools
+
+
+def test_generators_send_valid_events_and_the_share_of_broken_ones_asked_for(fresh_broker, capsys):
+    bs = fresh_broker.bootstrap_servers
+    assert main(["generate", "payments", "--bootstrap-server", bs, "--rate", "0", "--count", "500",
+                 "--malformed", "0"]) == 0
+    assert "500 events sent to payments" in capsys.readouterr().out
+    txs = [json.loads(m.value()) for m in read_topic(bs, "payments", partitions=2)]
+    assert len(txs) == 500 and len({t["tx_id"] for t in txs}) == 500
+    assert all(set(t) == {"tx_id", "card_id", "amount", "currency", "merchant", "country", "card_country", "ts"}
+               for t in txs)
+    assert main(["generate", "activity", "--bootstrap-server", bs, "--rate", "2000", "--count", "400",
+                 "--malformed", "0.5", "--seed", "3"]) == 0
+    values = [m.value() for m in read_topic(bs, "activity-events", partitions=2)]
+    assert len(values) == 400
+    broken = 0
+    for v in values:
+        try:
+            e = json.loads(v)
+            ok = isinstance(e, dict) and {"event_id", "type", "user_id", "page", "ts"} <= set(e) and \
+                e["type"] in ("page_view", "search", "click") and e["ts"] != "yesterday"
+        except ValueError:
+            ok = False
+        broken += not ok
+    assert 120 < broken < 280  # about half, by the seed's draw
