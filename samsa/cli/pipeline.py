@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import random
 import re
 import signal
 import sys
@@ -74,7 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="events a second; 0 sends as fast as the producer can (default: 100)")
     gen.add_argument("--count", type=int, metavar="N", help="stop after N events")
     gen.add_argument("--seconds", type=float, metavar="S", help="stop after S seconds")
-    gen.add_argument("--seed", type=int, default=0, help="random seed (the same seed, the same events)")
+    gen.add_argument("--seed", type=int,
+                     help="random seed: the same seed, the same events (and ids); default: a new one each run")
     gen.add_argument("--malformed", type=float, metavar="FRACTION",
                      help="share of events sent broken, for the dead-letter topic (default: the pipeline's)")
     return p
@@ -118,19 +120,19 @@ def _run(opts: argparse.Namespace) -> int:
         spark = samsa.spark.local_session(f"samsa-pipeline-{opts.pipeline}", master=opts.master, **module.SPARK_CONF)
         print(f"Pipeline {opts.pipeline}: reading {INPUTS[opts.pipeline]} at {cfg.bootstrap_servers}, "
               f"state in {cfg.state_dir}", flush=True)
-        signal.signal(signal.SIGTERM, _interrupt)
+        from samsa.pipelines.common import stop_queries
+        for sig in (signal.SIGTERM, signal.SIGINT):  # stop the queries cleanly, not mid-call into the JVM
+            signal.signal(sig, lambda *_: stop_queries(spark, cfg))
         try:
             module.run(spark, cfg)
         finally:
             spark.stop()
+        if cfg.stop.is_set():
+            print(f"Pipeline {opts.pipeline} stopped; run it again to resume from its checkpoints", flush=True)
     finally:
         if broker is not None:
             broker.stop()
     return 0
-
-
-def _interrupt(*_: object) -> None:
-    raise KeyboardInterrupt  # SIGTERM: stop the queries as Ctrl-C does
 
 
 def _brief(e: BaseException) -> str:
@@ -147,7 +149,8 @@ def _generate(opts: argparse.Namespace) -> int:
     kwargs = {} if opts.malformed is None else {"malformed": opts.malformed}
     if opts.rate < 0:
         raise UsageError(f"--rate must not be negative, got {opts.rate}")
-    events = module.generate(opts.seed, **kwargs)
+    seed = opts.seed if opts.seed is not None else random.randrange(1 << 31)
+    events = module.generate(seed, **kwargs)
 
     def progress(sent: int, elapsed: float) -> None:
         print(f"{sent} events sent in {elapsed:.1f} s", file=sys.stderr, flush=True)
@@ -155,7 +158,7 @@ def _generate(opts: argparse.Namespace) -> int:
     sent, elapsed = send(opts.bootstrap_server, INPUTS[opts.pipeline], events, rate=opts.rate, count=opts.count,
                          seconds=opts.seconds, progress=progress)
     print(f"{sent} events sent to {INPUTS[opts.pipeline]} in {elapsed:.1f} s "
-          f"({sent / elapsed if elapsed else 0:.0f}/s)")
+          f"({sent / elapsed if elapsed else 0:.0f}/s), seed {seed}")
     return 0
 
 

@@ -10,6 +10,7 @@ the pipeline.
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -42,6 +43,7 @@ class PipelineConfig:
     # Where a query reads a topic from: None is the samsa source; bench/spark_bench.py puts
     # Parquet files of the same records in its place, to compare.
     reader: Callable[[SparkSession, "PipelineConfig", str], DataFrame] | None = None
+    stop: threading.Event = field(default_factory=threading.Event)  # set by stop_queries()
 
     def checkpoint(self, query: str) -> str:
         return str(self.state_dir / "checkpoints" / query)
@@ -130,6 +132,8 @@ def run_queries(queries: list[tuple[str, Query]], cfg: PipelineConfig, spark: Sp
     read what earlier ones wrote); otherwise all run until one fails or the process is stopped."""
     if cfg.available_now:
         for name, build in queries:
+            if cfg.stop.is_set():
+                return
             log.info("running %s to the end of its input", name)
             start(name, build(), cfg).awaitTermination()
         return
@@ -143,6 +147,17 @@ def run_queries(queries: list[tuple[str, Query]], cfg: PipelineConfig, spark: Sp
         for q in running:
             if q.exception() is not None:
                 raise q.exception()  # type: ignore[misc]
+
+
+def stop_queries(spark: SparkSession, cfg: PipelineConfig) -> None:
+    """Stop the pipeline from another thread (a signal handler): its queries end where they are,
+    their checkpoints hold where to resume, and run_queries() returns."""
+    cfg.stop.set()
+
+    def stop_all() -> None:
+        for q in spark.streams.active:
+            q.stop()
+    threading.Thread(target=stop_all, name="stop-pipeline", daemon=True).start()
 
 
 def with_options(writer: DataStreamWriter, cfg: PipelineConfig, topic: str) -> DataStreamWriter:
