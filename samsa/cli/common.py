@@ -25,14 +25,19 @@ def error_message(e: BaseException) -> str:
     return str(e) or type(e).__name__
 
 
+def read_properties(path: str, what: str = "") -> dict[str, str]:
+    """A properties file (``--producer.config`` and the like), or a one-line UsageError."""
+    try:
+        return parse_properties(Path(path).read_text())
+    except OSError as e:
+        raise UsageError(f"Cannot read {what}{path}: {e.strerror}") from None
+
+
 def admin_config(opts: argparse.Namespace, client_id: str) -> dict[str, str]:
     """The --command-config properties, with --bootstrap-server on top."""
     config: dict[str, str] = {}
     if opts.command_config:
-        try:
-            config.update(parse_properties(Path(opts.command_config).read_text()))
-        except OSError as e:
-            raise UsageError(f"Cannot read command config file {opts.command_config}: {e.strerror}") from None
+        config.update(read_properties(opts.command_config, "command config file "))
     config["bootstrap.servers"] = opts.bootstrap_server
     config.setdefault("client.id", client_id)
     return config

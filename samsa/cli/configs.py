@@ -12,12 +12,10 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from pathlib import Path
 
-from samsa.cli.common import Parser, UsageError, admin_config, error_message
+from samsa.cli.common import Parser, UsageError, read_properties, admin_config, error_message
 from samsa.client.admin import Admin
 from samsa.client.types import AlterConfigOp, ConfigEntry, ConfigResource
-from samsa.configdef import parse_properties
 from samsa.protocol import errors
 from samsa.protocol.names import validate_topic_name
 
@@ -161,10 +159,7 @@ def parse_add_config(text: str) -> dict[str, str]:
 def configs_to_add(opts: argparse.Namespace) -> dict[str, str]:
     props: dict[str, str] = {}
     if opts.add_config_file:
-        try:
-            props.update(parse_properties(Path(opts.add_config_file).read_text()))
-        except OSError as e:
-            raise UsageError(f"Cannot read {opts.add_config_file}: {e.strerror}") from None
+        props.update(read_properties(opts.add_config_file, ""))
     if opts.add_config:
         props.update(parse_add_config(opts.add_config))
     for key in props:

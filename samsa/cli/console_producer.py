@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import IO, Any
 
-from samsa.cli.common import Parser, UsageError, error_message
-from samsa.configdef import ConfigError, parse_properties
+from samsa.cli.common import Parser, UsageError, read_properties, error_message
+from samsa.configdef import ConfigError
 from samsa.protocol import errors
 
 DESCRIPTION = "This tool helps to read data from standard input and publish it to Kafka."
@@ -83,10 +82,7 @@ def _pairs(items: list[str], what: str) -> dict[str, str]:
 def producer_config(opts: argparse.Namespace) -> dict[str, Any]:
     config: dict[str, Any] = {}
     if opts.producer_config:
-        try:
-            config.update(parse_properties(Path(opts.producer_config).read_text()))
-        except OSError as e:
-            raise UsageError(f"Cannot read producer config file {opts.producer_config}: {e.strerror}") from None
+        config.update(read_properties(opts.producer_config, "producer config file "))
     config.update({
         "bootstrap.servers": opts.bootstrap_server or opts.broker_list,
         "acks": opts.request_required_acks, "linger.ms": opts.timeout, "batch.size": opts.batch_size,

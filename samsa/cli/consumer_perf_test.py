@@ -21,11 +21,9 @@ import random
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable
 
-from samsa.cli.common import Parser, UsageError, error_message
-from samsa.configdef import parse_properties
+from samsa.cli.common import Parser, UsageError, read_properties, error_message
 from samsa.protocol import errors
 
 DESCRIPTION = "This tool is used to verify the consumer performance."
@@ -292,10 +290,7 @@ RUNNERS = {"samsa": run_samsa, "confluent": run_confluent, "kafka-python": run_k
 def consumer_props(opts: argparse.Namespace) -> dict[str, str]:
     props: dict[str, str] = {}
     if opts.consumer_config:
-        try:
-            props.update(parse_properties(Path(opts.consumer_config).read_text()))
-        except OSError as e:
-            raise UsageError(f"Cannot read consumer config file {opts.consumer_config}: {e.strerror}") from None
+        props.update(read_properties(opts.consumer_config, "consumer config file "))
     props["bootstrap.servers"] = opts.bootstrap_server
     props["group.id"] = opts.group or props.get("group.id") or f"perf-consumer-{random.randrange(100000)}"
     props["receive.buffer.bytes"] = str(opts.socket_buffer_size)

@@ -24,8 +24,8 @@ from array import array
 from pathlib import Path
 from typing import Any, Callable
 
-from samsa.cli.common import Parser, UsageError, error_message
-from samsa.configdef import ConfigError, parse_properties
+from samsa.cli.common import Parser, UsageError, read_properties, error_message
+from samsa.configdef import ConfigError
 from samsa.protocol import errors
 
 DESCRIPTION = "This tool is used to verify the producer performance."
@@ -243,10 +243,7 @@ RUNNERS = {"samsa": run_samsa, "confluent": run_confluent, "kafka-python": run_k
 def producer_props(opts: argparse.Namespace) -> dict[str, str]:
     props: dict[str, str] = {}
     if opts.producer_config:
-        try:
-            props.update(parse_properties(Path(opts.producer_config).read_text()))
-        except OSError as e:
-            raise UsageError(f"Cannot read producer config file {opts.producer_config}: {e.strerror}") from None
+        props.update(read_properties(opts.producer_config, "producer config file "))
     for item in opts.producer_props:
         key, sep, value = item.partition("=")
         if not sep:
