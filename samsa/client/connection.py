@@ -15,6 +15,7 @@ from importlib import metadata
 from typing import Any
 
 from samsa.protocol import api, errors
+from samsa.timeouts import within
 
 _SIZE = struct.Struct(">i")
 _CORRELATION = struct.Struct(">i")
@@ -73,7 +74,7 @@ class BrokerConnection:
         """Open the socket and negotiate API versions; KafkaConnectionError if it fails."""
         timeout = (self.connect_timeout_ms if timeout_ms is None else timeout_ms) / 1000
         try:
-            self._reader, self._writer = await asyncio.wait_for(
+            self._reader, self._writer = await within(
                 asyncio.open_connection(self.host, self.port), timeout)
         except asyncio.TimeoutError:
             raise KafkaConnectionError(
@@ -201,7 +202,7 @@ class BrokerConnection:
         api_key, correlation_id, fut = pending
         timeout_ms = self.request_timeout_ms if timeout_ms is None else timeout_ms
         try:
-            return await asyncio.wait_for(fut, timeout_ms / 1000)
+            return await within(fut, timeout_ms / 1000)
         except asyncio.TimeoutError:
             self._pending.pop(correlation_id, None)
             raise KafkaTimeoutError(

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from samsa.client.connection import BrokerConnection
 from samsa.protocol import batch, errors
 from samsa.storage.leader_epoch import UNDEFINED
+from samsa.timeouts import within
 
 if TYPE_CHECKING:
     from samsa.cluster.replica import Partition
@@ -92,7 +93,7 @@ class ReplicaFetcher:
     async def _sleep(self, seconds: float) -> None:
         self._changed.clear()
         try:
-            await asyncio.wait_for(self._changed.wait(), seconds)
+            await within(self._changed.wait(), seconds)
         except asyncio.TimeoutError:
             pass
 

@@ -26,6 +26,7 @@ from samsa.server.dispatcher import Dispatcher
 from samsa.server.network import Connection
 from samsa.storage.config import LogConfig
 from samsa.storage.manager import LogManager
+from samsa.timeouts import within
 
 log = logging.getLogger(__name__)
 
@@ -198,7 +199,7 @@ class Broker:
             fut = loop.create_future()
             partition.watch(fut)
             try:
-                await asyncio.wait_for(fut, max(deadline - loop.time(), 0))
+                await within(fut, max(deadline - loop.time(), 0))
             except asyncio.TimeoutError:
                 raise errors.RequestTimedOutError(
                     f"{partition.topic}-{partition.index} was not replicated within {timeout_ms} ms") from None

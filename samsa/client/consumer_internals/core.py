@@ -31,6 +31,7 @@ from samsa.client.consumer_internals.records import ConsumerRecord, OffsetAndMet
 from samsa.client.consumer_internals.subscription import IllegalStateError, SubscriptionState
 from samsa.client.types import PartitionInfo, TopicPartition
 from samsa.protocol import errors
+from samsa.timeouts import within
 
 log = logging.getLogger(__name__)
 
@@ -170,7 +171,7 @@ class AsyncConsumer:
             if deadline is None:
                 await asyncio.shield(task)
             else:
-                await asyncio.wait_for(asyncio.shield(task), max(deadline - asyncio.get_running_loop().time(), 0))
+                await within(asyncio.shield(task), max(deadline - asyncio.get_running_loop().time(), 0))
         except asyncio.TimeoutError:
             return False
         except BaseException:
@@ -379,7 +380,7 @@ class AsyncConsumer:
             if self._wake.is_set():
                 continue
             try:
-                await asyncio.wait_for(self._wake.wait(), min(remaining, 3600.0))
+                await within(self._wake.wait(), min(remaining, 3600.0))
             except asyncio.TimeoutError:
                 pass
 
@@ -435,7 +436,7 @@ class AsyncConsumer:
             task.add_done_callback(lambda _t: self._wake.set())
         remaining = deadline - asyncio.get_running_loop().time()
         try:
-            await asyncio.wait_for(asyncio.shield(task), max(min(remaining, 3600.0), 0))
+            await within(asyncio.shield(task), max(min(remaining, 3600.0), 0))
         except asyncio.TimeoutError:
             return
         finally:
@@ -484,7 +485,7 @@ class AsyncConsumer:
             deadline = await self._need_ready(timeout)
             loop = asyncio.get_running_loop()
             try:
-                await asyncio.wait_for(self._resolve_positions([tp]), max(deadline - loop.time(), 0.001))
+                await within(self._resolve_positions([tp]), max(deadline - loop.time(), 0.001))
             except asyncio.TimeoutError:
                 raise KafkaTimeoutError(f"Timeout of {int((timeout or self.api_timeout) * 1000)}ms expired "
                                         f"before the position for partition {tp} could be determined") from None
@@ -708,7 +709,7 @@ class AsyncConsumer:
                     any(t not in self.cluster.topics for t in self.subs.topics):
                 interval = min(interval, quick)  # a topic we wait for: look again soon
             try:
-                await asyncio.wait_for(self._metadata_needed.wait(), interval)
+                await within(self._metadata_needed.wait(), interval)
             except asyncio.TimeoutError:
                 pass
             self._metadata_needed.clear()

@@ -32,6 +32,7 @@ from samsa.client.consumer_internals.assignors import (COOPERATIVE, EAGER, Assig
 from samsa.client.consumer_internals.records import OffsetAndMetadata
 from samsa.client.types import TopicPartition
 from samsa.protocol import errors
+from samsa.timeouts import within
 
 if TYPE_CHECKING:
     from samsa.client.consumer_internals.core import AsyncConsumer
@@ -205,7 +206,7 @@ class GroupMember:
             task = self._join_task = asyncio.get_running_loop().create_task(self._rejoin())
             task.add_done_callback(lambda _t: self.core.wake_poll())
         try:
-            await asyncio.wait_for(asyncio.shield(task), max(timeout, 0))
+            await within(asyncio.shield(task), max(timeout, 0))
         except asyncio.TimeoutError:
             return False
         finally:
@@ -448,7 +449,7 @@ class GroupMember:
             body = {"group_id": self.group_id, "member_id": self.member_id,
                     "members": [{"member_id": self.member_id, "group_instance_id": None, "reason": reason}]}
             try:
-                await asyncio.wait_for(self._request(LEAVE_GROUP, body, timeout_ms=min(self.request_timeout_ms, 5000)),
+                await within(self._request(LEAVE_GROUP, body, timeout_ms=min(self.request_timeout_ms, 5000)),
                                        min(self.request_timeout_ms, 5000) / 1000)
             except (*_NETWORK, errors.KafkaError, asyncio.TimeoutError) as e:
                 log.debug("LeaveGroup of group %s failed: %s", self.group_id, e)
@@ -480,7 +481,7 @@ class GroupMember:
                     "group_instance_id": self.instance_id if generation >= 0 else None, "retention_time_ms": -1,
                     "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
             try:
-                resp, _ = await asyncio.wait_for(self._request(OFFSET_COMMIT, body, max_version=8),
+                resp, _ = await within(self._request(OFFSET_COMMIT, body, max_version=8),
                                                  max(deadline - loop.time(), 0.001))
             except asyncio.TimeoutError:
                 raise KafkaTimeoutError(f"Timeout of {int(timeout * 1000)}ms expired before successfully "
@@ -535,7 +536,7 @@ class GroupMember:
                 "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]}
         while True:
             try:
-                resp, _ = await asyncio.wait_for(self._request(OFFSET_FETCH, body, max_version=7),
+                resp, _ = await within(self._request(OFFSET_FETCH, body, max_version=7),
                                                  max(deadline - loop.time(), 0.001))
             except asyncio.TimeoutError:
                 raise KafkaTimeoutError(f"Timeout of {int(timeout * 1000)}ms expired before the last committed "

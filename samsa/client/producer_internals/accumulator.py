@@ -21,6 +21,7 @@ from typing import Callable
 from samsa.client.connection import KafkaTimeoutError
 from samsa.client.futures import pending_future
 from samsa.protocol.records import BatchBuilder
+from samsa.timeouts import within
 
 TopicPartition = tuple[str, int]
 
@@ -161,7 +162,7 @@ class RecordAccumulator:
             self._freed = self._freed or asyncio.Event()
             self._freed.clear()
             try:
-                await asyncio.wait_for(self._freed.wait(), left)
+                await within(self._freed.wait(), left)
             except asyncio.TimeoutError:
                 pass
 

@@ -14,6 +14,7 @@ import time
 
 from samsa.protocol import errors
 from samsa.server.handlers import handles
+from samsa.timeouts import within
 
 INT32_MAX = 2147483647
 
@@ -113,7 +114,7 @@ async def _long_poll(ctx, req: dict, touched: list) -> dict:
         for partition in touched:
             partition.watch(fut)
         try:
-            await asyncio.wait_for(fut, max(deadline - loop.time(), 0))
+            await within(fut, max(deadline - loop.time(), 0))
         except asyncio.TimeoutError:
             pass
         finally:
