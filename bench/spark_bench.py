@@ -108,7 +108,8 @@ def snapshot(spark: Any, bootstrap: str, topic: str, path: Path, files: int) -> 
 
 
 def read_rates(spark: Any, bootstrap: str, topic: str, path: Path, n: int) -> dict[str, float]:
-    """Records/s of a plain read into Spark's no-op sink: samsa batch and streaming, Parquet."""
+    """Records/s of a plain read into Spark's no-op sink, batch and streaming: samsa, Parquet, and
+    a Python source handing out pre-built Arrow batches (bench/arrow_ceiling.py)."""
     from samsa.spark.schema import kafka_schema
 
     def samsa_batch() -> None:
@@ -129,9 +130,18 @@ def read_rates(spark: Any, bootstrap: str, topic: str, path: Path, n: int) -> di
              .option("checkpointLocation", tempfile.mkdtemp(prefix="cp-")).trigger(availableNow=True).start())
         q.awaitTermination()
 
+    def ceiling_batch() -> None:
+        spark.read.format("arrow-ceiling").option("rows", n).load().write.format("noop").mode("overwrite").save()
+
+    def ceiling_stream() -> None:
+        q = (spark.readStream.format("arrow-ceiling").option("rows", n).load().writeStream.format("noop")
+             .option("checkpointLocation", tempfile.mkdtemp(prefix="cp-")).trigger(availableNow=True).start())
+        q.awaitTermination()
+
     out = {}
     for name, fn in [("samsa batch read", samsa_batch), ("parquet batch read", parquet_batch),
-                     ("samsa streaming read", samsa_stream), ("parquet streaming read", parquet_stream)]:
+                     ("ceiling batch read", ceiling_batch), ("samsa streaming read", samsa_stream),
+                     ("parquet streaming read", parquet_stream), ("ceiling streaming read", ceiling_stream)]:
         fn()  # once to warm up (JIT, Python workers, the broker's page cache)
         secs = min(timed(fn) for _ in range(2))
         out[name] = n / secs
@@ -253,7 +263,11 @@ def main() -> None:
 
     import samsa.spark
     from samsa.pipelines import activity, payments
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "bench"), os.environ.get("PYTHONPATH")]))
+    sys.path.insert(0, str(ROOT / "bench"))
+    from arrow_ceiling import CeilingSource  # Python workers import it too: hence PYTHONPATH
     spark = samsa.spark.local_session("samsa-bench", **{"spark.driver.memory": "4g"})
+    spark.dataSource.register(CeilingSource)
     results: dict[str, Any] = {"events": args.events, "started": time.strftime("%Y-%m-%d %H:%M:%S"),
                                "loadavg_before": os.getloadavg()}
     broker = BrokerProcess(workdir, args.partitions)

@@ -18,7 +18,7 @@ import re
 from typing import Any, AsyncIterator, Callable, Iterable, Mapping
 
 from samsa.client.consumer_internals.core import AsyncConsumer, OffsetAndTimestamp
-from samsa.client.consumer_internals.records import ConsumerRecord, OffsetAndMetadata
+from samsa.client.consumer_internals.records import ConsumerRecord, FetchedBatch, OffsetAndMetadata
 from samsa.client.types import PartitionInfo, TopicPartition
 
 __all__ = ["AIOConsumer"]
@@ -76,6 +76,11 @@ class AIOConsumer:
     async def poll(self, timeout: float | None = None, max_records: int | None = None) -> list[ConsumerRecord]:
         """As the blocking poll(): a list of records, [] after ``timeout`` seconds."""
         return await self.core.poll(timeout, max_records)
+
+    async def poll_batches(self, timeout: float | None = None, max_records: int | None = None
+                           ) -> list[FetchedBatch]:
+        """As the blocking poll_batches(): the fetched record batches, undecoded."""
+        return await self.core.poll(timeout, max_records, batches=True)
 
     async def getmany(self, *partitions: TopicPartition, timeout_ms: int = 0,
                       max_records: int | None = None) -> dict[TopicPartition, list[ConsumerRecord]]:

@@ -31,14 +31,14 @@ from samsa.client.consumer_internals.core import AsyncConsumer, OffsetAndTimesta
 from samsa.client.consumer_internals.fetcher import NoOffsetForPartitionError
 from samsa.client.consumer_internals.group import CommitFailedError
 from samsa.client.consumer_internals.records import (CREATE_TIME, LOG_APPEND_TIME, ConsumerRecord, OffsetAndMetadata,
-                                                     RecordDeserializationError)
+                                                     FetchedBatch, RecordDeserializationError)
 from samsa.client.consumer_internals.subscription import IllegalStateError
 from samsa.client.loop import LoopThread
 from samsa.client.types import PartitionInfo, TopicPartition
 
 __all__ = ["Consumer", "ConsumerRecord", "OffsetAndMetadata", "OffsetAndTimestamp", "TopicPartition",
            "ConsumerRebalanceListener", "NoOffsetForPartitionError", "CommitFailedError", "IllegalStateError",
-           "WakeupError", "RecordDeserializationError", "CREATE_TIME", "LOG_APPEND_TIME", "RangeAssignor",
+           "WakeupError", "RecordDeserializationError", "FetchedBatch", "CREATE_TIME", "LOG_APPEND_TIME", "RangeAssignor",
            "RoundRobinAssignor", "CooperativeStickyAssignor", "Subscription", "Assignment"]
 
 T = TypeVar("T")
@@ -156,6 +156,18 @@ class Consumer:
             if records:
                 return records
         return self._run(self._core.poll(timeout, max_records), callbacks=True)
+
+    def poll_batches(self, timeout: float | None = None, max_records: int | None = None) -> list[FetchedBatch]:
+        """As :meth:`poll`, but the fetched record batches themselves, CRC-checked and
+        decompressed, control batches and aborted transactions left out: for readers that
+        decode records into columns (the Spark connector). A batch may start before the
+        position; its records before it are the caller's to skip. Interceptors are not run."""
+        if not self._closed and self._callbacks.empty():
+            time.sleep(0)
+            batches = self._core.poll_nowait(max_records, self._kick, batches=True)
+            if batches:
+                return batches
+        return self._run(self._core.poll(timeout, max_records, batches=True), callbacks=True)
 
     def _kick(self) -> None:
         self._loop.loop.call_soon_threadsafe(self._core.fetcher.kick)

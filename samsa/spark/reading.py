@@ -1,4 +1,5 @@
-"""Executors: read one offset range of one partition with Samsa's consumer, as Arrow batches.
+"""Executors: read one offset range of one partition with Samsa's consumer, as Arrow batches
+(decoded from the fetched record batches straight into columns: :mod:`samsa.spark.columns`).
 
 A consumer is kept per client config in the Python worker (Spark reuses its workers), so
 a micro-batch does not pay for a new connection per task. It is in assign mode with
@@ -21,7 +22,8 @@ from samsa.client.types import TopicPartition
 from samsa.protocol import errors
 from samsa.spark.offsets import OffsetRange, report_data_loss
 from samsa.spark.options import SourceOptions
-from samsa.spark.schema import arrow_schema, to_arrow
+from samsa.spark.columns import batches_to_arrow
+from samsa.spark.schema import arrow_schema
 
 log = logging.getLogger("samsa.spark")
 
@@ -69,19 +71,16 @@ def _read(consumer: Consumer, opts: SourceOptions, r: OffsetRange) -> Iterator[p
     poll_timeout = opts.poll_timeout_ms / 1000
     while position < r.end:
         try:
-            records = consumer.poll(0.5)
+            batches = consumer.poll_batches(0.5)
         except errors.OffsetOutOfRangeError:
             position = _out_of_range(consumer, opts, tp, position, r.end)
             continue
-        if records:
+        if batches:
             idle_since = None
-            if records[-1].offset >= r.end:
-                records = [rec for rec in records if rec.offset < r.end]
-            if records:
-                position = records[-1].offset + 1
-                yield to_arrow(records, schema)
-            else:
-                position = r.end
+            rows = batches_to_arrow(batches, r.topic, r.partition, position, r.end, schema)
+            position = max(position, batches[-1].next_offset)
+            if rows.num_rows:
+                yield rows
             continue
         # Nothing came: past a gap at the end of the range, or the log is shorter than planned?
         position = max(position, consumer.position(tp))

@@ -40,11 +40,11 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
     return pa.schema(fields)
 
 
-_TS = pa.timestamp("us", tz="UTC")
+TS_MICROS = pa.timestamp("us", tz="UTC")
 _key, _value, _offset, _timestamp, _ts_type, _headers = (itemgetter(i) for i in (5, 6, 2, 3, 4, 7))
 
 
-def _constant_string(text: str, n: int) -> pa.Array:
+def constant_string(text: str, n: int) -> pa.Array:
     """``n`` times the same string, built from two buffers rather than n Python objects."""
     data = text.encode()
     offsets = np.arange(0, (n + 1) * len(data), len(data), dtype=np.int32) if data else np.zeros(n + 1, np.int32)
@@ -58,8 +58,8 @@ def to_arrow(records: Sequence[ConsumerRecord], schema: pa.Schema) -> pa.RecordB
     first = records[0]
     ts_ms = np.fromiter(map(_timestamp, records), np.int64, n)
     columns = [pa.array(list(map(_key, records)), pa.binary()), pa.array(list(map(_value, records)), pa.binary()),
-               _constant_string(first.topic, n), pa.array(np.full(n, first.partition, np.int32)),
-               pa.array(np.fromiter(map(_offset, records), np.int64, n)), pa.array(ts_ms * 1000).cast(_TS),
+               constant_string(first.topic, n), pa.array(np.full(n, first.partition, np.int32)),
+               pa.array(np.fromiter(map(_offset, records), np.int64, n)), pa.array(ts_ms * 1000).cast(TS_MICROS),
                pa.array(np.fromiter(map(_ts_type, records), np.int32, n))]
     if len(schema) > 7:
         columns.append(pa.array([[{"key": k, "value": v} for k, v in h] for h in map(_headers, records)],

@@ -328,9 +328,10 @@ class AsyncConsumer:
     # ---------------------------------------------------------------- poll
 
     async def poll(self, timeout: float | None = 0.0, max_records: int | None = None,
-                   partitions: Iterable[TopicPartition] | None = None) -> list[ConsumerRecord]:
+                   partitions: Iterable[TopicPartition] | None = None, *, batches: bool = False) -> list[Any]:
         """Records, up to ``max.poll.records`` (or ``max_records``); [] once ``timeout``
-        seconds pass without any (None: wait for records)."""
+        seconds pass without any (None: wait for records). ``batches``: whole record batches
+        undecoded (:class:`FetchedBatch`), for columnar readers; interceptors do not see them."""
         self._check_open()
         if self.subs.mode is None:
             raise IllegalStateError("Consumer is not subscribed to any topics or assigned any partitions")
@@ -339,13 +340,13 @@ class AsyncConsumer:
         self._last_poll = now
         self._polling += 1
         try:
-            return await self._poll(now, timeout, max_records, partitions)
+            return await self._poll(now, timeout, max_records, partitions, batches)
         finally:
             self._polling -= 1
             self._last_poll = loop.time()
 
     async def _poll(self, now: float, timeout: float | None, max_records: int | None,
-                    partitions: Iterable[TopicPartition] | None) -> list[ConsumerRecord]:
+                    partitions: Iterable[TopicPartition] | None, batches: bool) -> list[Any]:
         loop = asyncio.get_running_loop()
         deadline = float("inf") if timeout is None else now + max(timeout, 0.0)
         limit = max_records or self.max_poll_records
@@ -370,10 +371,11 @@ class AsyncConsumer:
                     continue
             if any(s.position is None for s in self.subs.assignment.values()):
                 await self._update_positions(deadline)
-            records = self.fetcher.drain(limit) if only is None else self._drain_only(limit, only)
+            records = self.fetcher.drain(limit, batches=batches) if only is None else \
+                self._drain_only(limit, only, batches)
             if records:
                 self.fetcher.kick()
-                return self._on_consume(records) if self.interceptors else records
+                return self._on_consume(records) if self.interceptors and not batches else records
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return []
@@ -384,7 +386,8 @@ class AsyncConsumer:
             except asyncio.TimeoutError:
                 pass
 
-    def poll_nowait(self, max_records: int | None, wake: Callable[[], None]) -> list[ConsumerRecord] | None:
+    def poll_nowait(self, max_records: int | None, wake: Callable[[], None], batches: bool = False
+                    ) -> list[Any] | None:
         """The blocking face's fast path, called from its own thread while the loop runs:
         buffered records when poll() would have nothing else to do (no rebalance, no
         position to look up, no auto-commit due), else None. Only buffers are touched
@@ -401,20 +404,20 @@ class AsyncConsumer:
         task = self._positions_task
         if (task is not None and not task.done()) or any(s.position is None for s in self.subs.assignment.values()):
             return None
-        records = self.fetcher.drain(max_records or self.max_poll_records, wake)
+        records = self.fetcher.drain(max_records or self.max_poll_records, wake, batches=batches)
         if not records:
             return None
         self._last_poll = now
-        return self._on_consume(records) if self.interceptors else records
+        return self._on_consume(records) if self.interceptors and not batches else records
 
-    def _drain_only(self, limit: int, only: set[TopicPartition]) -> list[ConsumerRecord]:
+    def _drain_only(self, limit: int, only: set[TopicPartition], batches: bool = False) -> list[Any]:
         paused = []
         for tp, s in self.subs.assignment.items():
             if tp not in only and not s.paused:
                 s.paused = True
                 paused.append(s)
         try:
-            return self.fetcher.drain(limit)
+            return self.fetcher.drain(limit, batches=batches)
         finally:
             for s in paused:
                 s.paused = False

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from samsa.client.cluster import Cluster
 from samsa.client.connection import BrokerConnection, KafkaConnectionError, KafkaTimeoutError
-from samsa.client.consumer_internals.records import CompletedFetch, ConsumerRecord
+from samsa.client.consumer_internals.records import CompletedFetch, ConsumerRecord, FetchedBatch
 from samsa.client.consumer_internals.subscription import PartitionState, SubscriptionState
 from samsa.client.types import TopicPartition
 from samsa.protocol import errors
@@ -240,11 +240,13 @@ class Fetcher:
 
     # ---------------------------------------------------------------- handing records to poll()
 
-    def drain(self, max_records: int, wake: Callable[[], None] | None = None) -> list[ConsumerRecord]:
+    def drain(self, max_records: int, wake: Callable[[], None] | None = None, *,
+              batches: bool = False) -> list[ConsumerRecord] | list[FetchedBatch]:
         """Up to ``max_records`` buffered records, taking partitions in turn; raises a
         partition's pending error when there is nothing to return before it. ``wake``
-        tells the fetch loop that room was made (from another thread: a threadsafe call)."""
-        out: list[ConsumerRecord] = []
+        tells the fetch loop that room was made (from another thread: a threadsafe call).
+        ``batches``: whole record batches, undecoded (:meth:`CompletedFetch.take_batches`)."""
+        out: list[Any] = []
         items = [(tp, s) for tp, s in self.subs.assignment.items()
                  if (s.buffered or s.error is not None) and not (s.paused or s.revoking)]
         if not items:
@@ -252,6 +254,7 @@ class Fetcher:
         start = self._rotation % len(items)
         self._rotation += 1
         freed = False
+        count = 0
         for tp, s in items[start:] + items[:start]:
             if s.error is not None:
                 if out:
@@ -259,13 +262,14 @@ class Fetcher:
                 error, s.error = s.error, None
                 raise error
             buffered = s.buffered
-            while buffered and len(out) < max_records:
+            while buffered and count < max_records:
                 chunk = buffered[0]
                 if chunk.epoch != s.epoch or s.position is None:
                     buffered.popleft()
                     continue
                 try:
-                    records = chunk.take(s.position, max_records - len(out))
+                    taken: list[Any] = chunk.take_batches(s.position) if batches else \
+                        chunk.take(s.position, max_records - count)
                 except Exception as e:  # corrupt data or a failing deserializer: stop at it
                     buffered.clear()
                     s.fetch_offset = s.position
@@ -274,19 +278,24 @@ class Fetcher:
                         s.error = e
                         break
                     raise
-                if records:
-                    out += records
-                    last = records[-1]
-                    s.position = last.offset + 1
+                if taken:
+                    out += taken
+                    last = taken[-1]
+                    if batches:
+                        count += sum(b.count for b in taken)
+                        s.position = max(s.position, last.next_offset)
+                    else:
+                        count += len(taken)
+                        s.position = last.offset + 1
                     s.leader_epoch = last.leader_epoch
                 if chunk.exhausted:
                     buffered.popleft()
                     freed = True
                     if chunk.next_offset > s.position:
                         s.position = chunk.next_offset  # past control batches and compacted gaps
-                elif not records:
+                elif not taken:
                     break
-            if len(out) >= max_records:
+            if count >= max_records:
                 break
         if freed:
             (wake or self._wake.set)()

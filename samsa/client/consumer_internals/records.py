@@ -72,16 +72,34 @@ class RecordDeserializationError(Exception):
 Deserialize = Callable[[str, Any, Any], Any]
 
 
+class FetchedBatch(NamedTuple):
+    """A fetched record batch with its CRC checked and decompressed: its records are encoded
+    in ``data[start:end]``, as the record batch format lays them out. What
+    :meth:`Consumer.poll_batches` hands to columnar readers, which decode records themselves."""
+
+    data: bytes
+    start: int
+    end: int
+    count: int
+    base_offset: int
+    base_timestamp: int
+    log_append_time: int | None  # every record's timestamp, for a LogAppendTime batch
+    leader_epoch: int | None
+    next_offset: int  # after the batch's last offset
+
+
 class _Cursor:
     """Where decoding stands inside one batch."""
 
-    __slots__ = ("data", "p", "end", "i", "count", "base_offset", "base_ts", "log_append_ts", "epoch", "dense")
+    __slots__ = ("data", "p", "end", "i", "count", "base_offset", "base_ts", "log_append_ts", "epoch", "dense",
+                 "next_offset")
 
     def __init__(self, data: bytes, p: int, end: int, h: tuple):
         self.data, self.p, self.end, self.i, self.count = data, p, end, 0, h[12]
         self.base_offset, self.base_ts = h[0], h[7]
         self.log_append_ts = h[8] if h[5] & TIMESTAMP_TYPE_BIT else None
         self.epoch = h[2] if h[2] >= 0 else None
+        self.next_offset = h[0] + h[6] + 1
         # Offset deltas 0, 1, 2 ... (as every producer writes them): the fast decoder
         self.dense = self.log_append_ts is None and h[12] == h[6] + 1
 
@@ -156,6 +174,24 @@ class CompletedFetch:
             if self._key_de is not None or self._value_de is not None:
                 records = self._deserialize(records)
             out += records
+        return out
+
+    def take_batches(self, position: int) -> list[FetchedBatch]:
+        """The rest of the record batches holding offsets at or after ``position``, undecoded
+        (a batch may begin before ``position``: skipping those records is the caller's)."""
+        if self.error is not None:
+            raise self.error
+        out = []
+        cur = self._cur
+        if cur is not None:  # a batch poll() has begun decoding: the records it has not reached
+            out.append(FetchedBatch(cur.data, cur.p, cur.end, cur.count - cur.i, cur.base_offset, cur.base_ts,
+                                    cur.log_append_ts, cur.epoch, cur.next_offset))
+            self._cur = None
+        while self._batches:
+            pos, h = self._batches.pop()
+            if h[0] + h[6] >= position and (cur := self._open(pos, h)) is not None:
+                out.append(FetchedBatch(cur.data, cur.p, cur.end, cur.count, cur.base_offset, cur.base_ts,
+                                        cur.log_append_ts, cur.epoch, cur.next_offset))
         return out
 
     def _open(self, pos: int, h: tuple) -> _Cursor | None:
