@@ -38,8 +38,8 @@ from samsa.client.types import PartitionInfo, TopicPartition
 
 __all__ = ["Consumer", "ConsumerRecord", "OffsetAndMetadata", "OffsetAndTimestamp", "TopicPartition",
            "ConsumerRebalanceListener", "NoOffsetForPartitionError", "CommitFailedError", "IllegalStateError",
-           "WakeupError", "RecordDeserializationError", "FetchedBatch", "CREATE_TIME", "LOG_APPEND_TIME", "RangeAssignor",
-           "RoundRobinAssignor", "CooperativeStickyAssignor", "Subscription", "Assignment"]
+           "WakeupError", "RecordDeserializationError", "FetchedBatch", "CREATE_TIME", "LOG_APPEND_TIME",
+           "RangeAssignor", "RoundRobinAssignor", "CooperativeStickyAssignor", "Subscription", "Assignment"]
 
 T = TypeVar("T")
 _DONE = object()
@@ -148,26 +148,24 @@ class Consumer:
     def poll(self, timeout: float | None = None, max_records: int | None = None) -> list[ConsumerRecord]:
         """Up to ``max.poll.records`` records; [] if none came within ``timeout`` seconds
         (None: wait until some come)."""
-        if not self._closed and self._callbacks.empty():
-            # Let the loop thread take the GIL if it waits for it (a fetch response to read),
-            # instead of waiting for the interpreter's switch interval.
-            time.sleep(0)
-            records = self._core.poll_nowait(max_records, self._kick)
-            if records:
-                return records
-        return self._run(self._core.poll(timeout, max_records), callbacks=True)
+        return self._poll(timeout, max_records, False)
 
     def poll_batches(self, timeout: float | None = None, max_records: int | None = None) -> list[FetchedBatch]:
         """As :meth:`poll`, but the fetched record batches themselves, CRC-checked and
         decompressed, control batches and aborted transactions left out: for readers that
         decode records into columns (the Spark connector). A batch may start before the
         position; its records before it are the caller's to skip. Interceptors are not run."""
+        return self._poll(timeout, max_records, True)
+
+    def _poll(self, timeout: float | None, max_records: int | None, batches: bool) -> list[Any]:
         if not self._closed and self._callbacks.empty():
+            # Let the loop thread take the GIL if it waits for it (a fetch response to read),
+            # instead of waiting for the interpreter's switch interval.
             time.sleep(0)
-            batches = self._core.poll_nowait(max_records, self._kick, batches=True)
-            if batches:
-                return batches
-        return self._run(self._core.poll(timeout, max_records, batches=True), callbacks=True)
+            found = self._core.poll_nowait(max_records, self._kick, batches)
+            if found:
+                return found
+        return self._run(self._core.poll(timeout, max_records, batches=batches), callbacks=True)
 
     def _kick(self) -> None:
         self._loop.loop.call_soon_threadsafe(self._core.fetcher.kick)
