@@ -194,17 +194,37 @@ def pipeline_rate(spark: Any, module: Any, bootstrap: str, workdir: Path, n: int
     return n / secs
 
 
+LATENCY_RUNS = {"pipeline": "whole pipeline", "decide": "decide query only",
+                "passthrough": "pass-through query (Spark's floor)"}
+
+
+def passthrough(spark: Any, cfg: Any) -> Any:
+    """The least a query can do: each transaction's send time, copied to the decisions topic by
+    the samsa sink. Its latency is what any query on this Spark and machine starts from."""
+    from pyspark.sql import functions as F
+    from samsa.pipelines import payments
+    from samsa.pipelines.common import as_json, read_topic, with_options
+    copied = read_topic(spark, cfg, payments.PAYMENTS).select(
+        "key", as_json(F.unix_millis("timestamp").alias("sent_ms")).alias("value"))
+    return with_options(copied.writeStream, cfg, payments.DECISIONS)
+
+
 def latency(spark: Any, bootstrap: str, workdir: Path, rate: int, seconds: float, warmup: float,
-            trigger_ms: int, only_decide: bool, background_ms: int) -> dict[str, float]:
-    """Payments at ``rate`` tx/s into a running pipeline; send-to-decision times seen by a consumer."""
+            trigger_ms: int, run: str, background_ms: int) -> dict[str, float]:
+    """Payments at ``rate`` tx/s into running queries (``run``: a key of LATENCY_RUNS); the times
+    from each transaction's send to a consumer receiving its decision."""
     from samsa.client.consumer import Consumer, TopicPartition
     from samsa.pipelines import payments
     from samsa.pipelines.common import PipelineConfig, ensure_topics, start
     from samsa.pipelines.feed import send
-    cfg = PipelineConfig(bootstrap_servers=bootstrap, state_dir=workdir / f"latency-{trigger_ms}-{only_decide}",
-                         trigger_ms=trigger_ms, urgent=payments.URGENT, background_trigger_ms=background_ms)
+    cfg = PipelineConfig(bootstrap_servers=bootstrap, state_dir=workdir / f"latency-{trigger_ms}-{run}",
+                         trigger_ms=trigger_ms, urgent=payments.URGENT | {"passthrough"},
+                         background_trigger_ms=background_ms)
     ensure_topics(cfg, [payments.PAYMENTS, payments.DEAD_LETTERS, payments.DECISIONS])
-    queries = [q for q in payments.queries(spark, cfg) if q[0] == "payments-decide" or not only_decide]
+    if run == "passthrough":
+        queries = [("passthrough", lambda: passthrough(spark, cfg))]
+    else:
+        queries = [q for q in payments.queries(spark, cfg) if q[0] == "payments-decide" or run == "pipeline"]
     for k, v in payments.SPARK_CONF.items():
         spark.conf.set(k, v)
     stop = threading.Event()
@@ -231,7 +251,7 @@ def latency(spark: Any, bootstrap: str, workdir: Path, rate: int, seconds: float
     time.sleep(5)
     stop.set()
     reader.join()
-    decide = running[[name for name, _ in queries].index("payments-decide")]
+    decide = running[[name for name, _ in queries].index("passthrough" if run == "passthrough" else "payments-decide")]
     busy = [p for p in decide.recentProgress if p["numInputRows"] > 0]
     for q in running:
         q.stop()
@@ -240,10 +260,10 @@ def latency(spark: Any, bootstrap: str, workdir: Path, rate: int, seconds: float
         return {"decisions": 0}
     pct = statistics.quantiles(kept, n=100)
     out = {"decisions": len(kept), "p50_ms": pct[49], "p99_ms": pct[98], "max_ms": kept[-1]}
-    # Where a micro-batch of the decide query spends its time (Spark's durationMs, averaged)
-    out["decide micro-batch rows"] = statistics.mean(p["numInputRows"] for p in busy) if busy else 0
+    # Where a micro-batch of the decide (or pass-through) query spends its time (Spark's durationMs, averaged)
+    out["micro-batch rows"] = statistics.mean(p["numInputRows"] for p in busy) if busy else 0
     for phase in ("triggerExecution", "addBatch", "queryPlanning", "walCommit", "commitOffsets", "latestOffset"):
-        out[f"decide {phase} ms"] = statistics.mean(p["durationMs"].get(phase, 0) for p in busy) if busy else 0
+        out[f"{phase} ms"] = statistics.mean(p["durationMs"].get(phase, 0) for p in busy) if busy else 0
     return out
 
 
@@ -259,9 +279,12 @@ def main() -> None:
     ap.add_argument("--latency-seconds", type=float, default=60)
     ap.add_argument("--latency-warmup", type=float, default=15)
     ap.add_argument("--triggers", default="0,500", help="trigger intervals (ms) of the latency runs")
+    ap.add_argument("--latency-runs", default="pipeline,decide,passthrough",
+                    help=f"comma list of the latency runs, of: {', '.join(LATENCY_RUNS)}")
     ap.add_argument("--background-trigger", type=int, default=5000,
                     help="trigger interval (ms) of the pipeline's other queries in the latency runs")
     ap.add_argument("--skip", default="", help="comma list of: reads,activity,payments,latency")
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting (repeatable)")
     ap.add_argument("--workdir", type=Path)
     args = ap.parse_args()
     skip = set(filter(None, args.skip.split(",")))
@@ -273,9 +296,10 @@ def main() -> None:
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "bench"), os.environ.get("PYTHONPATH")]))
     sys.path.insert(0, str(ROOT / "bench"))
     from arrow_ceiling import CeilingSource  # Python workers import it too: hence PYTHONPATH
-    spark = samsa.spark.local_session("samsa-bench", **{"spark.driver.memory": "4g"})
+    conf = {"spark.driver.memory": "4g", **dict(kv.split("=", 1) for kv in args.conf)}
+    spark = samsa.spark.local_session("samsa-bench", **conf)
     spark.dataSource.register(CeilingSource)
-    results: dict[str, Any] = {"events": args.events, "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+    results: dict[str, Any] = {"events": args.events, "started": time.strftime("%Y-%m-%d %H:%M:%S"), "conf": conf,
                                "loadavg_before": os.getloadavg()}
     broker = BrokerProcess(workdir, args.partitions)
     try:
@@ -308,16 +332,16 @@ def main() -> None:
         broker.stop()
         if "latency" not in skip:
             for trigger in [int(t) for t in args.triggers.split(",")]:
-                for only_decide in (False, True):
-                    lat_dir = workdir / f"latency-broker-{trigger}-{only_decide}"
+                for run in args.latency_runs.split(","):
+                    lat_dir = workdir / f"latency-broker-{trigger}-{run}"
                     lat_dir.mkdir()
                     b = BrokerProcess(lat_dir, args.partitions)
                     try:
                         r = latency(spark, b.bootstrap, lat_dir, args.latency_rate, args.latency_seconds,
-                                    args.latency_warmup, trigger, only_decide, args.background_trigger)
+                                    args.latency_warmup, trigger, run, args.background_trigger)
                     finally:
                         b.stop()
-                    what = "decide query only" if only_decide else "whole pipeline"
+                    what = LATENCY_RUNS[run]
                     results[f"latency trigger={trigger}ms {what}"] = r
                     print(f"latency at {args.latency_rate} tx/s, trigger {trigger} ms, {what}: " +
                           ", ".join(f"{k} {v:,.0f}" for k, v in r.items()), flush=True)

@@ -164,6 +164,10 @@ class SourceOptions:
                        "enable.auto.commit": False})
         config.setdefault("client.id", "samsa-spark-executor")
         config.setdefault("max.poll.records", 10_000)
+        # A planned range is already in the log, so waiting at its end is never useful; and the
+        # fetch sent after a range's last records would otherwise stay parked at the broker for
+        # fetch.max.wait.ms, holding up the next task that reuses this consumer.
+        config.setdefault("fetch.max.wait.ms", 10)
         return config
 
     def admin_config(self) -> dict[str, Any]:
