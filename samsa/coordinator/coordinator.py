@@ -680,6 +680,8 @@ class GroupCoordinator:
         g = self.groups.get(group_id)
         if g is None:
             return errors.E_GROUP_ID_NOT_FOUND, []
+        if g.state != EMPTY and g.protocol_type != "consumer":
+            return errors.E_NON_EMPTY_GROUP, []  # only a consumer group's subscriptions are known
         subscribed = self.subscribed_topics(g) if g.state != EMPTY else set()
         committed = self.offsets.get(group_id, {})
         results, tombstones = [], []

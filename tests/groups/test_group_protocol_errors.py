@@ -350,6 +350,39 @@ def test_offset_delete(eb, group):
     assert c.fetch(group, [("t", 0)])[("t", 0)][0] == -1
 
 
+
+def test_offset_delete_of_partitions_that_do_not_exist(eb, group):
+    c = GroupClient(eb.port)
+    assert c.commit(group, {("t", 0): 5, ("t", 1): 6}) == {("t", 0): NONE, ("t", 1): NONE}
+    body = {"group_id": group, "topics": [
+        {"name": "t", "partitions": [{"partition_index": 0}, {"partition_index": 7}]},
+        {"name": group + "-never", "partitions": [{"partition_index": 0}]}]}
+    r = c.call(OFFSET_DELETE, 0, body)
+    assert r["error_code"] == NONE
+    codes = {(t["name"], p["partition_index"]): p["error_code"] for t in r["topics"] for p in t["partitions"]}
+    assert codes == {("t", 0): NONE, ("t", 7): UNKNOWN_TOPIC_OR_PARTITION,
+                     (group + "-never", 0): UNKNOWN_TOPIC_OR_PARTITION}
+    f = c.fetch(group, [("t", 0), ("t", 1)])
+    assert (f[("t", 0)][0], f[("t", 1)][0]) == (-1, 6)
+    c.close()
+
+
+def test_offset_delete_in_a_non_empty_group_of_another_protocol_type(eb, group):
+    # Only a consumer group's subscriptions are known; any other group must be empty first.
+    c = GroupClient(eb.port)
+    assert c.commit(group, {("t", 0): 5}) == {("t", 0): NONE}
+    r = c.join_new(group, protocol_type="connect", protocols=[("default", b"worker")])
+    assert r["error_code"] == NONE
+    member = r["member_id"]
+    body = {"group_id": group, "topics": [{"name": "t", "partitions": [{"partition_index": 0}]}]}
+    r = c.call(OFFSET_DELETE, 0, body)
+    assert (r["error_code"], r["topics"]) == (NON_EMPTY_GROUP, [])
+    assert c.fetch(group, [("t", 0)])[("t", 0)][0] == 5
+    assert c.leave(group, member)["members"][0]["error_code"] == NONE
+    r = c.call(OFFSET_DELETE, 0, body)
+    assert r["error_code"] == NONE and r["topics"][0]["partitions"][0]["error_code"] == NONE
+    c.close()
+
 def test_requests_answer_in_the_version_asked(eb, group):
     """The same group through old and new versions of each API."""
     c = GroupClient(eb.port)

@@ -104,5 +104,21 @@ async def delete_groups(ctx, req: dict) -> dict:
 
 @handles(47)
 async def offset_delete(ctx, req: dict) -> dict:
-    error, topics = await ctx.broker.groups.delete_offsets(req["group_id"], req["topics"])
-    return {"error_code": error, "throttle_time_ms": 0, "topics": topics}
+    """Partitions that do not exist answer UNKNOWN_TOPIC_OR_PARTITION; the coordinator sees the rest.
+    A group error leaves the partitions out, as Kafka does."""
+    known, unknown = [], []
+    for t in req["topics"]:
+        info = ctx.broker.topics.get(t["name"])
+        exists = [p for p in t["partitions"] if info is not None and p["partition_index"] in info.partitions]
+        if exists:
+            known.append({"name": t["name"], "partitions": exists})
+        unknown += [(t["name"], p["partition_index"]) for p in t["partitions"] if p not in exists]
+    error, topics = await ctx.broker.groups.delete_offsets(req["group_id"], known)
+    if error:
+        return {"error_code": error, "throttle_time_ms": 0, "topics": []}
+    by_name = {t["name"]: t for t in topics}
+    for name, index in unknown:
+        entry = by_name.setdefault(name, {"name": name, "partitions": []})
+        entry["partitions"].append({"partition_index": index, "error_code": errors.E_UNKNOWN_TOPIC_OR_PARTITION})
+    return {"error_code": 0, "throttle_time_ms": 0,
+            "topics": [by_name[t["name"]] for t in req["topics"] if t["name"] in by_name]}
