@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from samsa.configdef import parse_properties
@@ -16,6 +17,17 @@ class UsageError(Exception):
 class Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line instead of argparse's usage + exit 2
         raise UsageError(message)
+
+
+def arguments(argv: list[str] | None, parser: argparse.ArgumentParser, description: str) -> list[str] | None:
+    """The tool's arguments (``sys.argv`` when None); with none at all, as Kafka's tools, print
+    the tool's description and help instead and give None."""
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv:
+        print(description, file=sys.stderr)
+        parser.print_help(sys.stderr)
+        return None
+    return argv
 
 
 def error_message(e: BaseException) -> str:

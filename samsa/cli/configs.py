@@ -13,7 +13,7 @@ import argparse
 import re
 import sys
 
-from samsa.cli.common import Parser, UsageError, read_properties, admin_config, error_message
+from samsa.cli.common import Parser, UsageError, read_properties, admin_config, error_message, arguments
 from samsa.client.admin import Admin
 from samsa.client.types import AlterConfigOp, ConfigEntry, ConfigResource
 from samsa.protocol import errors
@@ -235,11 +235,9 @@ def alter(admin: Admin, kind: str, name: str, opts: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
-    if not argv:
-        print(DESCRIPTION, file=sys.stderr)
-        parser.print_help(sys.stderr)
+    argv = arguments(argv, parser, DESCRIPTION)
+    if argv is None:
         return 1
     try:
         opts = parser.parse_args(argv)

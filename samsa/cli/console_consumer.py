@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from samsa.cli.common import Parser, UsageError, error_message
+from samsa.cli.common import Parser, UsageError, error_message, arguments
 from samsa.client.config import ConfigError, load_plugin
 from samsa.client.consumer import Consumer, ConsumerRecord, TopicPartition, WakeupError
 from samsa.client.consumer_internals.core import JAVA_DESERIALIZERS
@@ -308,11 +308,9 @@ def consume(consumer: Consumer, opts: argparse.Namespace, formatter: DefaultMess
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
-    if not argv:
-        print(DESCRIPTION, file=sys.stderr)
-        parser.print_help(sys.stderr)
+    argv = arguments(argv, parser, DESCRIPTION)
+    if argv is None:
         return 1
     logging.basicConfig(level=logging.WARNING, format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)")
     try:

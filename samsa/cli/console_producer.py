@@ -16,7 +16,7 @@ import argparse
 import sys
 from typing import IO, Any
 
-from samsa.cli.common import Parser, UsageError, read_properties, error_message
+from samsa.cli.common import Parser, UsageError, read_properties, error_message, arguments
 from samsa.configdef import ConfigError
 from samsa.protocol import errors
 
@@ -170,11 +170,9 @@ def produce(source: IO[str], producer: Any, topic: str, reader: LineReader, sync
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
-    if not argv:
-        print(DESCRIPTION, file=sys.stderr)
-        parser.print_help(sys.stderr)
+    argv = arguments(argv, parser, DESCRIPTION)
+    if argv is None:
         return 1
     producer = None
     try:

@@ -22,7 +22,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Mapping
 
-from samsa.cli.common import Parser, UsageError, admin_config, error_message
+from samsa.cli.common import Parser, UsageError, admin_config, error_message, arguments
 from samsa.client.admin import Admin
 from samsa.client.types import ConsumerGroupDescription, OffsetAndMetadata, TopicPartition
 from samsa.protocol import errors
@@ -566,11 +566,9 @@ class Tool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
-    if not argv:
-        print(DESCRIPTION, file=sys.stderr)
-        parser.print_help(sys.stderr)
+    argv = arguments(argv, parser, DESCRIPTION)
+    if argv is None:
         return 1
     try:
         opts = parser.parse_args(argv)

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from samsa.cli.common import Parser, UsageError, read_properties, error_message
+from samsa.cli.common import Parser, UsageError, read_properties, error_message, arguments
 from samsa.protocol import errors
 
 DESCRIPTION = "This tool is used to verify the consumer performance."
@@ -310,11 +310,9 @@ def check_args(opts: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
-    if not argv:
-        print(DESCRIPTION, file=sys.stderr)
-        parser.print_help(sys.stderr)
+    argv = arguments(argv, parser, DESCRIPTION)
+    if argv is None:
         return 1
     try:
         opts = parser.parse_args(argv)

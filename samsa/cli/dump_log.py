@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Iterator
 
-from samsa.cli.common import Parser, UsageError
+from samsa.cli.common import Parser, UsageError, arguments
 from samsa.coordinator import offsets_topic
 from samsa.protocol.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, compute_crc, read_header
 from samsa.protocol.errors import CorruptRecordError, KafkaError
@@ -383,11 +383,9 @@ def dump_producer_snapshot(path: Path) -> None:
 # ---------------------------------------------------------------------------- main
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
-    if not argv:
-        print(DESCRIPTION, file=sys.stderr)
-        parser.print_help(sys.stderr)
+    argv = arguments(argv, parser, DESCRIPTION)
+    if argv is None:
         return 1
     try:
         opts = parser.parse_args(argv)

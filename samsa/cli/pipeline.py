@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from samsa.cli.common import Parser, UsageError, error_message
+from samsa.cli.common import Parser, UsageError, error_message, arguments
 from samsa.pipelines import DESCRIPTIONS, INPUTS, PIPELINES
 
 DESCRIPTION = "Run the data pipelines on Spark with the samsa connector, and feed them generated events."
@@ -163,11 +163,9 @@ def _generate(opts: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
-    if not argv:
-        print(DESCRIPTION, file=sys.stderr)
-        parser.print_help(sys.stderr)
+    argv = arguments(argv, parser, DESCRIPTION)
+    if argv is None:
         return 1
     logging.basicConfig(level=logging.WARNING, format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)")
     try:

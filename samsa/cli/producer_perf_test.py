@@ -24,7 +24,7 @@ from array import array
 from pathlib import Path
 from typing import Any, Callable
 
-from samsa.cli.common import Parser, UsageError, read_properties, error_message
+from samsa.cli.common import Parser, UsageError, read_properties, error_message, arguments
 from samsa.configdef import ConfigError
 from samsa.protocol import errors
 
@@ -259,11 +259,9 @@ def producer_props(opts: argparse.Namespace) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
-    if not argv:
-        print(DESCRIPTION, file=sys.stderr)
-        parser.print_help(sys.stderr)
+    argv = arguments(argv, parser, DESCRIPTION)
+    if argv is None:
         return 1
     try:
         opts = parser.parse_args(argv)
