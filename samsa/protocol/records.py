@@ -479,7 +479,7 @@ def _decode_records(
             p += 1
             headers = []
         else:
-            headers, p = _decode_headers(data, p)
+            headers, p = decode_headers(data, p)
         if p != rec_end:
             raise CorruptRecordError(f"record fields end {p - rec_end:+} bytes from where its length says")
         append(Record(offset, timestamp, key, value, headers))
@@ -488,7 +488,8 @@ def _decode_records(
     return out
 
 
-def _decode_headers(data: bytes, p: int) -> tuple[list[tuple[str, bytes | None]], int]:
+def decode_headers(data: bytes, p: int) -> tuple[list[tuple[str, bytes | None]], int]:
+    """A record's headers at ``p``: ((key, value) pairs, the position after them)."""
     count, p = decode_varint(data, p)
     if count < 0:
         raise CorruptRecordError(f"negative record header count {count}")

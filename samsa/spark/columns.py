@@ -31,7 +31,7 @@ def batches_to_arrow(batches: Sequence[FetchedBatch], topic: str, partition: int
         columns = _decode(u, _walk(buf, regions), batches)
         if columns is None:  # some record has headers
             return _with_records(batches, topic, partition, start, end, schema)
-    except (IndexError, ValueError) as e:
+    except (IndexError, ValueError, CorruptRecordError) as e:
         raise CorruptRecordError(f"Malformed record in a batch of {topic}-{partition}: {e}") from None
     offsets, timestamps, ts_types, key_at, key_len, value_at, value_len = columns
     keep = (offsets >= start) & (offsets < end)

@@ -19,7 +19,7 @@ from samsa.protocol import compression
 from samsa.protocol.batch import COMPRESSION_MASK, CONTROL_BIT, CRC_START, HEADER_SIZE, LOG_OVERHEAD, \
     TIMESTAMP_TYPE_BIT, TRANSACTIONAL_BIT
 from samsa.protocol.errors import CorruptRecordError
-from samsa.protocol.records import decode_uvarint, decode_varint
+from samsa.protocol.records import decode_headers, decode_uvarint
 
 # Java's TimestampType ids.
 NO_TIMESTAMP_TYPE, CREATE_TIME, LOG_APPEND_TIME = -1, 0, 1
@@ -225,7 +225,7 @@ class CompletedFetch:
             else:
                 records, p = decode_records(cur.data, cur.p, stop - cur.i, cur.base_offset, cur.base_ts,
                                             cur.log_append_ts, tp.topic, tp.partition, cur.epoch)
-        except (IndexError, ValueError) as e:
+        except (IndexError, ValueError, CorruptRecordError) as e:
             self._cur = None
             raise CorruptRecordError(f"Malformed record in the batch at offset {cur.base_offset} of {tp}: {e}") from None
         cur.p, cur.i = p, stop
@@ -411,21 +411,5 @@ def decode_dense(data: bytes, p: int, i: int, stop: int, base_offset: int, base_
 
 
 def _decode_headers(data: bytes, p: int) -> tuple[tuple[tuple[str, bytes | None], ...], int]:
-    count, p = decode_varint(data, p)
-    if count < 0:
-        raise ValueError(f"negative header count {count}")
-    headers = []
-    for _ in range(count):
-        n, p = decode_varint(data, p)
-        if n < 0:
-            raise ValueError("null header key")
-        key = data[p:p + n].decode("utf-8", "replace")
-        p += n
-        n, p = decode_varint(data, p)
-        if n >= 0:
-            value = data[p:p + n]
-            p += n
-        else:
-            value = None
-        headers.append((key, value))
+    headers, p = decode_headers(data, p)
     return tuple(headers), p
