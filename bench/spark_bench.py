@@ -253,9 +253,10 @@ def latency(spark: Any, bootstrap: str, workdir: Path, rate: int, seconds: float
                          background_trigger_ms=background_ms)
     ensure_topics(cfg, [payments.PAYMENTS, payments.DEAD_LETTERS, payments.DECISIONS])
     if run == "passthrough":
-        queries = [("passthrough", lambda: passthrough(spark, cfg))]
+        measured, queries = "passthrough", [("passthrough", lambda: passthrough(spark, cfg))]
     else:
-        queries = [q for q in payments.queries(spark, cfg) if q[0] == "payments-decide" or run == "pipeline"]
+        measured = "payments-decide"
+        queries = [q for q in payments.queries(spark, cfg) if q[0] == measured or run == "pipeline"]
     for k, v in payments.SPARK_CONF.items():
         spark.conf.set(k, v)
     stop = threading.Event()
@@ -282,8 +283,8 @@ def latency(spark: Any, bootstrap: str, workdir: Path, rate: int, seconds: float
     time.sleep(5)
     stop.set()
     reader.join()
-    decide = running[[name for name, _ in queries].index("passthrough" if run == "passthrough" else "payments-decide")]
-    busy = [p for p in decide.recentProgress if p["numInputRows"] > 0]
+    query = running[[name for name, _ in queries].index(measured)]
+    busy = [p for p in query.recentProgress if p["numInputRows"] > 0]
     for q in running:
         q.stop()
     kept = sorted(lat for at, lat in samples if at >= begin + warmup * 1000)

@@ -350,7 +350,6 @@ def test_offset_delete(eb, group):
     assert c.fetch(group, [("t", 0)])[("t", 0)][0] == -1
 
 
-
 def test_offset_delete_of_partitions_that_do_not_exist(eb, group):
     c = GroupClient(eb.port)
     assert c.commit(group, {("t", 0): 5, ("t", 1): 6}) == {("t", 0): NONE, ("t", 1): NONE}
@@ -382,6 +381,7 @@ def test_offset_delete_in_a_non_empty_group_of_another_protocol_type(eb, group):
     r = c.call(OFFSET_DELETE, 0, body)
     assert r["error_code"] == NONE and r["topics"][0]["partitions"][0]["error_code"] == NONE
     c.close()
+
 
 def test_requests_answer_in_the_version_asked(eb, group):
     """The same group through old and new versions of each API."""
