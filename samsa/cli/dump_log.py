@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from samsa.cli.common import Parser, UsageError, arguments
-from samsa.coordinator import offsets_topic
+from samsa.protocol import group_records
 from samsa.protocol.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, compute_crc, read_header
 from samsa.protocol.errors import CorruptRecordError, KafkaError
 from samsa.protocol.records import Record, decode_batch
@@ -99,7 +99,7 @@ def offsets_parser(record: Record) -> tuple[str | None, str | None]:
                                  "(message had a missing key)")
     try:
         key_version = _I16.unpack_from(record.key)[0]
-        kind, group, topic, partition = offsets_topic.parse_key(bytes(record.key))
+        kind, group, topic, partition = group_records.parse_key(bytes(record.key))
         data = {"group": group, "topic": topic, "partition": partition} if kind == "offset" else {"group": group}
         key = _json({"type": str(key_version), "data": data})
         if record.value is None:
@@ -107,13 +107,13 @@ def offsets_parser(record: Record) -> tuple[str | None, str | None]:
         value = bytes(record.value)
         version = _I16.unpack_from(value)[0]
         if kind == "offset":
-            o = offsets_topic.parse_offset_value(value)
+            o = group_records.parse_offset_value(value)
             body: dict = {"offset": o.offset}
             if version >= 3:
                 body["leaderEpoch"] = o.leader_epoch
             body.update(metadata=o.metadata, commitTimestamp=o.commit_timestamp)
         else:
-            g = offsets_topic.parse_group_value(value)
+            g = group_records.parse_group_value(value)
             body = {"protocolType": g.protocol_type, "generation": g.generation, "protocol": g.protocol,
                     "leader": g.leader}
             if version >= 2:

@@ -17,15 +17,30 @@ import time
 import uuid
 from typing import TYPE_CHECKING
 
-from samsa.coordinator import offsets_topic as ot
 from samsa.coordinator.group import (COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, Group,
                                      Member)
 from samsa.protocol import batch, codec, errors, records
+from samsa.protocol import group_records as ot
 
 if TYPE_CHECKING:
     from samsa.server.broker import Broker
 
 log = logging.getLogger(__name__)
+
+
+def java_string_hash(s: str) -> int:
+    """Java's String.hashCode over UTF-16 code units, as a signed 32-bit int."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def partition_for(group_id: str, partitions: int) -> int:
+    """Kafka's Utils.abs(groupId.hashCode) % partitions."""
+    h = java_string_hash(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
 def now_ms() -> int:
@@ -96,7 +111,7 @@ class GroupCoordinator:
         if topic != ot.OFFSETS_TOPIC:
             return
         n = self.num_partitions
-        for group_id in [g for g in set(self.groups) | set(self.offsets) if ot.partition_for(g, n) == index]:
+        for group_id in [g for g in set(self.groups) | set(self.offsets) if partition_for(g, n) == index]:
             group = self.groups.pop(group_id, None)
             if group is not None:
                 self._cancel_timers(group)
@@ -153,7 +168,7 @@ class GroupCoordinator:
         """The broker leading the group's offsets partition (BrokerInfo)."""
         self.ensure_offsets_topic()
         topic = self.broker.topics[ot.OFFSETS_TOPIC]
-        state = topic.partitions[ot.partition_for(group_id, len(topic.partitions))]
+        state = topic.partitions[partition_for(group_id, len(topic.partitions))]
         for b in self.broker.alive_brokers():
             if b.id == state.leader:
                 return b
@@ -164,7 +179,7 @@ class GroupCoordinator:
             raise errors.InvalidGroupIdError("group id must not be empty")
         if ot.OFFSETS_TOPIC not in self.broker.topics:
             raise errors.CoordinatorNotAvailableError("the offsets topic does not exist yet")
-        p = self.broker.partitions.get((ot.OFFSETS_TOPIC, ot.partition_for(group_id, self.num_partitions)))
+        p = self.broker.partitions.get((ot.OFFSETS_TOPIC, partition_for(group_id, self.num_partitions)))
         if p is None or not p.is_leader:
             raise errors.NotCoordinatorError(f"broker {self.broker.broker_id} is not the coordinator of {group_id}")
 
@@ -172,7 +187,7 @@ class GroupCoordinator:
 
     async def _write(self, group_id: str, entries: list[tuple[bytes, bytes | None]]) -> None:
         """Append records to the group's partition; return once they are committed."""
-        partition = self.broker.partition(ot.OFFSETS_TOPIC, ot.partition_for(group_id, self.num_partitions))
+        partition = self.broker.partition(ot.OFFSETS_TOPIC, partition_for(group_id, self.num_partitions))
         ts = now_ms()
         data = bytearray(records.build_batch([(k, v, ts, []) for k, v in entries]))
         info = partition.append(data, batch.validate(data), ts)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from samsa.coordinator import offsets_topic
+from samsa.protocol import group_records
 from samsa.embedded import Broker
 from samsa.protocol.records import build_batch
 
@@ -125,9 +125,9 @@ def test_max_bytes(segment):
 
 
 def test_offsets_decoder(tmp_path):
-    value = offsets_topic.offset_value(offsets_topic.OffsetAndMetadata(42, 3, "meta", TS))
-    batch = build_batch([(offsets_topic.offset_key("g1", "t", 0), value, TS),
-                         (offsets_topic.offset_key("g1", "t", 1), None, TS)])
+    value = group_records.offset_value(group_records.OffsetAndMetadata(42, 3, "meta", TS))
+    batch = build_batch([(group_records.offset_key("g1", "t", 0), value, TS),
+                         (group_records.offset_key("g1", "t", 1), None, TS)])
     path = tmp_path / "00000000000000000000.log"
     path.write_bytes(batch)
     r = dump("--files", str(path), "--offsets-decoder")

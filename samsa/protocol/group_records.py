@@ -1,5 +1,8 @@
 """Records of the ``__consumer_offsets`` topic, in Kafka's own key/value format.
 
+Pure encoding and decoding: the group coordinator (:mod:`samsa.coordinator.groups`) writes
+and replays these records, ``samsa dump-log --offsets-decoder`` prints them.
+
 Two kinds of record, told apart by the key's version prefix:
 
 - offset commit: key v1 ``(group, topic, partition)``, value v3
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import TypedDict
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -24,23 +28,21 @@ _I64 = struct.Struct(">q")
 _OFFSET_VALUE = struct.Struct(">hqi")
 
 
-def java_string_hash(s: str) -> int:
-    """Java's String.hashCode over UTF-16 code units, as a signed 32-bit int."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def partition_for(group_id: str, partitions: int) -> int:
-    """Kafka's Utils.abs(groupId.hashCode) % partitions."""
-    h = java_string_hash(group_id)
-    return (0 if h == -(1 << 31) else abs(h)) % partitions
+class MemberRecord(TypedDict):
+    """One member in a group-metadata value."""
+    member_id: str | None
+    group_instance_id: str | None
+    client_id: str | None
+    client_host: str | None
+    rebalance_timeout: int
+    session_timeout: int
+    subscription: bytes
+    assignment: bytes
 
 
 @dataclass
 class OffsetAndMetadata:
+    """An offset-commit value: what a group committed for one partition."""
     offset: int
     leader_epoch: int = -1
     metadata: str = ""
@@ -49,13 +51,13 @@ class OffsetAndMetadata:
 
 @dataclass
 class GroupRecord:
+    """A group-metadata value: the group as of its last completed rebalance."""
     protocol_type: str
     generation: int
     protocol: str | None
     leader: str | None
     state_timestamp: int
-    members: list[dict]   # member_id, group_instance_id, client_id, client_host, rebalance_timeout,
-                          # session_timeout, subscription, assignment
+    members: list[MemberRecord]
 
 
 # ---------------------------------------------------------------- writing
@@ -74,18 +76,22 @@ def _bytes(b: bytes | None) -> bytes:
 
 
 def offset_key(group: str, topic: str, partition: int) -> bytes:
+    """Offset-commit key, version 1."""
     return _I16.pack(1) + _str(group) + _str(topic) + _I32.pack(partition)
 
 
 def offset_value(o: OffsetAndMetadata) -> bytes:
+    """Offset-commit value, version 3."""
     return _OFFSET_VALUE.pack(3, o.offset, o.leader_epoch) + _str(o.metadata) + _I64.pack(o.commit_timestamp)
 
 
 def group_key(group: str) -> bytes:
+    """Group-metadata key, version 2."""
     return _I16.pack(2) + _str(group)
 
 
 def group_value(g: GroupRecord) -> bytes:
+    """Group-metadata value, version 3."""
     out = [_I16.pack(3), _str(g.protocol_type), _I32.pack(g.generation), _str(g.protocol), _str(g.leader),
            _I64.pack(g.state_timestamp), _I32.pack(len(g.members))]
     for m in g.members:
@@ -145,6 +151,7 @@ def parse_key(key: bytes) -> tuple[str, str, str | None, int | None]:
 
 
 def parse_offset_value(value: bytes) -> OffsetAndMetadata:
+    """Any offset-commit value version (0 to 3)."""
     r = _Reader(value)
     version = r.i16()
     offset = r.i64()
@@ -155,6 +162,7 @@ def parse_offset_value(value: bytes) -> OffsetAndMetadata:
 
 
 def parse_group_value(value: bytes) -> GroupRecord:
+    """Any group-metadata value version (0 to 3)."""
     r = _Reader(value)
     version = r.i16()
     protocol_type = r.str() or ""
@@ -162,15 +170,14 @@ def parse_group_value(value: bytes) -> GroupRecord:
     protocol = r.str()
     leader = r.str()
     state_ts = r.i64() if version >= 2 else -1
-    members = []
+    members: list[MemberRecord] = []
     for _ in range(r.i32()):
-        m = {"member_id": r.str()}
-        m["group_instance_id"] = r.str() if version >= 3 else None
-        m["client_id"] = r.str()
-        m["client_host"] = r.str()
-        m["rebalance_timeout"] = r.i32() if version >= 1 else -1
-        m["session_timeout"] = r.i32()
-        m["subscription"] = r.bytes() or b""
-        m["assignment"] = r.bytes() or b""
-        members.append(m)
+        member_id = r.str()
+        instance_id = r.str() if version >= 3 else None
+        client_id, client_host = r.str(), r.str()
+        rebalance_timeout = r.i32() if version >= 1 else -1
+        members.append(MemberRecord(member_id=member_id, group_instance_id=instance_id, client_id=client_id,
+                                    client_host=client_host, rebalance_timeout=rebalance_timeout,
+                                    session_timeout=r.i32(), subscription=r.bytes() or b"",
+                                    assignment=r.bytes() or b""))
     return GroupRecord(protocol_type, generation, protocol, leader, state_ts, members)
