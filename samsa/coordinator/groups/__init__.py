@@ -1,0 +1,14 @@
+"""The group coordinator, in the rooms Kafka splits it into:
+
+- :mod:`.state` — a group and its members, and the enforced table of state transitions;
+- :mod:`.rebalance` — the classic rebalance protocol (Join/Sync/Heartbeat/Leave) on typed
+  requests and results, without I/O;
+- :mod:`.offsets` — committed offsets in memory: commit, fetch, delete, retention;
+- :mod:`.persistence` — both stored in ``__consumer_offsets``: which partition holds a
+  group, writing records, replaying a partition on becoming its leader;
+- :mod:`.coordinator` — :class:`GroupCoordinator`, the service the request handlers call.
+"""
+
+from samsa.coordinator.groups.coordinator import GroupCoordinator
+
+__all__ = ["GroupCoordinator"]

@@ -1,0 +1,141 @@
+"""Groups and committed offsets in ``__consumer_offsets``.
+
+A group belongs to the partition :func:`partition_for` of that topic; the broker leading the
+partition coordinates the group, writes every commit and every completed rebalance there
+before acknowledging it, and replays the partition when it becomes the leader. The record
+format itself is :mod:`samsa.protocol.group_records`.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+from samsa.cluster.replica import Partition
+from samsa.coordinator.groups.state import EMPTY, STABLE, Group, Member
+from samsa.coordinator.host import CoordinatorHost, now_ms
+from samsa.protocol import batch, records
+from samsa.protocol import group_records as gr
+from samsa.protocol.group_records import OFFSETS_TOPIC, GroupRecord, MemberRecord, OffsetAndMetadata
+
+log = logging.getLogger(__name__)
+
+Entry = tuple[bytes, bytes | None]   # (key, value); a None value is a tombstone
+
+
+def java_string_hash(s: str) -> int:
+    """Java's String.hashCode over UTF-16 code units, as a signed 32-bit int."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def partition_for(group_id: str, partitions: int) -> int:
+    """Kafka's Utils.abs(groupId.hashCode) % partitions."""
+    h = java_string_hash(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+# ---------------------------------------------------------------- group <-> record
+
+def offset_entry(group_id: str, topic: str, partition: int, offset: OffsetAndMetadata | None) -> Entry:
+    """An offset-commit record, or its tombstone."""
+    return gr.offset_key(group_id, topic, partition), None if offset is None else gr.offset_value(offset)
+
+
+def group_entry(group: Group) -> Entry:
+    """The group-metadata record of a group as it is now."""
+    members = [MemberRecord(member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
+                            client_host=m.client_host, rebalance_timeout=m.rebalance_timeout_ms,
+                            session_timeout=m.session_timeout_ms, subscription=m.metadata(group.protocol or ""),
+                            assignment=m.assignment)
+               for m in group.members.values()]
+    rec = GroupRecord(group.protocol_type or "", group.generation, group.protocol, group.leader,
+                      group.state_timestamp, members)
+    return gr.group_key(group.group_id), gr.group_value(rec)
+
+
+def group_tombstone(group_id: str) -> Entry:
+    return gr.group_key(group_id), None
+
+
+def group_from_record(group_id: str, rec: GroupRecord) -> Group:
+    """A group read back: Stable with its stored members and assignments, or Empty."""
+    group = Group(group_id, generation=rec.generation, protocol_type=rec.protocol_type or None,
+                  protocol=rec.protocol, leader=None, state_timestamp=rec.state_timestamp)
+    for m in rec.members:
+        group.add(Member(m["member_id"] or "", m["group_instance_id"], m["client_id"] or "", m["client_host"] or "",
+                         m["session_timeout"], m["rebalance_timeout"], rec.protocol_type,
+                         [(rec.protocol or "", m["subscription"])], assignment=m["assignment"]))
+    group.leader = rec.leader if rec.leader in group.members else next(iter(group.members), None)
+    group.state = STABLE if group.members else EMPTY   # restored as stored, not a transition
+    return group
+
+
+# ---------------------------------------------------------------- replay
+
+@dataclass(frozen=True)
+class OffsetLoaded:
+    group_id: str
+    topic: str
+    partition: int
+    offset: OffsetAndMetadata | None        # None: deleted
+
+
+@dataclass(frozen=True)
+class GroupLoaded:
+    group_id: str
+    record: GroupRecord | None              # None: deleted
+
+
+def decode_entry(key: bytes | None, value: bytes | None) -> OffsetLoaded | GroupLoaded | None:
+    """One record of the topic, or None for a key this coordinator does not know."""
+    if key is None:
+        return None
+    try:
+        kind, group_id, topic, partition = gr.parse_key(key)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if kind == "offset":
+        return OffsetLoaded(group_id, topic, partition, None if value is None else gr.parse_offset_value(value))
+    return GroupLoaded(group_id, None if value is None else gr.parse_group_value(value))
+
+
+def read_partition(partition: Partition) -> Iterator[OffsetLoaded | GroupLoaded]:
+    """Every group and offset record of a partition, oldest first (transaction markers skipped)."""
+    plog = partition.log
+    offset = plog.log_start_offset
+    while offset < plog.log_end_offset:
+        data = plog.read(offset, 1 << 20)
+        if not data:
+            break
+        for record in records.iter_records(data, skip_control=True):
+            if record.offset >= offset:
+                loaded = decode_entry(record.key, record.value)
+                if loaded is not None:
+                    yield loaded
+                offset = record.offset + 1
+        last = [h for _, h in batch.iter_headers(data)]
+        if last:
+            offset = max(offset, last[-1].next_offset)
+
+
+# ---------------------------------------------------------------- writing
+
+class OffsetsTopicWriter:
+    """Appends a group's records to its partition and returns once they are replicated."""
+
+    def __init__(self, host: CoordinatorHost, num_partitions: Callable[[], int]):
+        self.host = host
+        self.num_partitions = num_partitions
+
+    async def write(self, group_id: str, entries: list[Entry]) -> None:
+        partition = self.host.partition(OFFSETS_TOPIC, partition_for(group_id, self.num_partitions()))
+        ts = now_ms()
+        data = bytearray(records.build_batch([(k, v, ts, []) for k, v in entries]))
+        info = partition.append(data, batch.validate(data), ts)
+        await self.host.wait_for_high_watermark(partition, info.last_offset + 1,
+                                                self.host.config["offsets.commit.timeout.ms"])

@@ -1,0 +1,62 @@
+"""What a coordinator needs from the broker that hosts it, and the coordinators' clock.
+
+A coordinator keeps its state in an internal topic it leads (``__consumer_offsets`` for
+groups; ``__transaction_state`` for a transaction coordinator, later). It asks the broker
+side for no more than :class:`CoordinatorHost` names: the partitions it leads, to append
+to and wait on; the topics that exist; the live brokers; creating its internal topic; and
+its config. The broker (``samsa.server``) hands it an object with these members; the
+coordinator never imports ``samsa.server``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Mapping, Protocol
+
+from samsa.cluster.metadata import BrokerInfo, TopicInfo
+from samsa.cluster.replica import Partition
+
+
+class ConfigLookup(Protocol):
+    """Broker config values by Kafka key (``config["offsets.commit.timeout.ms"]``), read when needed:
+    dynamic configs change under a running coordinator."""
+
+    def __getitem__(self, key: str, /) -> Any: ...
+
+
+class CoordinatorHost(Protocol):
+    """The broker side, as a coordinator sees it."""
+
+    @property
+    def broker_id(self) -> int: ...
+
+    @property
+    def config(self) -> ConfigLookup: ...
+
+    @property
+    def topics(self) -> Mapping[str, TopicInfo]:
+        """Every topic of the cluster by name, with its partitions' replicas and leaders."""
+        ...
+
+    def partition(self, topic: str, index: int) -> Partition:
+        """The partition this broker leads, or raises UnknownTopicOrPartitionError /
+        NotLeaderOrFollowerError."""
+        ...
+
+    async def wait_for_high_watermark(self, partition: Partition, offset: int, timeout_ms: int,
+                                      min_isr: int | None = None) -> None:
+        """Return once ``partition`` has replicated up to ``offset``; raise NotLeaderOrFollowerError
+        if leadership moves first, RequestTimedOutError after ``timeout_ms``."""
+        ...
+
+    def alive_brokers(self) -> list[BrokerInfo]: ...
+
+    def create_topic(self, name: str, num_partitions: int, replication_factor: int, *,
+                     configs: dict[str, str] | None = None) -> TopicInfo:
+        """Create an (internal) topic, or raise TopicAlreadyExistsError and the like."""
+        ...
+
+
+def now_ms() -> int:
+    """Wall-clock milliseconds, as coordinators stamp their records."""
+    return int(time.time() * 1000)
