@@ -11,7 +11,8 @@ coordinator never imports ``samsa.server``.
 from __future__ import annotations
 
 import time
-from typing import Any, Mapping, Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from samsa.cluster.metadata import BrokerInfo, TopicInfo
 from samsa.cluster.replica import Partition

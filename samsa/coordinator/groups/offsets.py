@@ -7,7 +7,7 @@ and decides which offsets ``offsets.retention.minutes`` expires.
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 from samsa.coordinator.groups.state import EMPTY, Group
 from samsa.protocol.group_records import OffsetAndMetadata

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from samsa.cluster.replica import Partition
 from samsa.coordinator.groups.state import EMPTY, STABLE, Group, Member

@@ -203,6 +203,3 @@ class Group:
                 pass
         return topics
 
-
-__all__ = ["COMPLETING_REBALANCE", "DEAD", "EMPTY", "Group", "GroupState", "IllegalStateTransition", "Member",
-           "PREPARING_REBALANCE", "Reply", "STABLE", "Timer", "VALID_PREVIOUS_STATES", "resolve"]
