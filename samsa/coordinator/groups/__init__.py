@@ -6,9 +6,16 @@
 - :mod:`.offsets` — committed offsets in memory: commit, fetch, delete, retention;
 - :mod:`.persistence` — both stored in ``__consumer_offsets``: which partition holds a
   group, writing records, replaying a partition on becoming its leader;
-- :mod:`.coordinator` — :class:`GroupCoordinator`, the service the request handlers call.
+- :mod:`.coordinator` — :class:`GroupCoordinator`, the service the request handlers call, on
+  the typed requests and results exported here.
 """
 
-from samsa.coordinator.groups.coordinator import GroupCoordinator
+from samsa.coordinator.groups.coordinator import (GroupCoordinator, GroupDescription, GroupListing,
+                                                  MemberDescription, OffsetCommitEntry, OffsetCommitRequest)
+from samsa.coordinator.groups.rebalance import (HeartbeatRequest, JoinedMember, JoinRequest, JoinResult,
+                                                LeavingMember, SyncRequest, SyncResult)
+from samsa.coordinator.groups.state import GroupState
 
-__all__ = ["GroupCoordinator"]
+__all__ = ["GroupCoordinator", "GroupDescription", "GroupListing", "GroupState", "HeartbeatRequest", "JoinRequest",
+           "JoinResult", "JoinedMember", "LeavingMember", "MemberDescription", "OffsetCommitEntry",
+           "OffsetCommitRequest", "SyncRequest", "SyncResult"]

@@ -1,36 +1,83 @@
 """The group coordinator: the service the group request handlers call.
 
-It checks that this broker coordinates the group (leads its ``__consumer_offsets``
-partition), turns wire dicts into the typed requests of :mod:`.rebalance` and typed results
-back into wire dicts, stores commits and completed rebalances through :mod:`.persistence`
-before acknowledging them, loads a partition's groups when this broker becomes its leader,
-and expires old offsets.
+It checks that this broker coordinates a group (leads its ``__consumer_offsets``
+partition), runs the rebalance protocol of :mod:`.rebalance`, stores commits and completed
+rebalances through :mod:`.persistence` before acknowledging them, loads a partition's groups
+when this broker becomes its leader, and expires old offsets. It takes and gives typed
+values; the handlers in ``samsa.server.handlers.groups`` translate the wire format.
 
 All methods run on the broker's event loop. JoinGroup and SyncGroup answers that must wait
-for other members are awaitables that the rebalance completes.
+for other members are parked replies (futures) that the rebalance sets.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from samsa.cluster.metadata import BrokerInfo
 from samsa.coordinator.groups import persistence
-from samsa.coordinator.groups.offsets import OffsetStore
+from samsa.coordinator.groups.offsets import OffsetStore, TopicPartition
 from samsa.coordinator.groups.persistence import GroupLoaded, OffsetLoaded, OffsetsTopicWriter, partition_for
 from samsa.coordinator.groups.rebalance import (HeartbeatRequest, JoinRequest, JoinResult, LeavingMember, Rebalancer,
                                                 SyncRequest, SyncResult)
-from samsa.coordinator.groups.state import DEAD, EMPTY, STABLE, Group, Timer
+from samsa.coordinator.groups.state import DEAD, EMPTY, STABLE, Group, GroupState, Reply, Timer
 from samsa.coordinator.host import CoordinatorHost, now_ms
 from samsa.protocol import errors
 from samsa.protocol.group_records import OFFSETS_TOPIC, OffsetAndMetadata
 
 log = logging.getLogger(__name__)
 
-AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+
+# ---------------------------------------------------------------- typed requests and results
+# (JoinGroup, SyncGroup, Heartbeat and LeaveGroup's are in .rebalance)
+
+@dataclass(frozen=True)
+class OffsetCommitEntry:
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int = -1
+    metadata: str = ""
+
+
+@dataclass(frozen=True)
+class OffsetCommitRequest:
+    group_id: str
+    offsets: list[OffsetCommitEntry]
+    generation_id: int = -1                       # -1: a consumer committing without group management
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+
+@dataclass(frozen=True)
+class GroupListing:
+    group_id: str
+    protocol_type: str
+    state: GroupState
+
+
+@dataclass(frozen=True)
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes                               # empty unless the group is Stable
+    assignment: bytes                             # empty unless the group is Stable
+
+
+@dataclass
+class GroupDescription:
+    group_id: str
+    error: int = 0
+    state: str = ""                               # Kafka's state name; "Dead" for an unknown group
+    protocol_type: str = ""
+    protocol: str = ""                            # the selected protocol, once Stable
+    members: list[MemberDescription] = field(default_factory=list)
 
 
 class _RunningLoop:
@@ -166,129 +213,93 @@ class GroupCoordinator:
         task.add_done_callback(lambda t: t.cancelled() or t.exception() and log.warning(
             "could not store group %s: %s", group.group_id, t.exception()))
 
-    # ---------------------------------------------------------------- JoinGroup / SyncGroup
+    # ---------------------------------------------------------------- membership
 
-    def join(self, req: dict, version: int, client_id: str, client_host: str) -> dict | Awaitable[dict]:
-        """A JoinGroup response dict, or an awaitable of one."""
-        if code := self._coordinator_error(req["group_id"]):
-            return _join_wire(JoinResult(code, req["member_id"]))
-        result = self.rebalancer.join(JoinRequest(
-            group_id=req["group_id"], member_id=req["member_id"], group_instance_id=req.get("group_instance_id"),
-            protocol_type=req["protocol_type"], protocols=[(p["name"], p["metadata"]) for p in req["protocols"]],
-            session_timeout_ms=req["session_timeout_ms"],
-            rebalance_timeout_ms=req["rebalance_timeout_ms"] if version >= 1 else req["session_timeout_ms"],
-            client_id=client_id, client_host=client_host,
-            member_id_required=version >= 4, leader_skips_assignment=version >= 9))
-        return _join_wire(result) if isinstance(result, JoinResult) else _later(result, _join_wire)
+    def join(self, req: JoinRequest) -> JoinResult | Reply[JoinResult]:
+        """The JoinGroup answer now, or a parked one the rebalance sets."""
+        if code := self._coordinator_error(req.group_id):
+            return JoinResult(code, req.member_id)
+        return self.rebalancer.join(req)
 
-    def sync(self, req: dict) -> dict | Awaitable[dict]:
-        """A SyncGroup response dict, or an awaitable of one."""
-        if code := self._coordinator_error(req["group_id"]):
-            return _sync_wire(SyncResult(code))
-        result = self.rebalancer.sync(SyncRequest(
-            group_id=req["group_id"], member_id=req["member_id"], generation_id=req["generation_id"],
-            group_instance_id=req.get("group_instance_id"), protocol_type=req.get("protocol_type"),
-            protocol_name=req.get("protocol_name"),
-            assignments={a["member_id"]: a["assignment"] for a in req["assignments"]}))
-        return _sync_wire(result) if isinstance(result, SyncResult) else _later(result, _sync_wire)
+    def sync(self, req: SyncRequest) -> SyncResult | Reply[SyncResult]:
+        """The SyncGroup answer now, or a parked one the leader's assignment sets."""
+        if code := self._coordinator_error(req.group_id):
+            return SyncResult(code)
+        return self.rebalancer.sync(req)
 
-    # ---------------------------------------------------------------- Heartbeat / LeaveGroup
+    def heartbeat(self, req: HeartbeatRequest) -> int:
+        return self._coordinator_error(req.group_id) or self.rebalancer.heartbeat(req)
 
-    def heartbeat(self, req: dict) -> int:
-        if code := self._coordinator_error(req["group_id"]):
-            return code
-        return self.rebalancer.heartbeat(HeartbeatRequest(req["group_id"], req["member_id"], req["generation_id"],
-                                                          req.get("group_instance_id")))
-
-    def leave(self, group_id: str, leaving: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
-        """(top-level error, per-member errors) for members given as (member_id, instance_id)."""
+    def leave(self, group_id: str, leaving: list[LeavingMember]) -> tuple[int, list[int]]:
+        """(group error, one error per leaving member)."""
         if code := self._coordinator_error(group_id):
             return code, [code] * len(leaving)
-        return 0, self.rebalancer.leave(group_id, [LeavingMember(m, i) for m, i in leaving])
+        return 0, self.rebalancer.leave(group_id, leaving)
 
     # ---------------------------------------------------------------- offsets
 
-    async def commit(self, req: dict, version: int) -> dict:
-        """An OffsetCommit response dict, once the offsets are stored."""
-        group_id = req["group_id"]
+    async def commit(self, req: OffsetCommitRequest) -> list[int]:
+        """Store the offsets; one error code per entry of ``req.offsets``, in order."""
+        group_id = req.group_id
         error = self._coordinator_error(group_id) or self.rebalancer.check_commit(
-            group_id, req.get("generation_id_or_member_epoch", -1), req.get("member_id", ""),
-            req.get("group_instance_id"))
+            group_id, req.generation_id, req.member_id, req.group_instance_id)
         ts = now_ms()
         max_meta = self.cfg("offset.metadata.max.bytes")
-        results, writes, updates = [], [], []
-        for t in req["topics"]:
-            parts = []
-            for p in t["partitions"]:
-                code = error
-                meta = p.get("committed_metadata") or ""
-                topic = self.host.topics.get(t["name"])
-                if not code and (topic is None or p["partition_index"] not in topic.partitions):
-                    code = errors.E_UNKNOWN_TOPIC_OR_PARTITION
-                elif not code and len(meta.encode()) > max_meta:
-                    code = errors.E_OFFSET_METADATA_TOO_LARGE
-                if not code:
-                    o = OffsetAndMetadata(p["committed_offset"], p.get("committed_leader_epoch", -1), meta, ts)
-                    writes.append(persistence.offset_entry(group_id, t["name"], p["partition_index"], o))
-                    updates.append(((t["name"], p["partition_index"]), o))
-                parts.append({"partition_index": p["partition_index"], "error_code": code})
-            results.append({"name": t["name"], "partitions": parts})
+        codes, writes, updates = [], [], []
+        for entry in req.offsets:
+            code = error
+            topic = self.host.topics.get(entry.topic)
+            if not code and (topic is None or entry.partition not in topic.partitions):
+                code = errors.E_UNKNOWN_TOPIC_OR_PARTITION
+            elif not code and len(entry.metadata.encode()) > max_meta:
+                code = errors.E_OFFSET_METADATA_TOO_LARGE
+            if not code:
+                o = OffsetAndMetadata(entry.offset, entry.leader_epoch, entry.metadata, ts)
+                writes.append(persistence.offset_entry(group_id, entry.topic, entry.partition, o))
+                updates.append(((entry.topic, entry.partition), o))
+            codes.append(code)
         if writes:
             try:
                 await self.offsets_topic.write(group_id, writes)
             except errors.KafkaError as e:
-                for t in results:
-                    for p in t["partitions"]:
-                        if p["error_code"] == 0:
-                            p["error_code"] = e.code
+                codes = [code or e.code for code in codes]
                 updates = []
             self.offsets.commit(group_id, updates)
             self.groups.setdefault(group_id, Group(group_id, state_timestamp=ts))
-        return {"throttle_time_ms": 0, "topics": results}
+        return codes
 
-    def fetch_offsets(self, group_id: str, topics: list[dict] | None) -> tuple[int, list[dict]]:
-        """(group error, topics) with committed offsets; -1 where none is committed."""
+    def fetch_offsets(self, group_id: str, wanted: dict[str, list[int]] | None
+                      ) -> tuple[int, list[tuple[str, list[tuple[int, OffsetAndMetadata | None]]]]]:
+        """(group error, [(topic, [(partition, committed offset or None)])]) for the partitions
+        asked for, or for every partition the group committed when ``wanted`` is None."""
         if code := self._coordinator_error(group_id):
             return code, []
-        wanted = None if topics is None else {t["name"]: t["partition_indexes"] for t in topics}
-        return 0, [{"name": topic, "partitions": [
-                        {"partition_index": p, "committed_offset": o.offset if o else -1,
-                         "committed_leader_epoch": o.leader_epoch if o else -1,
-                         "metadata": o.metadata if o else "", "error_code": 0} for p, o in partitions]}
-                   for topic, partitions in self.offsets.fetch(group_id, wanted)]
+        return 0, list(self.offsets.fetch(group_id, wanted))
 
     # ---------------------------------------------------------------- admin
 
-    def list_groups(self, states: list[str] | None) -> list[dict]:
+    def list_groups(self, states: list[str] | None) -> list[GroupListing]:
+        """The live groups, by id; only those in ``states`` (Kafka's names, any case) if given."""
         wanted = {s.lower() for s in states or []}
-        out = []
-        for g in sorted(self.groups.values(), key=lambda g: g.group_id):
-            if g.state == DEAD or (wanted and g.state.value.lower() not in wanted):
-                continue
-            out.append({"group_id": g.group_id, "protocol_type": g.protocol_type or "",
-                        "group_state": g.state.value, "group_type": "classic"})
-        return out
+        return [GroupListing(g.group_id, g.protocol_type or "", g.state)
+                for g in sorted(self.groups.values(), key=lambda g: g.group_id)
+                if g.state != DEAD and not (wanted and g.state.value.lower() not in wanted)]
 
-    def describe(self, group_id: str) -> dict:
+    def describe(self, group_id: str) -> GroupDescription:
         if code := self._coordinator_error(group_id):
-            return {"error_code": code, "group_id": group_id, "group_state": "", "protocol_type": "",
-                    "protocol_data": "", "members": []}
+            return GroupDescription(group_id, code)
         g = self.groups.get(group_id)
         if g is None:
-            return {"error_code": 0, "group_id": group_id, "group_state": DEAD.value, "protocol_type": "",
-                    "protocol_data": "", "members": [], "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+            return GroupDescription(group_id, state=DEAD.value)
         stable = g.state == STABLE
-        return {
-            "error_code": 0, "group_id": group_id, "group_state": g.state.value,
-            "protocol_type": g.protocol_type or "", "protocol_data": (g.protocol or "") if stable else "",
-            "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
-                         "client_id": m.client_id, "client_host": m.client_host,
-                         "member_metadata": m.metadata(g.protocol or "") if stable else b"",
-                         "member_assignment": m.assignment if stable else b""} for m in g.members.values()],
-            "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
-        }
+        members = [MemberDescription(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                                     m.metadata(g.protocol or "") if stable else b"",
+                                     m.assignment if stable else b"") for m in g.members.values()]
+        return GroupDescription(group_id, 0, g.state.value, g.protocol_type or "",
+                                (g.protocol or "") if stable else "", members)
 
-    async def delete_groups(self, group_ids: list[str]) -> list[dict]:
+    async def delete_groups(self, group_ids: list[str]) -> list[tuple[str, int]]:
+        """(group id, error) for each group: only Empty groups can be deleted, with their offsets."""
         out = []
         for group_id in group_ids:
             try:
@@ -304,12 +315,14 @@ class GroupCoordinator:
                 await self.offsets_topic.write(group_id, tombstones)
                 self.offsets.drop_group(group_id)
                 self.groups.pop(group_id, None)
-                out.append({"group_id": group_id, "error_code": 0})
+                out.append((group_id, 0))
             except errors.KafkaError as e:
-                out.append({"group_id": group_id, "error_code": e.code})
+                out.append((group_id, e.code))
         return out
 
-    async def delete_offsets(self, group_id: str, topics: list[dict]) -> tuple[int, list[dict]]:
+    async def delete_offsets(self, group_id: str, partitions: list[TopicPartition]) -> tuple[int, list[int]]:
+        """(group error, one error per partition): a consumer group's offsets of topics it does
+        not subscribe to (or any offsets of an Empty group) can be deleted."""
         if code := self._coordinator_error(group_id):
             return code, []
         g = self.groups.get(group_id)
@@ -319,19 +332,13 @@ class GroupCoordinator:
             return errors.E_NON_EMPTY_GROUP, []  # only a consumer group's subscriptions are known
         subscribed = g.subscribed_topics() if g.state != EMPTY else set()
         committed = self.offsets.committed(group_id)
-        results, tombstones = [], []
-        for t in topics:
-            parts = []
-            for p in t["partitions"]:
-                code = errors.E_GROUP_SUBSCRIBED_TO_TOPIC if t["name"] in subscribed else 0
-                if code == 0 and (t["name"], p["partition_index"]) in committed:
-                    tombstones.append((t["name"], p["partition_index"]))
-                parts.append({"partition_index": p["partition_index"], "error_code": code})
-            results.append({"name": t["name"], "partitions": parts})
+        codes = [errors.E_GROUP_SUBSCRIBED_TO_TOPIC if topic in subscribed else 0 for topic, _ in partitions]
+        tombstones = [tp for tp, code in zip(partitions, codes) if code == 0 and tp in committed]
         if tombstones:
-            await self.offsets_topic.write(group_id, [persistence.offset_entry(group_id, t, p, None) for t, p in tombstones])
+            await self.offsets_topic.write(group_id, [persistence.offset_entry(group_id, t, p, None)
+                                                      for t, p in tombstones])
             self.offsets.delete(group_id, tombstones)
-        return 0, results
+        return 0, codes
 
     # ---------------------------------------------------------------- offset expiry
 
@@ -358,25 +365,3 @@ class GroupCoordinator:
                 self.offsets.drop_group(group_id)
                 if g is not None and not g.protocol_type:
                     self.groups.pop(group_id, None)
-
-
-# ---------------------------------------------------------------- typed results -> wire dicts
-
-async def _later(reply: Awaitable[Any], to_wire: Callable[[Any], dict]) -> dict:
-    return to_wire(await reply)
-
-
-def _join_wire(r: JoinResult) -> dict:
-    if r.error:
-        return {"error_code": r.error, "generation_id": -1, "protocol_name": None, "leader": "",
-                "member_id": r.member_id, "members": []}
-    return {"error_code": 0, "generation_id": r.generation_id, "protocol_type": r.protocol_type,
-            "protocol_name": r.protocol_name, "leader": r.leader, "skip_assignment": r.skip_assignment,
-            "member_id": r.member_id,
-            "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id, "metadata": m.metadata}
-                        for m in r.members]}
-
-
-def _sync_wire(r: SyncResult) -> dict:
-    return {"error_code": r.error, "assignment": r.assignment, "protocol_type": r.protocol_type,
-            "protocol_name": r.protocol_name}

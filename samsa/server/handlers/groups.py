@@ -1,15 +1,32 @@
 """Consumer group APIs: FindCoordinator (10), JoinGroup (11), Heartbeat (12), LeaveGroup (13),
 SyncGroup (14), DescribeGroups (15), ListGroups (16), OffsetCommit (8), OffsetFetch (9),
-DeleteGroups (42), OffsetDelete (47). The logic is in :mod:`samsa.coordinator`."""
+DeleteGroups (42), OffsetDelete (47).
 
+Each handler turns the request's wire dict into the typed request of
+:mod:`samsa.coordinator.groups`, calls the group coordinator (``ctx.broker.groups``) and
+turns its typed answer into the response's wire dict, version differences included."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from samsa.coordinator.groups import (GroupDescription, HeartbeatRequest, JoinRequest, JoinResult, LeavingMember,
+                                      OffsetCommitEntry, OffsetCommitRequest, SyncRequest, SyncResult)
 from samsa.protocol import errors
 from samsa.server.handlers import handles
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 
 def _client_host(ctx) -> str:
     return "/" + ctx.connection.peer.rsplit(":", 1)[0]
+
+
+async def _later(reply: Awaitable[Any], to_wire: Callable[[Any], dict]) -> dict:
+    """A parked coordinator answer, as a wire dict once the rebalance sets it."""
+    return to_wire(await reply)
 
 
 def _coordinator(ctx, key: str, key_type: int) -> dict:
@@ -37,43 +54,96 @@ def find_coordinator(ctx, req: dict) -> dict:
             "node_id": c["node_id"], "host": c["host"], "port": c["port"]}
 
 
+# ---------------------------------------------------------------- JoinGroup / SyncGroup
+
+def _join_wire(r: JoinResult) -> dict:
+    if r.error:
+        return {"error_code": r.error, "generation_id": -1, "protocol_name": None, "leader": "",
+                "member_id": r.member_id, "members": []}
+    return {"error_code": 0, "generation_id": r.generation_id, "protocol_type": r.protocol_type,
+            "protocol_name": r.protocol_name, "leader": r.leader, "skip_assignment": r.skip_assignment,
+            "member_id": r.member_id,
+            "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id, "metadata": m.metadata}
+                        for m in r.members]}
+
+
 @handles(11)
 def join_group(ctx, req: dict):
-    return ctx.broker.groups.join(req, ctx.version, ctx.header.client_id or "", _client_host(ctx))
+    v = ctx.version
+    result = ctx.broker.groups.join(JoinRequest(
+        group_id=req["group_id"], member_id=req["member_id"], group_instance_id=req.get("group_instance_id"),
+        protocol_type=req["protocol_type"], protocols=[(p["name"], p["metadata"]) for p in req["protocols"]],
+        session_timeout_ms=req["session_timeout_ms"],
+        rebalance_timeout_ms=req["rebalance_timeout_ms"] if v >= 1 else req["session_timeout_ms"],
+        client_id=ctx.header.client_id or "", client_host=_client_host(ctx),
+        member_id_required=v >= 4, leader_skips_assignment=v >= 9))
+    return _join_wire(result) if isinstance(result, JoinResult) else _later(result, _join_wire)
+
+
+def _sync_wire(r: SyncResult) -> dict:
+    return {"error_code": r.error, "assignment": r.assignment, "protocol_type": r.protocol_type,
+            "protocol_name": r.protocol_name}
 
 
 @handles(14)
 def sync_group(ctx, req: dict):
-    return ctx.broker.groups.sync(req)
+    result = ctx.broker.groups.sync(SyncRequest(
+        group_id=req["group_id"], member_id=req["member_id"], generation_id=req["generation_id"],
+        group_instance_id=req.get("group_instance_id"), protocol_type=req.get("protocol_type"),
+        protocol_name=req.get("protocol_name"),
+        assignments={a["member_id"]: a["assignment"] for a in req["assignments"]}))
+    return _sync_wire(result) if isinstance(result, SyncResult) else _later(result, _sync_wire)
 
+
+# ---------------------------------------------------------------- Heartbeat / LeaveGroup
 
 @handles(12)
 def heartbeat(ctx, req: dict) -> dict:
-    return {"throttle_time_ms": 0, "error_code": ctx.broker.groups.heartbeat(req)}
+    code = ctx.broker.groups.heartbeat(HeartbeatRequest(req["group_id"], req["member_id"], req["generation_id"],
+                                                        req.get("group_instance_id")))
+    return {"throttle_time_ms": 0, "error_code": code}
 
 
 @handles(13)
 def leave_group(ctx, req: dict) -> dict:
     if ctx.version <= 2:
-        error, codes = ctx.broker.groups.leave(req["group_id"], [(req["member_id"], None)])
+        error, codes = ctx.broker.groups.leave(req["group_id"], [LeavingMember(req["member_id"])])
         return {"throttle_time_ms": 0, "error_code": error or codes[0]}
-    members = [(m["member_id"], m.get("group_instance_id")) for m in req["members"]]
+    members = [LeavingMember(m["member_id"], m.get("group_instance_id")) for m in req["members"]]
     error, codes = ctx.broker.groups.leave(req["group_id"], members)
     return {"throttle_time_ms": 0, "error_code": error,
-            "members": [{"member_id": m, "group_instance_id": i, "error_code": c}
-                        for (m, i), c in zip(members, codes)]}
+            "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id, "error_code": c}
+                        for m, c in zip(members, codes)]}
 
+
+# ---------------------------------------------------------------- OffsetCommit / OffsetFetch
 
 @handles(8)
-def offset_commit(ctx, req: dict):
-    return ctx.broker.groups.commit(req, ctx.version)
+async def offset_commit(ctx, req: dict) -> dict:
+    entries = [OffsetCommitEntry(t["name"], p["partition_index"], p["committed_offset"],
+                                 p.get("committed_leader_epoch", -1), p.get("committed_metadata") or "")
+               for t in req["topics"] for p in t["partitions"]]
+    codes = iter(await ctx.broker.groups.commit(OffsetCommitRequest(
+        req["group_id"], entries, req.get("generation_id_or_member_epoch", -1), req.get("member_id", ""),
+        req.get("group_instance_id"))))
+    return {"throttle_time_ms": 0, "topics": [
+        {"name": t["name"], "partitions": [{"partition_index": p["partition_index"], "error_code": next(codes)}
+                                           for p in t["partitions"]]} for t in req["topics"]]}
+
+
+def _fetch_offsets(ctx, group_id: str, topics: list[dict] | None) -> tuple[int, list[dict]]:
+    wanted = None if topics is None else {t["name"]: t["partition_indexes"] for t in topics}
+    error, found = ctx.broker.groups.fetch_offsets(group_id, wanted)
+    return error, [{"name": topic, "partitions": [
+        {"partition_index": p, "committed_offset": o.offset if o else -1,
+         "committed_leader_epoch": o.leader_epoch if o else -1, "metadata": o.metadata if o else "",
+         "error_code": 0} for p, o in partitions]} for topic, partitions in found]
 
 
 @handles(9)
 def offset_fetch(ctx, req: dict) -> dict:
-    groups = ctx.broker.groups
     if ctx.version <= 7:
-        error, topics = groups.fetch_offsets(req["group_id"], req["topics"])
+        error, topics = _fetch_offsets(ctx, req["group_id"], req["topics"])
         if error and ctx.version < 2:
             topics = [{"name": t["name"], "partitions": [
                 {"partition_index": p, "committed_offset": -1, "metadata": "", "error_code": error}
@@ -81,44 +151,60 @@ def offset_fetch(ctx, req: dict) -> dict:
         return {"throttle_time_ms": 0, "topics": topics, "error_code": error}
     out = []
     for g in req["groups"]:
-        error, topics = groups.fetch_offsets(g["group_id"], g["topics"])
+        error, topics = _fetch_offsets(ctx, g["group_id"], g["topics"])
         out.append({"group_id": g["group_id"], "topics": topics, "error_code": error})
     return {"throttle_time_ms": 0, "groups": out}
 
 
+# ---------------------------------------------------------------- admin
+
 @handles(16)
 def list_groups(ctx, req: dict) -> dict:
-    return {"throttle_time_ms": 0, "error_code": 0,
-            "groups": ctx.broker.groups.list_groups(req.get("states_filter"))}
+    return {"throttle_time_ms": 0, "error_code": 0, "groups": [
+        {"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state.value,
+         "group_type": "classic"} for g in ctx.broker.groups.list_groups(req.get("states_filter"))]}
+
+
+def _describe_wire(d: GroupDescription) -> dict:
+    out = {"error_code": d.error, "group_id": d.group_id, "group_state": d.state, "protocol_type": d.protocol_type,
+           "protocol_data": d.protocol,
+           "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                        "client_id": m.client_id, "client_host": m.client_host, "member_metadata": m.metadata,
+                        "member_assignment": m.assignment} for m in d.members]}
+    if not d.error:
+        out["authorized_operations"] = AUTHORIZED_OPERATIONS_OMITTED
+    return out
 
 
 @handles(15)
 def describe_groups(ctx, req: dict) -> dict:
-    return {"throttle_time_ms": 0, "groups": [ctx.broker.groups.describe(g) for g in req["groups"]]}
+    return {"throttle_time_ms": 0, "groups": [_describe_wire(ctx.broker.groups.describe(g)) for g in req["groups"]]}
 
 
 @handles(42)
 async def delete_groups(ctx, req: dict) -> dict:
-    return {"throttle_time_ms": 0, "results": await ctx.broker.groups.delete_groups(req["groups_names"])}
+    results = await ctx.broker.groups.delete_groups(req["groups_names"])
+    return {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": code} for g, code in results]}
 
 
 @handles(47)
 async def offset_delete(ctx, req: dict) -> dict:
     """Partitions that do not exist answer UNKNOWN_TOPIC_OR_PARTITION; the coordinator sees the rest.
     A group error leaves the partitions out, as Kafka does."""
-    known, unknown = [], []
+    known: list[tuple[str, int]] = []
+    unknown: list[tuple[str, int]] = []
     for t in req["topics"]:
         info = ctx.broker.topics.get(t["name"])
-        exists = [p for p in t["partitions"] if info is not None and p["partition_index"] in info.partitions]
-        if exists:
-            known.append({"name": t["name"], "partitions": exists})
-        unknown += [(t["name"], p["partition_index"]) for p in t["partitions"] if p not in exists]
-    error, topics = await ctx.broker.groups.delete_offsets(req["group_id"], known)
+        for p in t["partitions"]:
+            exists = info is not None and p["partition_index"] in info.partitions
+            (known if exists else unknown).append((t["name"], p["partition_index"]))
+    error, codes = await ctx.broker.groups.delete_offsets(req["group_id"], known)
     if error:
         return {"error_code": error, "throttle_time_ms": 0, "topics": []}
-    by_name = {t["name"]: t for t in topics}
-    for name, index in unknown:
+    by_name: dict[str, dict] = {}
+    for (name, index), code in [*zip(known, codes),
+                                *((tp, errors.E_UNKNOWN_TOPIC_OR_PARTITION) for tp in unknown)]:
         entry = by_name.setdefault(name, {"name": name, "partitions": []})
-        entry["partitions"].append({"partition_index": index, "error_code": errors.E_UNKNOWN_TOPIC_OR_PARTITION})
+        entry["partitions"].append({"partition_index": index, "error_code": code})
     return {"error_code": 0, "throttle_time_ms": 0,
             "topics": [by_name[t["name"]] for t in req["topics"] if t["name"] in by_name]}
