@@ -22,6 +22,7 @@ from samsa.cluster.metadata import BrokerInfo
 from samsa.coordinator.groups import persistence
 from samsa.coordinator.groups.offsets import OffsetStore, TopicPartition
 from samsa.coordinator.groups.persistence import GroupLoaded, OffsetLoaded, OffsetsTopicWriter, partition_for
+from samsa.coordinator.groups.rebalance import CONFIG_KEYS as REBALANCE_CONFIG_KEYS
 from samsa.coordinator.groups.rebalance import (HeartbeatRequest, JoinRequest, JoinResult, LeavingMember, Rebalancer,
                                                 SyncRequest, SyncResult)
 from samsa.coordinator.groups.state import DEAD, EMPTY, STABLE, Group, GroupState, Reply, Timer
@@ -30,6 +31,11 @@ from samsa.protocol import errors
 from samsa.protocol.group_records import OFFSETS_TOPIC, OffsetAndMetadata
 
 log = logging.getLogger(__name__)
+
+#: Every broker config the group coordinator reads, through ``host.config[key]``.
+CONFIG_KEYS = (*REBALANCE_CONFIG_KEYS, "offsets.topic.num.partitions", "offsets.topic.replication.factor",
+               "offsets.topic.segment.bytes", "offsets.commit.timeout.ms", "offset.metadata.max.bytes",
+               "offsets.retention.minutes", "offsets.retention.check.interval.ms")
 
 
 # ---------------------------------------------------------------- typed requests and results
@@ -149,12 +155,7 @@ class GroupCoordinator:
     def _replay(self, loaded: OffsetLoaded | GroupLoaded) -> None:
         group_id = loaded.group_id
         if isinstance(loaded, OffsetLoaded):
-            tp = (loaded.topic, loaded.partition)
-            if loaded.offset is None:
-                self.offsets.commit(group_id, [])
-                self.offsets.delete(group_id, [tp])
-            else:
-                self.offsets.commit(group_id, [(tp, loaded.offset)])
+            self.offsets.load(group_id, (loaded.topic, loaded.partition), loaded.offset)
             self.groups.setdefault(group_id, Group(group_id))
             return
         self.rebalancer.forget(group_id)

@@ -38,6 +38,14 @@ class OffsetStore:
         for tp, o in offsets:
             committed[tp] = o
 
+    def load(self, group_id: str, tp: TopicPartition, offset: OffsetAndMetadata | None) -> None:
+        """A record read back from the log: the offset, or (None) its tombstone."""
+        committed = self._committed.setdefault(group_id, {})
+        if offset is None:
+            committed.pop(tp, None)
+        else:
+            committed[tp] = offset
+
     def delete(self, group_id: str, tps: Iterable[TopicPartition]) -> None:
         committed = self._committed.get(group_id)
         if committed is None:
