@@ -5,7 +5,7 @@ from __future__ import annotations
 from samsa.coordinator.groups import persistence
 from samsa.coordinator.groups.offsets import OffsetStore
 from samsa.coordinator.groups.persistence import GroupLoaded, OffsetLoaded, java_string_hash, partition_for
-from samsa.coordinator.groups.state import EMPTY, STABLE, Group, Member
+from samsa.coordinator.groups.state import EMPTY, PREPARING_REBALANCE, STABLE, Group, Member
 from samsa.protocol import group_records
 from samsa.protocol.group_records import OffsetAndMetadata
 
@@ -39,7 +39,7 @@ def test_an_empty_consumer_group_expires_all_its_offsets_at_once():
     group = Group("g", state=EMPTY, protocol_type="consumer", state_timestamp=10 * MINUTE)
     assert store.expired("g", group, 69 * MINUTE, 60 * MINUTE) == []
     assert sorted(store.expired("g", group, 70 * MINUTE, 60 * MINUTE)) == [("t", 0), ("t", 1)]
-    group.state = STABLE
+    group.transition_to(PREPARING_REBALANCE, 70 * MINUTE)
     assert store.expired("g", group, 999 * MINUTE, 60 * MINUTE) == []
 
 

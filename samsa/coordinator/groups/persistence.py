@@ -63,15 +63,17 @@ def group_tombstone(group_id: str) -> Entry:
 
 
 def group_from_record(group_id: str, rec: GroupRecord) -> Group:
-    """A group read back: Stable with its stored members and assignments, or Empty."""
-    group = Group(group_id, generation=rec.generation, protocol_type=rec.protocol_type or None,
-                  protocol=rec.protocol, leader=None, state_timestamp=rec.state_timestamp)
-    for m in rec.members:
-        group.add(Member(m["member_id"] or "", m["group_instance_id"], m["client_id"] or "", m["client_host"] or "",
-                         m["session_timeout"], m["rebalance_timeout"], rec.protocol_type,
-                         [(rec.protocol or "", m["subscription"])], assignment=m["assignment"]))
+    """A group read back: Stable with its stored members and assignments, or Empty. (It starts
+    in that state: a group is created in a state, and moves only through transitions.)"""
+    members = [Member(m["member_id"] or "", m["group_instance_id"], m["client_id"] or "", m["client_host"] or "",
+                      m["session_timeout"], m["rebalance_timeout"], rec.protocol_type,
+                      [(rec.protocol or "", m["subscription"])], assignment=m["assignment"])
+               for m in rec.members]
+    group = Group(group_id, state=STABLE if members else EMPTY, generation=rec.generation,
+                  protocol_type=rec.protocol_type or None, protocol=rec.protocol, state_timestamp=rec.state_timestamp)
+    for member in members:
+        group.add(member)
     group.leader = rec.leader if rec.leader in group.members else next(iter(group.members), None)
-    group.state = STABLE if group.members else EMPTY   # restored as stored, not a transition
     return group
 
 

@@ -1,13 +1,16 @@
 """A consumer group under the classic rebalance protocol: members, generation, state.
 
-States, as Kafka names them, and the transitions the table below allows::
+States, as Kafka names them, and the only transitions :data:`VALID_PREVIOUS_STATES` allows::
 
-    Empty --join--> PreparingRebalance --all joined--> CompletingRebalance --leader syncs--> Stable
-      ^                    ^  |                                  |                            |
-      |                    |  +-- member joins again / leaves ---+----------------------------+
-      +-- no members left when the join phase ends;  any state --> Dead once deleted
+    Empty --first join--> PreparingRebalance --join phase ends--> CompletingRebalance --leader syncs--> Stable
+                            ^        |                                    |                              |
+                            |        +--> Empty (no member rejoined)      |                              |
+                            +---- a member joins, leaves or expires ------+------------------------------+
+    any state --DeleteGroups--> Dead
 
-:meth:`Group.transition_to` refuses any other move with :class:`IllegalStateTransition`.
+:meth:`Group.transition_to` refuses any other move with :class:`IllegalStateTransition`; a
+group is created in its first state (Empty, or as read back from the log) and changes state
+only through it.
 These objects only keep state; :mod:`samsa.coordinator.groups.rebalance` drives them.
 Nothing here needs an event loop: a parked JoinGroup or SyncGroup answer is any
 :class:`Reply` (an ``asyncio.Future`` in the broker), a timer any :class:`Timer`.
@@ -42,7 +45,7 @@ COMPLETING_REBALANCE = GroupState.COMPLETING_REBALANCE
 STABLE = GroupState.STABLE
 DEAD = GroupState.DEAD
 
-#: The states a group may move to each state from (Kafka's valid previous states).
+#: For each state, the states a group may enter it from (Kafka's "valid previous states").
 VALID_PREVIOUS_STATES: dict[GroupState, frozenset[GroupState]] = {
     EMPTY: frozenset({PREPARING_REBALANCE}),
     PREPARING_REBALANCE: frozenset({EMPTY, STABLE, COMPLETING_REBALANCE}),
