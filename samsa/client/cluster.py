@@ -16,8 +16,8 @@ from typing import Any
 from samsa.client.connection import BrokerConnection, KafkaConnectionError, KafkaTimeoutError
 from samsa.client.types import Node
 from samsa.protocol import errors
+from samsa.protocol.api_keys import ApiKey
 
-METADATA = 3
 
 
 def parse_bootstrap_servers(servers: str | list[str]) -> list[tuple[str, int]]:
@@ -144,7 +144,7 @@ class Cluster:
             "allow_auto_topic_creation": allow_auto_create,
             "include_topic_authorized_operations": False,
         }
-        resp = await conn.request(METADATA, body, min_version=1)
+        resp = await conn.request(ApiKey.METADATA, body, min_version=1)
         self._update(resp, full=topics is None)
         return resp
 

@@ -15,6 +15,7 @@ from importlib import metadata
 from typing import Any
 
 from samsa.protocol import api, errors
+from samsa.protocol.api_keys import ApiKey
 from samsa.timeouts import within
 
 _SIZE = struct.Struct(">i")
@@ -92,12 +93,12 @@ class BrokerConnection:
 
     async def _negotiate(self, timeout_ms: int | None) -> None:
         body = {"client_software_name": "samsa", "client_software_version": _software_version()}
-        resp = await self.request(api.API_VERSIONS, body, version=API_VERSIONS_FIRST_TRY, timeout_ms=timeout_ms)
+        resp = await self.request(ApiKey.API_VERSIONS, body, version=API_VERSIONS_FIRST_TRY, timeout_ms=timeout_ms)
         if resp["error_code"] == errors.UnsupportedVersionError.code:
             # The broker answered in the v0 layout with its ranges: retry in a version it knows.
             theirs = {k["api_key"]: k["max_version"] for k in resp["api_keys"]}
-            retry = min(theirs.get(api.API_VERSIONS, 0), API_VERSIONS_FIRST_TRY - 1)
-            resp = await self.request(api.API_VERSIONS, body, version=retry, timeout_ms=timeout_ms)
+            retry = min(theirs.get(ApiKey.API_VERSIONS, 0), API_VERSIONS_FIRST_TRY - 1)
+            resp = await self.request(ApiKey.API_VERSIONS, body, version=retry, timeout_ms=timeout_ms)
         if resp["error_code"]:
             raise errors.error_for(resp["error_code"], f"ApiVersions to {self.address} failed")
         self.api_versions = {k["api_key"]: (k["min_version"], k["max_version"]) for k in resp["api_keys"]}
@@ -234,7 +235,7 @@ class BrokerConnection:
 
     @staticmethod
     def _decode(api_key: int, version: int, frame) -> dict[str, Any]:
-        if api_key == api.API_VERSIONS and version > 0:
+        if api_key == ApiKey.API_VERSIONS and version > 0:
             # A broker that does not know our version answers in the v0 layout (header v0,
             # error_code first in both layouts): read it as v0.
             (error_code,) = _ERROR.unpack_from(frame, 4)
