@@ -25,7 +25,7 @@ from typing import Any, BinaryIO
 from samsa.cli.common import Parser, UsageError, error_message, arguments
 from samsa.client.config import ConfigError, load_plugin
 from samsa.client.consumer import Consumer, ConsumerRecord, TopicPartition, WakeupError
-from samsa.client.consumer_internals.core import JAVA_DESERIALIZERS
+from samsa.client.consumer_internals.async_consumer import JAVA_DESERIALIZERS
 from samsa.client.consumer_internals.records import TIMESTAMP_TYPE_NAMES
 from samsa.configdef import parse_properties
 from samsa.protocol import errors

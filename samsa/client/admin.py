@@ -16,9 +16,9 @@ import asyncio
 from collections import defaultdict
 from typing import Any, Awaitable, Callable, Coroutine, Iterable, Mapping, TypeVar
 
-from samsa.client.loop import LoopThread
-from samsa.client.cluster import Cluster
 from samsa.client.connection import BrokerConnection, KafkaConnectionError, KafkaTimeoutError
+from samsa.client.loop import LoopThread
+from samsa.client.metadata import ClusterMetadata
 from samsa.client.types import (
     ALTER_OPS,
     CONFIG_SOURCES,
@@ -123,7 +123,7 @@ class AsyncAdmin:
         self.request_timeout_ms = int(config.get("request.timeout.ms", 30000))
         self.default_api_timeout_ms = int(config.get("default.api.timeout.ms", 60000))
         self.retry_backoff_ms = int(config.get("retry.backoff.ms", 100))
-        self.cluster = Cluster(
+        self.cluster = ClusterMetadata(
             servers, client_id=config.get("client.id", "samsa-admin"),
             request_timeout_ms=self.request_timeout_ms,
             connect_timeout_ms=int(config.get("socket.connection.setup.timeout.ms", 10000)),
@@ -143,7 +143,7 @@ class AsyncAdmin:
     async def close(self) -> None:
         await self.cluster.aclose()
 
-    async def _ready(self) -> Cluster:
+    async def _ready(self) -> ClusterMetadata:
         async with self._ready_lock:
             if not self._bootstrapped:
                 await self.cluster.bootstrap()

@@ -14,10 +14,10 @@ import logging
 from collections import defaultdict
 from typing import Any, Callable
 
-from samsa.client.cluster import Cluster
 from samsa.client.connection import BrokerConnection, KafkaConnectionError, KafkaTimeoutError
 from samsa.client.consumer_internals.records import CompletedFetch, ConsumerRecord, FetchedBatch
 from samsa.client.consumer_internals.subscription import PartitionState, SubscriptionState
+from samsa.client.metadata import ClusterMetadata
 from samsa.client.types import TopicPartition
 from samsa.protocol import errors
 from samsa.protocol.api_keys import ApiKey
@@ -46,7 +46,7 @@ class NoOffsetForPartitionError(Exception):
 
 
 class Fetcher:
-    def __init__(self, cluster: Cluster, subs: SubscriptionState, config: Any, *,
+    def __init__(self, cluster: ClusterMetadata, subs: SubscriptionState, config: Any, *,
                  key_deserializer: Any, value_deserializer: Any, request_metadata: Callable[[], None]):
         c = config
         self.cluster = cluster

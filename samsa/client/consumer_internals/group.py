@@ -23,20 +23,28 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, Iterable, Protocol
 
 from samsa.client.connection import BrokerConnection, KafkaConnectionError, KafkaTimeoutError
-from samsa.client.consumer_internals.assignors import (COOPERATIVE, EAGER, Assignment, Subscription,
-                                                       decode_assignment, decode_subscription, encode_assignment,
-                                                       encode_subscription, rebalance_protocol)
+from samsa.client.consumer_internals.assignors import (
+    COOPERATIVE,
+    EAGER,
+    Assignment,
+    Subscription,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+    rebalance_protocol,
+)
+from samsa.client.consumer_internals.fetcher import Fetcher
 from samsa.client.consumer_internals.records import OffsetAndMetadata
+from samsa.client.consumer_internals.subscription import SubscriptionState
+from samsa.client.metadata import ClusterMetadata
 from samsa.client.types import TopicPartition
 from samsa.protocol import api, errors
 from samsa.protocol.api_keys import ApiKey
 from samsa.timeouts import within
-
-if TYPE_CHECKING:
-    from samsa.client.consumer_internals.core import AsyncConsumer
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +71,24 @@ class CommitFailedError(Exception):
             "the maximum size of batches returned in poll() with max.poll.records." + (f" ({reason})" if reason else ""))
 
 
+class ConsumerSide(Protocol):
+    """What group membership needs of the consumer it serves (AsyncConsumer is one)."""
+
+    config: Any
+    cluster: ClusterMetadata
+    subs: SubscriptionState
+    fetcher: Fetcher
+    auto_commit: bool
+
+    def wake_poll(self) -> None: ...
+    def poll_expired(self) -> bool: ...
+    async def commit_quietly(self, partitions: Iterable[TopicPartition], timeout: float | None = None) -> None: ...
+    async def partition_counts(self, topics: list[str]) -> dict[str, int]: ...
+    async def invoke_listener(self, method: str, partitions: list[TopicPartition]) -> None: ...
+
+
 class GroupMember:
-    def __init__(self, core: "AsyncConsumer"):
+    def __init__(self, core: ConsumerSide):
         c = core.config
         self.core = core
         self.group_id: str = c["group.id"]

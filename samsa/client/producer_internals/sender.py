@@ -16,9 +16,9 @@ import logging
 import time
 from typing import Any, Sequence
 
-from samsa.client.cluster import Cluster
 from samsa.client.connection import KafkaConnectionError
 from samsa.client.futures import resolve_all
+from samsa.client.metadata import ClusterMetadata
 from samsa.client.producer_internals.accumulator import ProducerBatch, RecordAccumulator
 from samsa.client.types import RecordMetadata
 from samsa.protocol import errors
@@ -30,7 +30,7 @@ _REFRESH = (errors.E_NOT_LEADER_OR_FOLLOWER, errors.E_UNKNOWN_TOPIC_OR_PARTITION
 
 
 class Sender:
-    def __init__(self, accumulator: RecordAccumulator, cluster: Cluster, *, acks: int, idempotent: bool,
+    def __init__(self, accumulator: RecordAccumulator, cluster: ClusterMetadata, *, acks: int, idempotent: bool,
                  request_timeout_ms: int, retries: int, retry_backoff_ms: int, retry_backoff_max_ms: int,
                  interceptors: Sequence[Any], partition_counts: dict[str, int]):
         self.accumulator, self.cluster = accumulator, cluster

@@ -1,6 +1,6 @@
 """What a client knows about the cluster: brokers, controller, partition leaders.
 
-:class:`Cluster` bootstraps from ``bootstrap.servers`` (any one reachable server will do),
+:class:`ClusterMetadata` bootstraps from ``bootstrap.servers`` (any one reachable server will do),
 keeps the answer of the last Metadata request, and hands out one connection per broker,
 opening it on first use.
 """
@@ -17,7 +17,6 @@ from samsa.client.connection import BrokerConnection, KafkaConnectionError, Kafk
 from samsa.client.types import Node
 from samsa.protocol import errors
 from samsa.protocol.api_keys import ApiKey
-
 
 
 def parse_bootstrap_servers(servers: str | list[str]) -> list[tuple[str, int]]:
@@ -57,7 +56,7 @@ class TopicMetadata:
     error_code: int = 0
 
 
-class Cluster:
+class ClusterMetadata:
     def __init__(self, bootstrap_servers: str | list[str], *, client_id: str | None = "samsa",
                  request_timeout_ms: int = 30000, connect_timeout_ms: int = 10000,
                  bootstrap_timeout_ms: int | None = None, retry_backoff_ms: int = 100,

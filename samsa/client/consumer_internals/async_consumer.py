@@ -21,7 +21,6 @@ import re
 import time
 from typing import Any, Awaitable, Callable, Iterable, Mapping
 
-from samsa.client.cluster import Cluster
 from samsa.client.config import CONSUMER_KEYS, ClientConfig, ConfigError, load_plugin, load_plugins
 from samsa.client.connection import KafkaConnectionError, KafkaTimeoutError
 from samsa.client.consumer_internals.assignors import load_assignors
@@ -29,6 +28,7 @@ from samsa.client.consumer_internals.fetcher import EARLIEST, LATEST, Fetcher, N
 from samsa.client.consumer_internals.group import EAGER, CommitFailedError, GroupMember
 from samsa.client.consumer_internals.records import ConsumerRecord, OffsetAndMetadata
 from samsa.client.consumer_internals.subscription import IllegalStateError, SubscriptionState
+from samsa.client.metadata import ClusterMetadata
 from samsa.client.types import PartitionInfo, TopicPartition
 from samsa.protocol import errors
 from samsa.timeouts import within
@@ -121,14 +121,14 @@ class AsyncConsumer:
         self.assignors = load_assignors(c["partition.assignment.strategy"], configs)
         self.subs = SubscriptionState(c["auto.offset.reset"])
         request_timeout = c["request.timeout.ms"]
-        self.cluster = Cluster(c["bootstrap.servers"], client_id=c["client.id"] or "samsa-consumer",
-                               request_timeout_ms=request_timeout,
-                               connect_timeout_ms=c["socket.connection.setup.timeout.ms"],
-                               bootstrap_timeout_ms=min(request_timeout, c["default.api.timeout.ms"]),
-                               retry_backoff_ms=c["retry.backoff.ms"],
-                               reconnect_backoff_ms=c["reconnect.backoff.ms"],
-                               reconnect_backoff_max_ms=c["reconnect.backoff.max.ms"],
-                               metadata_max_age_ms=c["metadata.max.age.ms"])
+        self.cluster = ClusterMetadata(c["bootstrap.servers"], client_id=c["client.id"] or "samsa-consumer",
+                                       request_timeout_ms=request_timeout,
+                                       connect_timeout_ms=c["socket.connection.setup.timeout.ms"],
+                                       bootstrap_timeout_ms=min(request_timeout, c["default.api.timeout.ms"]),
+                                       retry_backoff_ms=c["retry.backoff.ms"],
+                                       reconnect_backoff_ms=c["reconnect.backoff.ms"],
+                                       reconnect_backoff_max_ms=c["reconnect.backoff.max.ms"],
+                                       metadata_max_age_ms=c["metadata.max.age.ms"])
         self._wake = asyncio.Event()
         self._metadata_needed = asyncio.Event()
         self.fetcher = Fetcher(self.cluster, self.subs, c, key_deserializer=self.key_deserializer,
