@@ -25,24 +25,13 @@ import time
 from concurrent.futures import Future
 from typing import Any, Callable, Coroutine, Iterable, Mapping, TypeVar
 
-from samsa.client.consumer_internals.assignors import (
-    Assignment,
-    CooperativeStickyAssignor,
-    RangeAssignor,
-    RoundRobinAssignor,
-    Subscription,
-)
+from samsa.client.consumer_internals.assignors import (Assignment, CooperativeStickyAssignor, RangeAssignor,
+                                                       RoundRobinAssignor, Subscription)
 from samsa.client.consumer_internals.async_consumer import AsyncConsumer, OffsetAndTimestamp, WakeupError
 from samsa.client.consumer_internals.fetcher import NoOffsetForPartitionError
 from samsa.client.consumer_internals.group import CommitFailedError
-from samsa.client.consumer_internals.records import (
-    CREATE_TIME,
-    LOG_APPEND_TIME,
-    ConsumerRecord,
-    FetchedBatch,
-    OffsetAndMetadata,
-    RecordDeserializationError,
-)
+from samsa.client.consumer_internals.records import (CREATE_TIME, LOG_APPEND_TIME, ConsumerRecord, OffsetAndMetadata,
+                                                     FetchedBatch, RecordDeserializationError)
 from samsa.client.consumer_internals.subscription import IllegalStateError
 from samsa.client.loop import LoopThread
 from samsa.client.types import PartitionInfo, TopicPartition

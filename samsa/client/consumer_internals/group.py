@@ -26,17 +26,9 @@ import logging
 from typing import Any, Iterable, Protocol
 
 from samsa.client.connection import BrokerConnection, KafkaConnectionError, KafkaTimeoutError
-from samsa.client.consumer_internals.assignors import (
-    COOPERATIVE,
-    EAGER,
-    Assignment,
-    Subscription,
-    decode_assignment,
-    decode_subscription,
-    encode_assignment,
-    encode_subscription,
-    rebalance_protocol,
-)
+from samsa.client.consumer_internals.assignors import (COOPERATIVE, EAGER, Assignment, Subscription,
+                                                       decode_assignment, decode_subscription, encode_assignment,
+                                                       encode_subscription, rebalance_protocol)
 from samsa.client.consumer_internals.fetcher import Fetcher
 from samsa.client.consumer_internals.records import OffsetAndMetadata
 from samsa.client.consumer_internals.subscription import SubscriptionState

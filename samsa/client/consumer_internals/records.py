@@ -16,15 +16,8 @@ from crc32c import crc32c
 
 from samsa.client.types import TopicPartition
 from samsa.protocol import compression
-from samsa.protocol.batch import (
-    COMPRESSION_MASK,
-    CONTROL_BIT,
-    CRC_START,
-    HEADER_SIZE,
-    LOG_OVERHEAD,
-    TIMESTAMP_TYPE_BIT,
-    TRANSACTIONAL_BIT,
-)
+from samsa.protocol.batch import COMPRESSION_MASK, CONTROL_BIT, CRC_START, HEADER_SIZE, LOG_OVERHEAD, \
+    TIMESTAMP_TYPE_BIT, TRANSACTIONAL_BIT
 from samsa.protocol.errors import CorruptRecordError
 from samsa.protocol.records import decode_headers, decode_uvarint
 
