@@ -21,7 +21,7 @@ import re
 import time
 from typing import Any, Awaitable, Callable, Iterable, Mapping
 
-from samsa.client.config import CONSUMER_KEYS, ClientConfig, ConfigError, load_plugin, load_plugins
+from samsa.client.config import CONSUMER_KEYS, ClientConfig, ConfigError, load_plugins, load_serde
 from samsa.client.connection import KafkaConnectionError, KafkaTimeoutError
 from samsa.client.consumer_internals.assignors import load_assignors
 from samsa.client.consumer_internals.fetcher import EARLIEST, LATEST, Fetcher, NoOffsetForPartitionError
@@ -82,21 +82,9 @@ async def call_listener(fn: Callable[..., Any], *args: Any) -> Any:
 
 
 def _deserializer(spec: Any, configs: dict[str, Any], is_key: bool) -> Any:
-    if spec is None:
-        return None
     if isinstance(spec, str) and spec.strip() in JAVA_DESERIALIZERS:
         spec = JAVA_DESERIALIZERS[spec.strip()]
-        if spec is None:
-            return None
-    instance = load_plugin(spec, {})
-    if hasattr(instance, "is_key"):
-        instance.is_key = is_key
-    configure = getattr(instance, "configure", None)
-    if callable(configure):
-        configure(dict(configs))
-    if not callable(getattr(instance, "deserialize", None)):
-        raise ConfigError(f"{'key' if is_key else 'value'}.deserializer {spec!r} has no deserialize() method")
-    return instance
+    return None if spec is None else load_serde(spec, configs, is_key=is_key, method="deserialize")
 
 
 class AsyncConsumer:

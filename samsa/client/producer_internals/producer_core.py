@@ -17,7 +17,7 @@ import time
 from concurrent.futures import Future
 from typing import Any, Callable
 
-from samsa.client.config import PRODUCER_KEYS, ClientConfig, ConfigError, load_plugin, load_plugins
+from samsa.client.config import PRODUCER_KEYS, ClientConfig, ConfigError, load_plugin, load_plugins, load_serde
 from samsa.client.connection import KafkaTimeoutError
 from samsa.client.loop import IdleSignal
 from samsa.client.metadata import ClusterMetadata
@@ -194,28 +194,23 @@ class ProducerCore:
         self.sender.wake()
 
     async def close(self) -> None:
-        """After the records still queued are answered: stop the sender, close interceptors and connections.
-        (Flush first to bound the wait.)"""
+        """After the records still queued are answered: stop the sender, close interceptors,
+        serializers and connections. (Flush first to bound the wait.)"""
         self.closed = True
         self.accumulator.closing = True
         self.sender.wake()
         if self._task is not None:
             await asyncio.gather(self._task, return_exceptions=True)
-        for interceptor in self.interceptors:
-            try:
-                interceptor.close()
-            except Exception:
-                log.exception("Failed to close producer interceptor")
+        for plugin in [*self.interceptors, self.key_serializer, self.value_serializer]:
+            closer = getattr(plugin, "close", None)
+            if callable(closer):
+                try:
+                    closer()
+                except Exception:  # noqa: BLE001 - one plugin's failure does not stop the close
+                    log.exception("Failed to close %s", plugin)
         await self.sender.close()
         await self.cluster.aclose()
 
 
 def _serializer(spec: Any, configs: dict, is_key: bool) -> Any:
-    if spec is None:
-        return None
-    instance = load_plugin(spec, {})
-    if hasattr(instance, "is_key"):
-        instance.is_key = is_key
-    if hasattr(instance, "configure"):
-        instance.configure(configs)
-    return instance
+    return None if spec is None else load_serde(spec, configs, is_key=is_key, method="serialize")
