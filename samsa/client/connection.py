@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import struct
 from importlib import metadata
 from typing import Any
@@ -25,8 +26,12 @@ _ERROR = struct.Struct(">h")
 API_VERSIONS_FIRST_TRY = 3
 
 
-class KafkaConnectionError(type(errors.error_for(13))):  # NETWORK_EXCEPTION
+class KafkaConnectionError(errors.NetworkError):
     """The broker could not be reached, or the connection broke with requests in flight."""
+
+
+class UnresolvableHostError(KafkaConnectionError):
+    """The broker's host name did not resolve (DNS): retrying soon will not help."""
 
 
 class KafkaTimeoutError(errors.RequestTimedOutError):
@@ -80,6 +85,8 @@ class BrokerConnection:
         except asyncio.TimeoutError:
             raise KafkaConnectionError(
                 f"Timed out after {int(timeout * 1000)} ms connecting to {self.address}") from None
+        except socket.gaierror as e:
+            raise UnresolvableHostError(f"DNS resolution failed for {self.host}: {e.strerror}") from None
         except OSError as e:
             reason = os.strerror(e.errno) if e.errno else str(e)
             raise KafkaConnectionError(f"Connection to {self.address} failed: {reason}") from None
