@@ -2,6 +2,10 @@
 broker and a store-nothing sink, under the same loads in one run.
 
     .venv/bin/python bench/broker_bench.py [--quick] [--targets samsa,tansu,mock,sink]
+    .venv/bin/python bench/broker_bench.py --targets samsa,samsa@../baseline   # this tree beside another
+
+A target ``samsa@DIR`` runs the broker of another Samsa source tree (e.g. a ``git worktree``
+of an earlier commit) beside this one, to compare two commits in one run.
 
 See bench/README.md for what each figure means. Not a test: the machine is shared and
 noisy, so read the ratios between targets of one run, not the absolute numbers.
@@ -128,7 +132,7 @@ class Target:
     name = "?"
 
     def __init__(self, workdir: Path):
-        self.workdir = workdir / self.name
+        self.workdir = workdir / re.sub(r"[^\w@-]", "_", self.name)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.workdir / "output.log"
         self.proc: subprocess.Popen | None = None
@@ -212,6 +216,10 @@ class Target:
 class Samsa(Target):
     name = "samsa"
 
+    def __init__(self, workdir: Path, root: Path = ROOT, name: str = "samsa"):
+        self.name, self.root = name, root
+        super().__init__(workdir)
+
     def start(self) -> None:
         self.port = free_port()
         props = self.workdir / "server.properties"
@@ -224,12 +232,13 @@ class Samsa(Target):
             "",
         ]))
         try:
-            rev = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
+            rev = subprocess.run(["git", "-C", str(self.root), "describe", "--always", "--dirty"],
                                  capture_output=True, text=True, timeout=10).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             rev = "?"
         self.version = f"samsa {rev}"
-        self._spawn([PY, "-m", "samsa.cli.main", "server", "start", str(props)], cwd=ROOT)
+        env = dict(os.environ, PYTHONPATH=str(self.root))
+        self._spawn([PY, "-m", "samsa.cli.main", "server", "start", str(props)], cwd=self.root, env=env)
         self._wait_ready()
 
 
@@ -317,6 +326,13 @@ class Sink(Target):
 
 
 TARGETS = {"samsa": Samsa, "tansu": Tansu, "mock": Mock, "sink": Sink}
+
+
+def make_target(name: str, workdir: Path) -> Target:
+    """A target by name; ``samsa@DIR`` is the Samsa broker of the source tree in DIR."""
+    if name.startswith("samsa@"):
+        return Samsa(workdir, root=Path(name.removeprefix("samsa@")).resolve(), name=name)
+    return TARGETS[name](workdir)
 
 
 # ---------------------------------------------------------------------------- loads
@@ -731,7 +747,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.loads - {"kcat", "python", "latency"}:
         p.error(f"unknown loads: {', '.join(sorted(args.loads - {'kcat', 'python', 'latency'}))}")
     targets = list(dict.fromkeys(t.strip() for t in args.targets.split(",") if t.strip()))
-    unknown = [t for t in targets if t not in TARGETS]
+    unknown = [t for t in targets if t not in TARGETS and not t.startswith("samsa@")]
     if unknown:
         p.error(f"unknown targets: {', '.join(unknown)} (known: {', '.join(ALL_TARGETS)})")
     if args.keep_logs:
@@ -758,7 +774,7 @@ def main(argv: list[str] | None = None) -> int:
     infos = []
     try:
         for name in targets:
-            infos.append(bench.run_target(TARGETS[name](workdir)))
+            infos.append(bench.run_target(make_target(name, workdir)))
     except KeyboardInterrupt:
         print("\ninterrupted: reporting what ran", flush=True)
     finally:

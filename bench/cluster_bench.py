@@ -3,6 +3,7 @@ p50/p99 at a fixed rate, and fail-over time (leader SIGKILL, and SIGTERM with co
 shutdown) to the first successful produce on the new leader.
 
     .venv/bin/python bench/cluster_bench.py [--records 200000] [--rate 2000]
+    .venv/bin/python bench/cluster_bench.py --trees .,../baseline --rounds 3   # two commits side by side
 
 Runs a real ZooKeeper (Debian's package) and real broker processes; prints one table.
 """
@@ -10,6 +11,8 @@ Runs a real ZooKeeper (Debian's package) and real broker processes; prints one t
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
 import sys
 import tempfile
 import time
@@ -76,11 +79,9 @@ def failover(cluster: Cluster, topic: str, graceful: bool) -> float:
     return elapsed
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--records", type=int, default=200_000)
-    ap.add_argument("--rate", type=int, default=2000)
-    args = ap.parse_args()
+def run_once(records: int, rate: int) -> dict[str, float]:
+    """One pass of every load on a fresh cluster; figure name -> value."""
+    out: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         cluster = Cluster(Path(tmp)).start()
         try:
@@ -89,21 +90,41 @@ def main() -> None:
             for t, n in (("bench", 3), ("fail", 1)):
                 for i in range(n):
                     cluster.wait_for(lambda t=t, i=i: len(cluster.partition(t, i)[2]) == 3, "ISR", 30)
-            rows = [
-                ("produce acks=1, RF 3 (records/s)", f"{throughput(cluster.bootstrap, 'bench', '1', args.records):,.0f}"),
-                ("produce acks=all, RF 3 (records/s)", f"{throughput(cluster.bootstrap, 'bench', 'all', args.records):,.0f}"),
-            ]
-            p50, p99 = latency(cluster.bootstrap, "bench", args.rate, 10)
-            rows.append((f"acks=all latency at {args.rate}/s, p50 / p99 (ms)", f"{p50:.1f} / {p99:.1f}"))
-            rows.append((f"leader SIGKILL -> first produce (s; session timeout {SESSION_TIMEOUT_MS} ms)",
-                         f"{failover(cluster, 'fail', graceful=False):.2f}"))
-            rows.append(("leader SIGTERM (controlled shutdown) -> first produce (s)",
-                         f"{failover(cluster, 'fail', graceful=True):.2f}"))
+            out["produce acks=1, RF 3 (records/s)"] = throughput(cluster.bootstrap, "bench", "1", records)
+            out["produce acks=all, RF 3 (records/s)"] = throughput(cluster.bootstrap, "bench", "all", records)
+            p50, p99 = latency(cluster.bootstrap, "bench", rate, 10)
+            out[f"acks=all latency at {rate}/s, p50 (ms)"] = p50
+            out[f"acks=all latency at {rate}/s, p99 (ms)"] = p99
+            out[f"leader SIGKILL -> first produce (s; session timeout {SESSION_TIMEOUT_MS} ms)"] = \
+                failover(cluster, "fail", graceful=False)
+            out["leader SIGTERM (controlled shutdown) -> first produce (s)"] = failover(cluster, "fail", graceful=True)
         finally:
             cluster.stop()
-    width = max(len(r[0]) for r in rows)
-    for name, value in rows:
-        print(f"{name:<{width}}  {value}")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--rate", type=int, default=2000)
+    ap.add_argument("--trees", default=str(ROOT),
+                    help="comma list of Samsa source trees whose brokers to run (e.g. this one and a git worktree "
+                         "of an earlier commit); the rounds alternate between them")
+    ap.add_argument("--rounds", type=int, default=1, help="passes per tree; the median is printed")
+    args = ap.parse_args()
+    trees = [str(Path(t).resolve()) for t in args.trees.split(",") if t]
+    runs: dict[str, list[dict[str, float]]] = {t: [] for t in trees}
+    for _ in range(args.rounds):
+        for tree in trees:
+            os.environ["PYTHONPATH"] = tree  # the broker processes import samsa from this tree
+            runs[tree].append(run_once(args.records, args.rate))
+    names = list(runs[trees[0]][0])
+    width = max(len(n) for n in names)
+    print(f"{'':<{width}}  " + "  ".join(f"{Path(t).name:>14}" for t in trees))
+    for name in names:
+        cells = [statistics.median(r[name] for r in runs[t]) for t in trees]
+        fmt = ",.0f" if "records/s" in name else (".2f" if "(s" in name else ".1f")
+        print(f"{name:<{width}}  " + "  ".join(f"{c:>14{fmt}}" for c in cells))
 
 
 if __name__ == "__main__":

@@ -42,15 +42,15 @@ from collections import deque
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from samsa.protocol import api  # noqa: E402
+from samsa.protocol.api_keys import ApiKey  # noqa: E402
 from samsa.protocol.records import build_batch  # noqa: E402
 
 _SIZE = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 
-PRODUCE, FETCH, LIST_OFFSETS, METADATA, FIND_COORDINATOR, CREATE_TOPICS, INIT_PRODUCER_ID, API_VERSIONS = \
-    0, 1, 2, 3, 10, 19, 22, 18
-SERVED = (PRODUCE, FETCH, LIST_OFFSETS, METADATA, FIND_COORDINATOR, API_VERSIONS, CREATE_TOPICS, INIT_PRODUCER_ID)
+SERVED = (ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.LIST_OFFSETS, ApiKey.METADATA, ApiKey.FIND_COORDINATOR,
+          ApiKey.API_VERSIONS, ApiKey.CREATE_TOPICS, ApiKey.INIT_PRODUCER_ID)
 E_UNKNOWN_TOPIC_OR_PARTITION, E_COORDINATOR_NOT_AVAILABLE, E_UNKNOWN_TOPIC_ID = 3, 15, 100
 NO_OPERATIONS = -2147483648
 UNBOUNDED_END = 1 << 40  # high watermark of a never-produced topic: fetch is endless
@@ -122,11 +122,11 @@ class Sink:
     # ------------------------------------------------------------------ handlers
 
     def handle(self, key: int, version: int, req: dict) -> dict | None:
-        if key == API_VERSIONS:
+        if key == ApiKey.API_VERSIONS:
             return {"error_code": 0, "throttle_time_ms": 0,
                     "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi}
                                  for k, (lo, hi) in sorted(self.ranges.items())]}
-        if key == METADATA:
+        if key == ApiKey.METADATA:
             requested = req.get("topics")
             if requested is None or (version == 0 and not requested):
                 names = sorted(self.topics)
@@ -143,11 +143,11 @@ class Sink:
                     "cluster_id": "samsa-bench-sink", "controller_id": 0,
                     "topics": [self.topic_entry(n) for n in names],
                     "cluster_authorized_operations": NO_OPERATIONS}
-        if key == PRODUCE:
+        if key == ApiKey.PRODUCE:
             return self.produce(req)
-        if key == FETCH:
+        if key == ApiKey.FETCH:
             return self.fetch(version, req)
-        if key == LIST_OFFSETS:
+        if key == ApiKey.LIST_OFFSETS:
             topics = []
             for t in req["topics"]:
                 parts = []
@@ -158,7 +158,7 @@ class Sink:
                                   "offset": off, "leader_epoch": 0, "old_style_offsets": [off]})
                 topics.append({"name": t["name"], "partitions": parts})
             return {"throttle_time_ms": 0, "topics": topics}
-        if key == CREATE_TOPICS:
+        if key == ApiKey.CREATE_TOPICS:
             out = []
             for t in req["topics"]:
                 n = t["num_partitions"] if t["num_partitions"] > 0 else None
@@ -167,14 +167,14 @@ class Sink:
                             "error_message": None, "num_partitions": self.topics[t["name"]],
                             "replication_factor": 1, "configs": []})
             return {"throttle_time_ms": 0, "topics": out}
-        if key == FIND_COORDINATOR:
+        if key == ApiKey.FIND_COORDINATOR:
             keys = req.get("coordinator_keys") or [req.get("key", "")]
             return {"throttle_time_ms": 0, "error_code": E_COORDINATOR_NOT_AVAILABLE, "error_message": None,
                     "node_id": -1, "host": "", "port": -1,
                     "coordinators": [{"key": k, "node_id": -1, "host": "", "port": -1,
                                       "error_code": E_COORDINATOR_NOT_AVAILABLE, "error_message": None}
                                      for k in keys]}
-        if key == INIT_PRODUCER_ID:
+        if key == ApiKey.INIT_PRODUCER_ID:
             self.next_pid += 1
             return {"throttle_time_ms": 0, "error_code": 0, "producer_id": self.next_pid, "producer_epoch": 0}
         raise KeyError(key)
@@ -252,7 +252,7 @@ class Sink:
         if lo_hi is None:
             raise ValueError(f"API key {key} is not served by the sink")
         if not lo_hi[0] <= version <= lo_hi[1]:
-            if key == API_VERSIONS:
+            if key == ApiKey.API_VERSIONS:
                 return api.api_versions_v0_fallback(corr, [(k, lo, hi) for k, (lo, hi) in sorted(self.ranges.items())])
             raise ValueError(f"unsupported version {version} of API {key}")
         _, body = api.decode_request(frame)

@@ -1,14 +1,14 @@
 """Samsa: Apache Kafka, rebuilt in Python.
 
-``from samsa import Producer, Consumer, Admin`` — the clients load on first use, so importing
-``samsa`` (or starting a broker) does not pull them in.
+``from samsa import Producer, Consumer, Admin, TopicPartition`` — the clients load on first
+use, so importing ``samsa`` (or starting a broker) does not pull them in.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Producer", "Consumer", "Admin"]
+__all__ = ["Producer", "Consumer", "Admin", "TopicPartition"]
 
 
 def __getattr__(name: str) -> Any:
@@ -21,4 +21,7 @@ def __getattr__(name: str) -> Any:
     if name == "Admin":
         from samsa.client.admin import Admin
         return Admin
+    if name == "TopicPartition":
+        from samsa.client.types import TopicPartition
+        return TopicPartition
     raise AttributeError(f"module 'samsa' has no attribute {name!r}")

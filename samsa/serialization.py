@@ -2,11 +2,15 @@
 
 A serializer has ``serialize(topic, data, headers=None) -> bytes | None``, and optionally
 ``configure(configs)`` and ``close()``; a deserializer mirrors it with ``deserialize``.
-``None`` stays ``None`` (a null key or value), as in Java.
+``None`` stays ``None`` (a null key or value), as in Java. One written to Kafka's
+two-argument contract, ``serialize(topic, data)`` (Java's method without headers,
+kafka-python's ``serialize(topic, value)``), works too: :func:`with_headers` adapts it,
+as Java's default three-argument method calls the two-argument one.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import struct
 from typing import Any, Protocol
@@ -119,3 +123,29 @@ def default_serialize(data: Any) -> bytes | None:
     if isinstance(data, str):
         return data.encode()
     raise SerializationError(f"no serializer configured for a value of type {type(data).__name__}")
+
+
+class _WithoutHeaders:
+    """A (de)serializer whose method takes (topic, data): called without the headers."""
+
+    def __init__(self, plugin: Any, method: str):
+        self.plugin, self._fn = plugin, getattr(plugin, method)
+        setattr(self, method, self._call)
+
+    def _call(self, topic: str, data: Any, headers: Any = None) -> Any:
+        return self._fn(topic, data)
+
+    def __getattr__(self, name: str) -> Any:  # configure, close, anything else of the plugin's
+        return getattr(self.plugin, name)
+
+
+def with_headers(plugin: Any, method: str) -> Any:
+    """``plugin`` if its ``method`` takes headers, else an adapter whose ``method`` does."""
+    try:
+        params = inspect.signature(getattr(plugin, method)).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature: assume the full contract
+        return plugin
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(positional) >= 3 or any(p.kind == p.VAR_POSITIONAL or p.name == "headers" for p in params):
+        return plugin
+    return _WithoutHeaders(plugin, method)

@@ -17,3 +17,15 @@ def one_error_line(r: subprocess.CompletedProcess) -> str:
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1, r.stderr
     return lines[0]
+
+
+UNREACHABLE = "could not be established. Node may not be available."
+
+
+def error_after_unreachable_warning(r: subprocess.CompletedProcess) -> str:
+    """A failed run against a server nobody listens on: Kafka's warning at the first failed
+    connection, then exactly one error line (returned)."""
+    assert r.returncode != 0, r
+    *warnings, line = r.stderr.strip().splitlines()
+    assert len(warnings) == 1 and UNREACHABLE in warnings[0], r.stderr
+    return line

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import os
 
-import pytest
+# Encoders refuse message keys their schema does not know (samsa.protocol.codec.STRICT);
+# set before samsa is imported, and inherited by the broker processes tests start.
+os.environ.setdefault("SAMSA_STRICT_CODEC", "1")
 
-from broker_process import BrokerProcess
+import pytest  # noqa: E402
+
+from broker_process import BrokerProcess  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,7 @@
     await consumer.stop()
 
 Topics may follow the config (as aiokafka takes them) or be given to :meth:`subscribe`.
-It is :class:`~samsa.client.consumer_internals.core.AsyncConsumer` run on the caller's
+It is :class:`~samsa.client.consumer_internals.async_consumer.AsyncConsumer` run on the caller's
 event loop — the same core the blocking :class:`samsa.client.consumer.Consumer` runs on a
 thread of its own. Rebalance listener methods may be plain functions or coroutines.
 """
@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any, AsyncIterator, Callable, Iterable, Mapping
 
-from samsa.client.consumer_internals.core import AsyncConsumer, OffsetAndTimestamp
+from samsa.client.consumer_internals.async_consumer import AsyncConsumer, OffsetAndTimestamp
 from samsa.client.consumer_internals.records import ConsumerRecord, FetchedBatch, OffsetAndMetadata
 from samsa.client.types import PartitionInfo, TopicPartition
 

@@ -5,7 +5,7 @@
         future = await producer.send("events", b"world")   # an asyncio future of RecordMetadata
         await producer.flush()
 
-It is :class:`~samsa.client.producer_internals.core.ProducerCore` — the same interceptors,
+It is :class:`~samsa.client.producer_internals.producer_core.ProducerCore` — the same interceptors,
 serializers, partitioner, accumulator and sender as :class:`samsa.client.producer.Producer`
 — with the sender run as a task on the caller's event loop instead of a thread of its
 own; topic lookups and waiting for ``buffer.memory`` happen here without blocking the loop.
@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Mapping
 
-from samsa.client.producer_internals.core import OnDelivery, ProducerCore
+from samsa.client.producer_internals.producer_core import OnDelivery, ProducerCore
 from samsa.client.types import RecordMetadata
 
 __all__ = ["AIOProducer"]

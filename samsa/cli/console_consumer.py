@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from samsa.cli.common import Parser, UsageError, error_message, arguments
-from samsa.client.config import ConfigError, load_plugin
+from samsa.client.config import ConfigError, load_serde
 from samsa.client.consumer import Consumer, ConsumerRecord, TopicPartition, WakeupError
-from samsa.client.consumer_internals.core import JAVA_DESERIALIZERS
+from samsa.client.consumer_internals.async_consumer import JAVA_DESERIALIZERS
 from samsa.client.consumer_internals.records import TIMESTAMP_TYPE_NAMES
 from samsa.configdef import parse_properties
 from samsa.protocol import errors
@@ -173,23 +173,14 @@ def _unescape(text: str) -> str:
 
 
 def _load_deserializer(spec: str | None, is_key: bool, props: dict[str, str]) -> Any:
+    spec = (spec or "").strip()
+    spec = JAVA_DESERIALIZERS.get(spec, spec)
     if not spec:
         return None
-    spec = spec.strip()
-    if spec in JAVA_DESERIALIZERS:
-        spec = JAVA_DESERIALIZERS[spec]
-        if spec is None:
-            return None
     try:
-        instance = load_plugin(spec, {})
+        return load_serde(spec, props, is_key=is_key, method="deserialize")
     except ConfigError as e:
         raise UsageError(str(e)) from None
-    if hasattr(instance, "is_key"):
-        instance.is_key = is_key
-    configure = getattr(instance, "configure", None)
-    if callable(configure):
-        configure(dict(props))
-    return instance
 
 
 class DefaultMessageFormatter:

@@ -7,6 +7,7 @@ usage when run without arguments, and a failure prints one clear line and exits 
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import sys
 
 TOOLS = {
@@ -25,8 +26,18 @@ TOOLS = {
 }
 
 
+KAFKA_VERSION = "3.9"  # the Kafka release whose message schemas and tools Samsa follows
+
+
+def version() -> str:
+    try:
+        return importlib.metadata.version("samsa")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def usage() -> str:
-    lines = ["usage: samsa <tool> [options]", "", "tools:"]
+    lines = ["usage: samsa <tool> [options]   (samsa --version: the version)", "", "tools:"]
     lines += [f"  {name:<20} {help_}" for name, (_, help_) in TOOLS.items()]
     lines += ["", "Run a tool without options to see its usage."]
     return "\n".join(lines)
@@ -37,6 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(usage())
         return 0 if argv else 1
+    if argv[0] in ("--version", "-V"):
+        print(f"samsa {version()} (Kafka protocol {KAFKA_VERSION})")
+        return 0
     tool = TOOLS.get(argv[0])
     if tool is None:
         print(f"samsa: unknown tool '{argv[0]}'\n\n{usage()}", file=sys.stderr)

@@ -82,6 +82,15 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _require_spark() -> None:
+    """The pipelines (and their generators' modules) need PySpark, an optional extra."""
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        raise UsageError("the pipelines run on Spark, and PySpark is not installed here: "
+                         "pip install -e '.[spark]' (./test installs it)") from None
+
+
 def _options(pairs: list[str]) -> dict[str, str]:
     out = {}
     for pair in pairs:
@@ -172,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         opts = parser.parse_args(argv)
         if opts.command is None:
             raise UsageError("choose a command: run or generate")
+        _require_spark()
         return _run(opts) if opts.command == "run" else _generate(opts)
     except UsageError as e:
         print(f"samsa pipeline: {e}", file=sys.stderr)

@@ -16,9 +16,9 @@ import asyncio
 from collections import defaultdict
 from typing import Any, Awaitable, Callable, Coroutine, Iterable, Mapping, TypeVar
 
-from samsa.client.loop import LoopThread
-from samsa.client.cluster import Cluster
 from samsa.client.connection import BrokerConnection, KafkaConnectionError, KafkaTimeoutError
+from samsa.client.loop import LoopThread
+from samsa.client.metadata import ClusterMetadata
 from samsa.client.types import (
     ALTER_OPS,
     CONFIG_SOURCES,
@@ -46,15 +46,10 @@ from samsa.client.types import (
     uuid_to_str,
 )
 from samsa.protocol import codec, errors
+from samsa.protocol.api_keys import ApiKey
 
 T = TypeVar("T")
 
-LIST_OFFSETS, METADATA, DELETE_RECORDS, CREATE_TOPICS, DELETE_TOPICS = 2, 3, 21, 19, 20
-DESCRIBE_CONFIGS, ALTER_CONFIGS, DESCRIBE_LOG_DIRS, CREATE_PARTITIONS = 32, 33, 35, 37
-INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER = 44, 60
-OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, DESCRIBE_GROUPS, LIST_GROUPS = 8, 9, 10, 15, 16
-DELETE_GROUPS, OFFSET_DELETE = 42, 47
-ELECT_LEADERS, ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 43, 45, 46
 
 _RESOURCE_NAMES = {v: k for k, v in RESOURCE_TYPES.items()}
 # Per-partition errors after which a fresh look at the metadata may help.
@@ -128,7 +123,7 @@ class AsyncAdmin:
         self.request_timeout_ms = int(config.get("request.timeout.ms", 30000))
         self.default_api_timeout_ms = int(config.get("default.api.timeout.ms", 60000))
         self.retry_backoff_ms = int(config.get("retry.backoff.ms", 100))
-        self.cluster = Cluster(
+        self.cluster = ClusterMetadata(
             servers, client_id=config.get("client.id", "samsa-admin"),
             request_timeout_ms=self.request_timeout_ms,
             connect_timeout_ms=int(config.get("socket.connection.setup.timeout.ms", 10000)),
@@ -148,7 +143,7 @@ class AsyncAdmin:
     async def close(self) -> None:
         await self.cluster.aclose()
 
-    async def _ready(self) -> Cluster:
+    async def _ready(self) -> ClusterMetadata:
         async with self._ready_lock:
             if not self._bootstrapped:
                 await self.cluster.bootstrap()
@@ -212,7 +207,7 @@ class AsyncAdmin:
                              for t in topics if not t.replica_assignment)
 
         async def attempt() -> None:
-            resp = await self._to_controller(CREATE_TOPICS, body, min_version=4 if needs_defaults else 1)
+            resp = await self._to_controller(ApiKey.CREATE_TOPICS, body, min_version=4 if needs_defaults else 1)
             for r in resp["topics"]:
                 _check(r["error_code"], r.get("error_message"), f"Creating topic {r['name']}")
         await self._retrying(attempt)
@@ -222,7 +217,7 @@ class AsyncAdmin:
         body = {"topics": [{"name": n} for n in names], "topic_names": names, "timeout_ms": self.request_timeout_ms}
 
         async def attempt() -> None:
-            resp = await self._to_controller(DELETE_TOPICS, body)
+            resp = await self._to_controller(ApiKey.DELETE_TOPICS, body)
             for r in resp["responses"]:
                 _check(r["error_code"], r.get("error_message"), f"Deleting topic {r['name']}")
         await self._retrying(attempt)
@@ -269,7 +264,7 @@ class AsyncAdmin:
         body = {"topics": topics, "timeout_ms": self.request_timeout_ms, "validate_only": validate_only}
 
         async def attempt() -> None:
-            resp = await self._to_controller(CREATE_PARTITIONS, body)
+            resp = await self._to_controller(ApiKey.CREATE_PARTITIONS, body)
             for r in resp["results"]:
                 _check(r["error_code"], r.get("error_message"), f"Creating partitions of {r['name']}")
         await self._retrying(attempt)
@@ -301,7 +296,7 @@ class AsyncAdmin:
             body = {"resources": [{"resource_type": RESOURCE_TYPES[r.type], "resource_name": r.name,
                                    "configuration_keys": None} for r in group],
                     "include_synonyms": include_synonyms, "include_documentation": False}
-            resp = await self._to_node(node_id, DESCRIBE_CONFIGS, body)
+            resp = await self._to_node(node_id, ApiKey.DESCRIBE_CONFIGS, body)
             for res in resp["results"]:
                 resource = ConfigResource(_RESOURCE_NAMES.get(res["resource_type"], "topic"), res["resource_name"])
                 _check(res["error_code"], res.get("error_message"), f"Describing configs of {resource.type} {resource.name}")
@@ -339,21 +334,21 @@ class AsyncAdmin:
                             validate_only: bool = False) -> None:
         """Replace each resource's dynamic configs with the ones given (AlterConfigs)."""
         payload = {r: [{"name": k, "value": v} for k, v in c.items()] for r, c in configs.items()}
-        await self._alter(ALTER_CONFIGS, payload, validate_only)
+        await self._alter(ApiKey.ALTER_CONFIGS, payload, validate_only)
 
     async def incremental_alter_configs(self, ops: Mapping[ConfigResource, Iterable[AlterConfigOp]],
                                         validate_only: bool = False) -> None:
         payload = {r: [{"name": o.name, "config_operation": ALTER_OPS[o.op], "value": o.value} for o in o_list]
                    for r, o_list in ops.items()}
-        await self._alter(INCREMENTAL_ALTER_CONFIGS, payload, validate_only)
+        await self._alter(ApiKey.INCREMENTAL_ALTER_CONFIGS, payload, validate_only)
 
     # ------------------------------------------------------------------ cluster
 
     async def describe_cluster(self) -> ClusterDescription:
         cluster = await self._ready()
         conn = await cluster.any()
-        if DESCRIBE_CLUSTER in conn.api_versions:
-            resp = await conn.request(DESCRIBE_CLUSTER, {"include_cluster_authorized_operations": False,
+        if ApiKey.DESCRIBE_CLUSTER in conn.api_versions:
+            resp = await conn.request(ApiKey.DESCRIBE_CLUSTER, {"include_cluster_authorized_operations": False,
                                                          "endpoint_type": 1})
             assert resp is not None
             _check(resp["error_code"], resp.get("error_message"), "DescribeCluster")
@@ -374,7 +369,7 @@ class AsyncAdmin:
             brokers = sorted(cluster.brokers)
         out: dict[int, dict[str, LogDirDescription]] = {}
         for broker_id in brokers:
-            resp = await self._to_node(broker_id, DESCRIBE_LOG_DIRS, {"topics": None})
+            resp = await self._to_node(broker_id, ApiKey.DESCRIBE_LOG_DIRS, {"topics": None})
             _check(resp.get("error_code", 0), None, f"DescribeLogDirs on broker {broker_id}")
             dirs = {}
             for d in resp["results"]:
@@ -457,7 +452,7 @@ class AsyncAdmin:
             body = {"replica_id": -1, "isolation_level": _ISOLATION[isolation_level],
                     "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
                     "timeout_ms": self.request_timeout_ms}
-            resp = await conn.request(LIST_OFFSETS, body, min_version=min_version)
+            resp = await conn.request(ApiKey.LIST_OFFSETS, body, min_version=min_version)
             assert resp is not None
             return {TopicPartition(t["name"], p["partition_index"]):
                     (p["error_code"], ListOffsetsResultInfo(p["offset"], p["timestamp"],
@@ -473,7 +468,7 @@ class AsyncAdmin:
                 by_topic[tp.topic].append({"partition_index": tp.partition, "offset": before[tp]})
             body = {"topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
                     "timeout_ms": self.request_timeout_ms}
-            resp = await conn.request(DELETE_RECORDS, body)
+            resp = await conn.request(ApiKey.DELETE_RECORDS, body)
             assert resp is not None
             return {TopicPartition(t["name"], p["partition_index"]): (p["error_code"], p["low_watermark"])
                     for t in resp["topics"] for p in t["partitions"]}
@@ -485,16 +480,16 @@ class AsyncAdmin:
         """Each group's coordinator (FindCoordinator, key type 0; one batched request on v4+)."""
         cluster = await self._ready()
         conn = await cluster.any()
-        version = conn.pick_version(FIND_COORDINATOR)
+        version = conn.pick_version(ApiKey.FIND_COORDINATOR)
         if version >= 4:
-            resp = await conn.request(FIND_COORDINATOR, {"key_type": 0, "coordinator_keys": group_ids},
+            resp = await conn.request(ApiKey.FIND_COORDINATOR, {"key_type": 0, "coordinator_keys": group_ids},
                                       version=version)
             assert resp is not None
             answers = resp["coordinators"]
         else:
             answers = []
             for group_id in group_ids:
-                resp = await conn.request(FIND_COORDINATOR, {"key": group_id, "key_type": 0}, version=version)
+                resp = await conn.request(ApiKey.FIND_COORDINATOR, {"key": group_id, "key_type": 0}, version=version)
                 assert resp is not None
                 answers.append(dict(resp, key=group_id))
         out: dict[str, Node | errors.KafkaError] = {}
@@ -596,7 +591,7 @@ class AsyncAdmin:
             found: dict[str, ConsumerGroupListing] = {}
             for node_id in sorted(cluster.brokers):
                 conn = await cluster.node(node_id)
-                resp = await conn.request(LIST_GROUPS, {"states_filter": states, "types_filter": []},
+                resp = await conn.request(ApiKey.LIST_GROUPS, {"states_filter": states, "types_filter": []},
                                           min_version=4 if states else None)
                 assert resp is not None
                 _check(resp["error_code"], None, f"Listing the groups of broker {node_id}")
@@ -614,7 +609,8 @@ class AsyncAdmin:
         group_ids = list(dict.fromkeys(group_ids))
 
         async def send(node: Node, conn: BrokerConnection, groups: list[str]) -> dict[str, Any]:
-            resp = await conn.request(DESCRIBE_GROUPS, {"groups": groups, "include_authorized_operations": False})
+            resp = await conn.request(ApiKey.DESCRIBE_GROUPS,
+                                      {"groups": groups, "include_authorized_operations": False})
             assert resp is not None
             out: dict[str, Any] = {}
             for g in resp["groups"]:
@@ -641,7 +637,7 @@ class AsyncAdmin:
         group_ids = list(dict.fromkeys(group_ids))
 
         async def send(node: Node, conn: BrokerConnection, groups: list[str]) -> dict[str, Any]:
-            resp = await conn.request(DELETE_GROUPS, {"groups_names": groups})
+            resp = await conn.request(ApiKey.DELETE_GROUPS, {"groups_names": groups})
             assert resp is not None
             return {r["group_id"]: _group_error(r["error_code"], None, f"Deleting group {r['group_id']}")
                     if r["error_code"] else None for r in resp["results"]}
@@ -661,13 +657,13 @@ class AsyncAdmin:
             topics = [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]
 
         async def send(node: Node, conn: BrokerConnection) -> dict[TopicPartition, OffsetAndMetadata]:
-            version = conn.pick_version(OFFSET_FETCH, min_version=2)  # v2+: all topics, group error
+            version = conn.pick_version(ApiKey.OFFSET_FETCH, min_version=2)  # v2+: all topics, group error
             if version >= 8:
                 body = {"groups": [{"group_id": group_id, "member_id": None, "member_epoch": -1, "topics": topics}],
                         "require_stable": False}
             else:
                 body = {"group_id": group_id, "topics": topics, "require_stable": False}
-            resp = await conn.request(OFFSET_FETCH, body, version=version)
+            resp = await conn.request(ApiKey.OFFSET_FETCH, body, version=version)
             assert resp is not None
             if version >= 8:
                 g = next((g for g in resp["groups"] if g["group_id"] == group_id), None)
@@ -709,7 +705,7 @@ class AsyncAdmin:
                 "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
 
         async def send(node: Node, conn: BrokerConnection) -> None:
-            resp = await conn.request(OFFSET_COMMIT, body, min_version=2)
+            resp = await conn.request(ApiKey.OFFSET_COMMIT, body, min_version=2)
             assert resp is not None
             failed = [(TopicPartition(t["name"], p["partition_index"]), p["error_code"])
                       for t in resp["topics"] for p in t["partitions"] if p["error_code"]]
@@ -735,7 +731,7 @@ class AsyncAdmin:
         body = {"group_id": group_id, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
 
         async def send(node: Node, conn: BrokerConnection) -> dict[TopicPartition, errors.KafkaError | None]:
-            resp = await conn.request(OFFSET_DELETE, body)
+            resp = await conn.request(ApiKey.OFFSET_DELETE, body)
             assert resp is not None
             if resp["error_code"]:
                 raise _group_error(resp["error_code"], None, f"Deleting offsets of group {group_id}")
@@ -764,7 +760,7 @@ class AsyncAdmin:
                 [{"topic": t, "partitions": ps} for t, ps in wanted.items()]}
 
         async def attempt() -> dict[TopicPartition, errors.KafkaError | None]:
-            resp = await self._to_controller(ELECT_LEADERS, body)
+            resp = await self._to_controller(ApiKey.ELECT_LEADERS, body)
             _check(resp.get("error_code", 0), None, "Electing leaders")
             return {TopicPartition(t["topic"], r["partition_id"]):
                     _error(r["error_code"], r.get("error_message")) if r["error_code"] else None
@@ -781,7 +777,7 @@ class AsyncAdmin:
                 "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
 
         async def attempt() -> dict[TopicPartition, errors.KafkaError | None]:
-            resp = await self._to_controller(ALTER_PARTITION_REASSIGNMENTS, body)
+            resp = await self._to_controller(ApiKey.ALTER_PARTITION_REASSIGNMENTS, body)
             _check(resp["error_code"], resp.get("error_message"), "Reassigning partitions")
             return {TopicPartition(t["name"], p["partition_index"]):
                     _error(p["error_code"], p.get("error_message")) if p["error_code"] else None
@@ -799,7 +795,7 @@ class AsyncAdmin:
             topics = [{"name": t, "partition_indexes": ps} for t, ps in grouped.items()]
 
         async def attempt() -> dict[TopicPartition, dict[str, list[int]]]:
-            resp = await self._to_controller(LIST_PARTITION_REASSIGNMENTS,
+            resp = await self._to_controller(ApiKey.LIST_PARTITION_REASSIGNMENTS,
                                              {"timeout_ms": self.request_timeout_ms, "topics": topics})
             _check(resp["error_code"], resp.get("error_message"), "Listing reassignments")
             return {TopicPartition(t["name"], p["partition_index"]):

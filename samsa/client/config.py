@@ -14,6 +14,7 @@ import logging
 from typing import Any
 
 from samsa.configdef import INT_MAX, ConfigError, Key, at_least, keys, one_of, parse_value
+from samsa.serialization import with_headers
 
 log = logging.getLogger(__name__)
 
@@ -150,6 +151,23 @@ def load_plugin(spec: Any, configs: dict[str, Any]) -> Any:
     if callable(configure):
         configure(dict(configs))
     return instance
+
+
+def load_serde(spec: Any, configs: dict[str, Any], *, is_key: bool, method: str) -> Any:
+    """``key.serializer`` and the like: a plugin whose ``method`` is called as (topic, data, headers).
+
+    A plugin written to the two-argument contract is adapted (:func:`samsa.serialization.with_headers`).
+    """
+    instance = load_plugin(spec, {})
+    if hasattr(instance, "is_key"):
+        instance.is_key = is_key
+    configure = getattr(instance, "configure", None)
+    if callable(configure):
+        configure(dict(configs))
+    if not callable(getattr(instance, method, None)):
+        kind = "serializer" if method == "serialize" else "deserializer"
+        raise ConfigError(f"{'key' if is_key else 'value'}.{kind} {spec!r} has no {method}() method")
+    return with_headers(instance, method)
 
 
 def load_plugins(specs: Any, configs: dict[str, Any]) -> list[Any]:

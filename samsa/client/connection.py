@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import struct
 from importlib import metadata
 from typing import Any
 
 from samsa.protocol import api, errors
+from samsa.protocol.api_keys import ApiKey
 from samsa.timeouts import within
 
 _SIZE = struct.Struct(">i")
@@ -24,8 +26,12 @@ _ERROR = struct.Struct(">h")
 API_VERSIONS_FIRST_TRY = 3
 
 
-class KafkaConnectionError(type(errors.error_for(13))):  # NETWORK_EXCEPTION
+class KafkaConnectionError(errors.NetworkError):
     """The broker could not be reached, or the connection broke with requests in flight."""
+
+
+class UnresolvableHostError(KafkaConnectionError):
+    """The broker's host name did not resolve (DNS): retrying soon will not help."""
 
 
 class KafkaTimeoutError(errors.RequestTimedOutError):
@@ -79,6 +85,8 @@ class BrokerConnection:
         except asyncio.TimeoutError:
             raise KafkaConnectionError(
                 f"Timed out after {int(timeout * 1000)} ms connecting to {self.address}") from None
+        except socket.gaierror as e:
+            raise UnresolvableHostError(f"DNS resolution failed for {self.host}: {e.strerror}") from None
         except OSError as e:
             reason = os.strerror(e.errno) if e.errno else str(e)
             raise KafkaConnectionError(f"Connection to {self.address} failed: {reason}") from None
@@ -92,12 +100,12 @@ class BrokerConnection:
 
     async def _negotiate(self, timeout_ms: int | None) -> None:
         body = {"client_software_name": "samsa", "client_software_version": _software_version()}
-        resp = await self.request(api.API_VERSIONS, body, version=API_VERSIONS_FIRST_TRY, timeout_ms=timeout_ms)
+        resp = await self.request(ApiKey.API_VERSIONS, body, version=API_VERSIONS_FIRST_TRY, timeout_ms=timeout_ms)
         if resp["error_code"] == errors.UnsupportedVersionError.code:
             # The broker answered in the v0 layout with its ranges: retry in a version it knows.
             theirs = {k["api_key"]: k["max_version"] for k in resp["api_keys"]}
-            retry = min(theirs.get(api.API_VERSIONS, 0), API_VERSIONS_FIRST_TRY - 1)
-            resp = await self.request(api.API_VERSIONS, body, version=retry, timeout_ms=timeout_ms)
+            retry = min(theirs.get(ApiKey.API_VERSIONS, 0), API_VERSIONS_FIRST_TRY - 1)
+            resp = await self.request(ApiKey.API_VERSIONS, body, version=retry, timeout_ms=timeout_ms)
         if resp["error_code"]:
             raise errors.error_for(resp["error_code"], f"ApiVersions to {self.address} failed")
         self.api_versions = {k["api_key"]: (k["min_version"], k["max_version"]) for k in resp["api_keys"]}
@@ -234,7 +242,7 @@ class BrokerConnection:
 
     @staticmethod
     def _decode(api_key: int, version: int, frame) -> dict[str, Any]:
-        if api_key == api.API_VERSIONS and version > 0:
+        if api_key == ApiKey.API_VERSIONS and version > 0:
             # A broker that does not know our version answers in the v0 layout (header v0,
             # error_code first in both layouts): read it as v0.
             (error_code,) = _ERROR.unpack_from(frame, 4)

@@ -8,7 +8,7 @@
             print(record.offset, record.key, record.value)
 
 Config is Kafka's dotted consumer keys with Kafka's defaults. The work is done by
-:class:`~samsa.client.consumer_internals.core.AsyncConsumer` on a private event loop in a
+:class:`~samsa.client.consumer_internals.async_consumer.AsyncConsumer` on a private event loop in a
 background thread (the same core :class:`samsa.aio.AIOConsumer` runs on the caller's
 loop); rebalance listener and commit callbacks run in the thread that calls poll().
 Like Java's, a Consumer is meant for one thread at a time; :meth:`wakeup` is the one
@@ -27,7 +27,7 @@ from typing import Any, Callable, Coroutine, Iterable, Mapping, TypeVar
 
 from samsa.client.consumer_internals.assignors import (Assignment, CooperativeStickyAssignor, RangeAssignor,
                                                        RoundRobinAssignor, Subscription)
-from samsa.client.consumer_internals.core import AsyncConsumer, OffsetAndTimestamp, WakeupError
+from samsa.client.consumer_internals.async_consumer import AsyncConsumer, OffsetAndTimestamp, WakeupError
 from samsa.client.consumer_internals.fetcher import NoOffsetForPartitionError
 from samsa.client.consumer_internals.group import CommitFailedError
 from samsa.client.consumer_internals.records import (CREATE_TIME, LOG_APPEND_TIME, ConsumerRecord, OffsetAndMetadata,

@@ -8,7 +8,7 @@
 partitioner) and appends to a batch; the sender, on a private event loop thread, sends
 batches that are full or have waited ``linger.ms`` and completes each record's future and
 ``on_delivery(metadata, error)`` callback (in the sender's thread, as Java's I/O thread
-does). The work is :class:`~samsa.client.producer_internals.core.ProducerCore`'s, the
+does). The work is :class:`~samsa.client.producer_internals.producer_core.ProducerCore`'s, the
 same core :class:`samsa.aio.AIOProducer` runs on the caller's loop.
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 
 from samsa.client.connection import KafkaTimeoutError
 from samsa.client.loop import IdleSignal, LoopThread
-from samsa.client.producer_internals.core import OnDelivery, ProducerCore
+from samsa.client.producer_internals.producer_core import OnDelivery, ProducerCore
 from samsa.client.types import RecordMetadata
 
 __all__ = ["Producer", "RecordMetadata"]

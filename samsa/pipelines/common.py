@@ -44,6 +44,7 @@ class PipelineConfig:
     # Parquet files of the same records in its place, to compare.
     reader: Callable[[SparkSession, "PipelineConfig", str], DataFrame] | None = None
     stop: threading.Event = field(default_factory=threading.Event)  # set by stop_queries()
+    progress_s: float = 5.0  # how often run_queries prints a line per running query (0: never)
 
     def checkpoint(self, query: str) -> str:
         return str(self.state_dir / "checkpoints" / query)
@@ -127,9 +128,11 @@ def start(name: str, writer: DataStreamWriter, cfg: PipelineConfig) -> Streaming
     return writer.start()
 
 
-def run_queries(queries: list[tuple[str, Query]], cfg: PipelineConfig, spark: SparkSession) -> None:
+def run_queries(queries: list[tuple[str, Query]], cfg: PipelineConfig, spark: SparkSession,
+                status: Callable[[], str | None] | None = None) -> None:
     """With ``available_now`` each query in turn reads what is there and stops (later queries
-    read what earlier ones wrote); otherwise all run until one fails or the process is stopped."""
+    read what earlier ones wrote); otherwise all run until one fails or the process is stopped,
+    printing every ``progress_s`` a line per query and the pipeline's own ``status``."""
     if cfg.available_now:
         for name, build in queries:
             if cfg.stop.is_set():
@@ -139,7 +142,12 @@ def run_queries(queries: list[tuple[str, Query]], cfg: PipelineConfig, spark: Sp
         return
     running = [start(name, build(), cfg) for name, build in queries]
     try:
-        spark.streams.awaitAnyTermination()
+        while not spark.streams.awaitAnyTermination(cfg.progress_s or None):
+            for q in running:
+                print(progress_line(q), flush=True)
+            line = status() if status is not None else None
+            if line:
+                print(line, flush=True)
     finally:
         for q in running:
             if q.isActive:
@@ -147,6 +155,17 @@ def run_queries(queries: list[tuple[str, Query]], cfg: PipelineConfig, spark: Sp
         for q in running:
             if q.exception() is not None:
                 raise q.exception()  # type: ignore[misc]
+
+
+def progress_line(q: StreamingQuery) -> str:
+    """``payments-decide: 41 micro-batches, the last 1,020 records (998/s) in 0.61 s``."""
+    p = q.lastProgress
+    if not p:
+        return f"{q.name}: starting (no micro-batch done yet)"
+    took = (p.get("durationMs") or {}).get("triggerExecution", 0) / 1000
+    rate = p.get("processedRowsPerSecond") or 0.0
+    return (f"{q.name}: {p['batchId'] + 1} micro-batches, the last {p['numInputRows']:,} records "
+            f"({rate:,.0f}/s) in {took:.2f} s")
 
 
 def stop_queries(spark: SparkSession, cfg: PipelineConfig) -> None:

@@ -34,6 +34,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
+from samsa.client.consumer import Consumer
+from samsa.client.types import TopicPartition
 from samsa.pipelines.common import (PipelineConfig, Query, as_json, dead_letters, ensure_topics, field_of, read_topic,
                                     require, run_queries, validate, with_options)
 from samsa.spark.exactly_once import ExactlyOnceWriter
@@ -181,7 +183,39 @@ def queries(spark: SparkSession, cfg: PipelineConfig) -> list[tuple[str, Query]]
 
 def run(spark: SparkSession, cfg: PipelineConfig) -> None:
     ensure_topics(cfg, [PAYMENTS, DEAD_LETTERS, DECISIONS])
-    run_queries(queries(spark, cfg), cfg, spark)
+    latency = DecisionLatency(cfg)
+    try:
+        run_queries(queries(spark, cfg), cfg, spark, status=latency.line)
+    finally:
+        latency.close()
+
+
+class DecisionLatency:
+    """The latest decision's latency, from the generator's send time to the decision's record."""
+
+    def __init__(self, cfg: PipelineConfig):
+        self.cfg = cfg
+        self._consumer: Consumer | None = None
+
+    def line(self) -> str | None:
+        if self._consumer is None:
+            self._consumer = Consumer({"bootstrap.servers": self.cfg.bootstrap_servers, "enable.auto.commit": False})
+        ends = self._consumer.end_offsets([TopicPartition(DECISIONS, p) for p in range(self.cfg.partitions)])
+        last = {tp: end - 1 for tp, end in ends.items() if end > 0}
+        if not last:
+            return None
+        self._consumer.assign(list(last))
+        for tp, offset in last.items():
+            self._consumer.seek(tp, offset)
+        latest = max(self._consumer.poll(2.0), key=lambda r: r.timestamp, default=None)
+        if latest is None:
+            return None
+        sent_ms = json.loads(latest.value).get("sent_ms")
+        return None if sent_ms is None else f"latest decision: {latest.timestamp - sent_ms} ms after it was sent"
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
 
 
 # ---------------------------------------------------------------------------- the generator

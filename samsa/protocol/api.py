@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from samsa.protocol import codec
+from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.errors import InvalidRequestError
 
 _SIZE = struct.Struct(">i")
@@ -35,17 +36,14 @@ class Api:
         return version >= self.flexible_from
 
     def request_header_version(self, version: int) -> int:
-        if self.key == 7 and version == 0:  # ControlledShutdown v0 predates client ids
+        if self.key == ApiKey.CONTROLLED_SHUTDOWN and version == 0:  # ControlledShutdown v0 predates client ids
             return 0
         return 2 if self.flexible(version) else 1
 
     def response_header_version(self, version: int) -> int:
-        if self.key == API_VERSIONS:
+        if self.key == ApiKey.API_VERSIONS:
             return 0
         return 1 if self.flexible(version) else 0
-
-
-API_VERSIONS = 18
 
 
 @lru_cache(maxsize=None)
@@ -182,4 +180,4 @@ def api_versions_v0_fallback(correlation_id: int, ranges: list[tuple[int, int, i
         "error_code": 35,
         "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in ranges],
     }
-    return encode_response(API_VERSIONS, 0, correlation_id, body)
+    return encode_response(ApiKey.API_VERSIONS, 0, correlation_id, body)

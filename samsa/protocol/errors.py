@@ -1,155 +1,32 @@
 """Kafka's error codes, and an exception per code that Samsa raises across its layers.
 
 Any layer may raise a :class:`KafkaError` subclass; the server turns it into the code in
-the response, the clients turn a code in a response back into the exception.
+the response, the clients turn a code in a response back into the exception. The table of
+codes is ``schema/errors.json``; the constants and classes below the marker are generated
+from it (``python -m samsa.protocol.generate``), so each is a name grep can find.
 """
 
 from __future__ import annotations
-
-# code -> (NAME, retriable)
-CODES: dict[int, tuple[str, bool]] = {
-    -1: ("UNKNOWN_SERVER_ERROR", False),
-    0: ("NONE", False),
-    1: ("OFFSET_OUT_OF_RANGE", False),
-    2: ("CORRUPT_MESSAGE", True),
-    3: ("UNKNOWN_TOPIC_OR_PARTITION", True),
-    4: ("INVALID_FETCH_SIZE", False),
-    5: ("LEADER_NOT_AVAILABLE", True),
-    6: ("NOT_LEADER_OR_FOLLOWER", True),
-    7: ("REQUEST_TIMED_OUT", True),
-    8: ("BROKER_NOT_AVAILABLE", False),
-    9: ("REPLICA_NOT_AVAILABLE", True),
-    10: ("MESSAGE_TOO_LARGE", False),
-    11: ("STALE_CONTROLLER_EPOCH", False),
-    12: ("OFFSET_METADATA_TOO_LARGE", False),
-    13: ("NETWORK_EXCEPTION", True),
-    14: ("COORDINATOR_LOAD_IN_PROGRESS", True),
-    15: ("COORDINATOR_NOT_AVAILABLE", True),
-    16: ("NOT_COORDINATOR", True),
-    17: ("INVALID_TOPIC_EXCEPTION", False),
-    18: ("RECORD_LIST_TOO_LARGE", False),
-    19: ("NOT_ENOUGH_REPLICAS", True),
-    20: ("NOT_ENOUGH_REPLICAS_AFTER_APPEND", True),
-    21: ("INVALID_REQUIRED_ACKS", False),
-    22: ("ILLEGAL_GENERATION", False),
-    23: ("INCONSISTENT_GROUP_PROTOCOL", False),
-    24: ("INVALID_GROUP_ID", False),
-    25: ("UNKNOWN_MEMBER_ID", False),
-    26: ("INVALID_SESSION_TIMEOUT", False),
-    27: ("REBALANCE_IN_PROGRESS", False),
-    28: ("INVALID_COMMIT_OFFSET_SIZE", False),
-    29: ("TOPIC_AUTHORIZATION_FAILED", False),
-    30: ("GROUP_AUTHORIZATION_FAILED", False),
-    31: ("CLUSTER_AUTHORIZATION_FAILED", False),
-    32: ("INVALID_TIMESTAMP", False),
-    33: ("UNSUPPORTED_SASL_MECHANISM", False),
-    34: ("ILLEGAL_SASL_STATE", False),
-    35: ("UNSUPPORTED_VERSION", False),
-    36: ("TOPIC_ALREADY_EXISTS", False),
-    37: ("INVALID_PARTITIONS", False),
-    38: ("INVALID_REPLICATION_FACTOR", False),
-    39: ("INVALID_REPLICA_ASSIGNMENT", False),
-    40: ("INVALID_CONFIG", False),
-    41: ("NOT_CONTROLLER", True),
-    42: ("INVALID_REQUEST", False),
-    43: ("UNSUPPORTED_FOR_MESSAGE_FORMAT", False),
-    44: ("POLICY_VIOLATION", False),
-    45: ("OUT_OF_ORDER_SEQUENCE_NUMBER", False),
-    46: ("DUPLICATE_SEQUENCE_NUMBER", False),
-    47: ("INVALID_PRODUCER_EPOCH", False),
-    48: ("INVALID_TXN_STATE", False),
-    49: ("INVALID_PRODUCER_ID_MAPPING", False),
-    50: ("INVALID_TRANSACTION_TIMEOUT", False),
-    51: ("CONCURRENT_TRANSACTIONS", True),
-    52: ("TRANSACTION_COORDINATOR_FENCED", False),
-    53: ("TRANSACTIONAL_ID_AUTHORIZATION_FAILED", False),
-    54: ("SECURITY_DISABLED", False),
-    55: ("OPERATION_NOT_ATTEMPTED", False),
-    56: ("KAFKA_STORAGE_ERROR", True),
-    57: ("LOG_DIR_NOT_FOUND", False),
-    58: ("SASL_AUTHENTICATION_FAILED", False),
-    59: ("UNKNOWN_PRODUCER_ID", False),
-    60: ("REASSIGNMENT_IN_PROGRESS", False),
-    61: ("DELEGATION_TOKEN_AUTH_DISABLED", False),
-    62: ("DELEGATION_TOKEN_NOT_FOUND", False),
-    63: ("DELEGATION_TOKEN_OWNER_MISMATCH", False),
-    64: ("DELEGATION_TOKEN_REQUEST_NOT_ALLOWED", False),
-    65: ("DELEGATION_TOKEN_AUTHORIZATION_FAILED", False),
-    66: ("DELEGATION_TOKEN_EXPIRED", False),
-    67: ("INVALID_PRINCIPAL_TYPE", False),
-    68: ("NON_EMPTY_GROUP", False),
-    69: ("GROUP_ID_NOT_FOUND", False),
-    70: ("FETCH_SESSION_ID_NOT_FOUND", True),
-    71: ("INVALID_FETCH_SESSION_EPOCH", True),
-    72: ("LISTENER_NOT_FOUND", True),
-    73: ("TOPIC_DELETION_DISABLED", False),
-    74: ("FENCED_LEADER_EPOCH", True),
-    75: ("UNKNOWN_LEADER_EPOCH", True),
-    76: ("UNSUPPORTED_COMPRESSION_TYPE", False),
-    77: ("STALE_BROKER_EPOCH", False),
-    78: ("OFFSET_NOT_AVAILABLE", True),
-    79: ("MEMBER_ID_REQUIRED", False),
-    80: ("PREFERRED_LEADER_NOT_AVAILABLE", True),
-    81: ("GROUP_MAX_SIZE_REACHED", False),
-    82: ("FENCED_INSTANCE_ID", False),
-    83: ("ELIGIBLE_LEADERS_NOT_AVAILABLE", True),
-    84: ("ELECTION_NOT_NEEDED", True),
-    85: ("NO_REASSIGNMENT_IN_PROGRESS", False),
-    86: ("GROUP_SUBSCRIBED_TO_TOPIC", False),
-    87: ("INVALID_RECORD", False),
-    88: ("UNSTABLE_OFFSET_COMMIT", True),
-    89: ("THROTTLING_QUOTA_EXCEEDED", True),
-    90: ("PRODUCER_FENCED", False),
-    91: ("RESOURCE_NOT_FOUND", False),
-    92: ("DUPLICATE_RESOURCE", False),
-    93: ("UNACCEPTABLE_CREDENTIAL", False),
-    94: ("INCONSISTENT_VOTER_SET", False),
-    95: ("INVALID_UPDATE_VERSION", False),
-    96: ("FEATURE_UPDATE_FAILED", False),
-    97: ("PRINCIPAL_DESERIALIZATION_FAILURE", False),
-    98: ("SNAPSHOT_NOT_FOUND", False),
-    99: ("POSITION_OUT_OF_RANGE", False),
-    100: ("UNKNOWN_TOPIC_ID", True),
-    101: ("DUPLICATE_BROKER_REGISTRATION", False),
-    102: ("BROKER_ID_NOT_REGISTERED", False),
-    103: ("INCONSISTENT_TOPIC_ID", True),
-    104: ("INCONSISTENT_CLUSTER_ID", False),
-    105: ("TRANSACTIONAL_ID_NOT_FOUND", False),
-    106: ("FETCH_SESSION_TOPIC_ID_ERROR", True),
-    107: ("INELIGIBLE_REPLICA", False),
-    108: ("NEW_LEADER_ELECTED", False),
-    109: ("OFFSET_MOVED_TO_TIERED_STORAGE", False),
-    110: ("FENCED_MEMBER_EPOCH", False),
-    111: ("UNRELEASED_INSTANCE_ID", False),
-    112: ("UNSUPPORTED_ASSIGNOR", False),
-    113: ("STALE_MEMBER_EPOCH", False),
-    114: ("MISMATCHED_ENDPOINT_TYPE", False),
-    115: ("UNSUPPORTED_ENDPOINT_TYPE", False),
-    116: ("UNKNOWN_CONTROLLER_ID", False),
-    117: ("UNKNOWN_SUBSCRIPTION_ID", False),
-    118: ("TELEMETRY_TOO_LARGE", False),
-    119: ("INVALID_REGISTRATION", False),
-    120: ("TRANSACTION_ABORTABLE", False),
-}
 
 
 class KafkaError(Exception):
     """An error that has a Kafka error code. ``str(e)`` is the message for humans."""
 
     code: int = -1
+    error_name: str = "UNKNOWN_SERVER_ERROR"
+    retriable: bool = False
 
     def __init__(self, message: str = "", code: int | None = None):
-        if code is not None:
+        if code is not None and code != self.code:
+            known = ERROR_CLASSES.get(code)
             self.code = code
-        super().__init__(message or self.name)
+            self.error_name = known.error_name if known else f"UNKNOWN_ERROR_CODE_{code}"
+            self.retriable = known.retriable if known else False
+        super().__init__(message or self.error_name)
 
     @property
     def name(self) -> str:
-        return CODES.get(self.code, ("UNKNOWN_ERROR_CODE_%d" % self.code, False))[0]
-
-    @property
-    def retriable(self) -> bool:
-        return CODES.get(self.code, ("", False))[1]
+        return self.error_name
 
     @property
     def message(self) -> str:
@@ -161,78 +38,746 @@ class KafkaError(Exception):
         return msg if msg == self.name else f"{self.name}: {msg}"
 
 
-_BY_CODE: dict[int, type[KafkaError]] = {}
-
-
-def _define(name: str, code: int) -> type[KafkaError]:
-    cls_name = "".join(part.capitalize() for part in name.split("_")) + "Error"
-    cls = type(cls_name, (KafkaError,), {"code": code, "__doc__": f"Kafka error {code}, {name}."})
-    _BY_CODE[code] = cls
-    return cls
-
-
-for _code, (_name, _) in CODES.items():
-    if _code > 0 or _code == -1:
-        globals()["E_" + _name] = _code
-        _define(_name, _code)
-
-UnknownServerError = _BY_CODE[-1]
-OffsetOutOfRangeError = _BY_CODE[1]
-CorruptRecordError = _BY_CODE[2]
-UnknownTopicOrPartitionError = _BY_CODE[3]
-LeaderNotAvailableError = _BY_CODE[5]
-NotLeaderOrFollowerError = _BY_CODE[6]
-RequestTimedOutError = _BY_CODE[7]
-MessageTooLargeError = _BY_CODE[10]
-OffsetMetadataTooLargeError = _BY_CODE[12]
-CoordinatorNotAvailableError = _BY_CODE[15]
-NotCoordinatorError = _BY_CODE[16]
-InvalidTopicError = _BY_CODE[17]
-RecordListTooLargeError = _BY_CODE[18]
-NotEnoughReplicasError = _BY_CODE[19]
-NotEnoughReplicasAfterAppendError = _BY_CODE[20]
-InvalidRequiredAcksError = _BY_CODE[21]
-IllegalGenerationError = _BY_CODE[22]
-InconsistentGroupProtocolError = _BY_CODE[23]
-InvalidGroupIdError = _BY_CODE[24]
-UnknownMemberIdError = _BY_CODE[25]
-InvalidSessionTimeoutError = _BY_CODE[26]
-RebalanceInProgressError = _BY_CODE[27]
-InvalidTimestampError = _BY_CODE[32]
-UnsupportedVersionError = _BY_CODE[35]
-TopicAlreadyExistsError = _BY_CODE[36]
-InvalidPartitionsError = _BY_CODE[37]
-InvalidReplicationFactorError = _BY_CODE[38]
-InvalidReplicaAssignmentError = _BY_CODE[39]
-InvalidConfigError = _BY_CODE[40]
-NotControllerError = _BY_CODE[41]
-InvalidRequestError = _BY_CODE[42]
-UnsupportedForMessageFormatError = _BY_CODE[43]
-PolicyViolationError = _BY_CODE[44]
-OutOfOrderSequenceNumberError = _BY_CODE[45]
-DuplicateSequenceNumberError = _BY_CODE[46]
-InvalidProducerEpochError = _BY_CODE[47]
-KafkaStorageError = _BY_CODE[56]
-UnknownProducerIdError = _BY_CODE[59]
-NonEmptyGroupError = _BY_CODE[68]
-GroupIdNotFoundError = _BY_CODE[69]
-TopicDeletionDisabledError = _BY_CODE[73]
-FencedLeaderEpochError = _BY_CODE[74]
-UnknownLeaderEpochError = _BY_CODE[75]
-UnsupportedCompressionTypeError = _BY_CODE[76]
-MemberIdRequiredError = _BY_CODE[79]
-GroupMaxSizeReachedError = _BY_CODE[81]
-FencedInstanceIdError = _BY_CODE[82]
-InvalidRecordError = _BY_CODE[87]
-ProducerFencedError = _BY_CODE[90]
-UnknownTopicIdError = _BY_CODE[100]
-
-
 def error_for(code: int, message: str = "") -> KafkaError:
     """The exception for a code found in a response."""
-    cls = _BY_CODE.get(code)
+    cls = ERROR_CLASSES.get(code)
     return cls(message) if cls else KafkaError(message, code)
 
 
 def error_name(code: int) -> str:
-    return CODES.get(code, (f"UNKNOWN_ERROR_CODE_{code}", False))[0]
+    if code == 0:
+        return "NONE"
+    cls = ERROR_CLASSES.get(code)
+    return cls.error_name if cls else f"UNKNOWN_ERROR_CODE_{code}"
+
+
+# ---- generated by samsa.protocol.generate from schema/errors.json: do not edit below ----
+E_UNKNOWN_SERVER_ERROR = -1
+E_OFFSET_OUT_OF_RANGE = 1
+E_CORRUPT_MESSAGE = 2
+E_UNKNOWN_TOPIC_OR_PARTITION = 3
+E_INVALID_FETCH_SIZE = 4
+E_LEADER_NOT_AVAILABLE = 5
+E_NOT_LEADER_OR_FOLLOWER = 6
+E_REQUEST_TIMED_OUT = 7
+E_BROKER_NOT_AVAILABLE = 8
+E_REPLICA_NOT_AVAILABLE = 9
+E_MESSAGE_TOO_LARGE = 10
+E_STALE_CONTROLLER_EPOCH = 11
+E_OFFSET_METADATA_TOO_LARGE = 12
+E_NETWORK_EXCEPTION = 13
+E_COORDINATOR_LOAD_IN_PROGRESS = 14
+E_COORDINATOR_NOT_AVAILABLE = 15
+E_NOT_COORDINATOR = 16
+E_INVALID_TOPIC_EXCEPTION = 17
+E_RECORD_LIST_TOO_LARGE = 18
+E_NOT_ENOUGH_REPLICAS = 19
+E_NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
+E_INVALID_REQUIRED_ACKS = 21
+E_ILLEGAL_GENERATION = 22
+E_INCONSISTENT_GROUP_PROTOCOL = 23
+E_INVALID_GROUP_ID = 24
+E_UNKNOWN_MEMBER_ID = 25
+E_INVALID_SESSION_TIMEOUT = 26
+E_REBALANCE_IN_PROGRESS = 27
+E_INVALID_COMMIT_OFFSET_SIZE = 28
+E_TOPIC_AUTHORIZATION_FAILED = 29
+E_GROUP_AUTHORIZATION_FAILED = 30
+E_CLUSTER_AUTHORIZATION_FAILED = 31
+E_INVALID_TIMESTAMP = 32
+E_UNSUPPORTED_SASL_MECHANISM = 33
+E_ILLEGAL_SASL_STATE = 34
+E_UNSUPPORTED_VERSION = 35
+E_TOPIC_ALREADY_EXISTS = 36
+E_INVALID_PARTITIONS = 37
+E_INVALID_REPLICATION_FACTOR = 38
+E_INVALID_REPLICA_ASSIGNMENT = 39
+E_INVALID_CONFIG = 40
+E_NOT_CONTROLLER = 41
+E_INVALID_REQUEST = 42
+E_UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
+E_POLICY_VIOLATION = 44
+E_OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+E_DUPLICATE_SEQUENCE_NUMBER = 46
+E_INVALID_PRODUCER_EPOCH = 47
+E_INVALID_TXN_STATE = 48
+E_INVALID_PRODUCER_ID_MAPPING = 49
+E_INVALID_TRANSACTION_TIMEOUT = 50
+E_CONCURRENT_TRANSACTIONS = 51
+E_TRANSACTION_COORDINATOR_FENCED = 52
+E_TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+E_SECURITY_DISABLED = 54
+E_OPERATION_NOT_ATTEMPTED = 55
+E_KAFKA_STORAGE_ERROR = 56
+E_LOG_DIR_NOT_FOUND = 57
+E_SASL_AUTHENTICATION_FAILED = 58
+E_UNKNOWN_PRODUCER_ID = 59
+E_REASSIGNMENT_IN_PROGRESS = 60
+E_DELEGATION_TOKEN_AUTH_DISABLED = 61
+E_DELEGATION_TOKEN_NOT_FOUND = 62
+E_DELEGATION_TOKEN_OWNER_MISMATCH = 63
+E_DELEGATION_TOKEN_REQUEST_NOT_ALLOWED = 64
+E_DELEGATION_TOKEN_AUTHORIZATION_FAILED = 65
+E_DELEGATION_TOKEN_EXPIRED = 66
+E_INVALID_PRINCIPAL_TYPE = 67
+E_NON_EMPTY_GROUP = 68
+E_GROUP_ID_NOT_FOUND = 69
+E_FETCH_SESSION_ID_NOT_FOUND = 70
+E_INVALID_FETCH_SESSION_EPOCH = 71
+E_LISTENER_NOT_FOUND = 72
+E_TOPIC_DELETION_DISABLED = 73
+E_FENCED_LEADER_EPOCH = 74
+E_UNKNOWN_LEADER_EPOCH = 75
+E_UNSUPPORTED_COMPRESSION_TYPE = 76
+E_STALE_BROKER_EPOCH = 77
+E_OFFSET_NOT_AVAILABLE = 78
+E_MEMBER_ID_REQUIRED = 79
+E_PREFERRED_LEADER_NOT_AVAILABLE = 80
+E_GROUP_MAX_SIZE_REACHED = 81
+E_FENCED_INSTANCE_ID = 82
+E_ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
+E_ELECTION_NOT_NEEDED = 84
+E_NO_REASSIGNMENT_IN_PROGRESS = 85
+E_GROUP_SUBSCRIBED_TO_TOPIC = 86
+E_INVALID_RECORD = 87
+E_UNSTABLE_OFFSET_COMMIT = 88
+E_THROTTLING_QUOTA_EXCEEDED = 89
+E_PRODUCER_FENCED = 90
+E_RESOURCE_NOT_FOUND = 91
+E_DUPLICATE_RESOURCE = 92
+E_UNACCEPTABLE_CREDENTIAL = 93
+E_INCONSISTENT_VOTER_SET = 94
+E_INVALID_UPDATE_VERSION = 95
+E_FEATURE_UPDATE_FAILED = 96
+E_PRINCIPAL_DESERIALIZATION_FAILURE = 97
+E_SNAPSHOT_NOT_FOUND = 98
+E_POSITION_OUT_OF_RANGE = 99
+E_UNKNOWN_TOPIC_ID = 100
+E_DUPLICATE_BROKER_REGISTRATION = 101
+E_BROKER_ID_NOT_REGISTERED = 102
+E_INCONSISTENT_TOPIC_ID = 103
+E_INCONSISTENT_CLUSTER_ID = 104
+E_TRANSACTIONAL_ID_NOT_FOUND = 105
+E_FETCH_SESSION_TOPIC_ID_ERROR = 106
+E_INELIGIBLE_REPLICA = 107
+E_NEW_LEADER_ELECTED = 108
+E_OFFSET_MOVED_TO_TIERED_STORAGE = 109
+E_FENCED_MEMBER_EPOCH = 110
+E_UNRELEASED_INSTANCE_ID = 111
+E_UNSUPPORTED_ASSIGNOR = 112
+E_STALE_MEMBER_EPOCH = 113
+E_MISMATCHED_ENDPOINT_TYPE = 114
+E_UNSUPPORTED_ENDPOINT_TYPE = 115
+E_UNKNOWN_CONTROLLER_ID = 116
+E_UNKNOWN_SUBSCRIPTION_ID = 117
+E_TELEMETRY_TOO_LARGE = 118
+E_INVALID_REGISTRATION = 119
+E_TRANSACTION_ABORTABLE = 120
+
+
+class UnknownServerError(KafkaError):
+    """UNKNOWN_SERVER_ERROR (-1), not retriable."""
+    code, error_name, retriable = -1, 'UNKNOWN_SERVER_ERROR', False
+
+
+class OffsetOutOfRangeError(KafkaError):
+    """OFFSET_OUT_OF_RANGE (1), not retriable."""
+    code, error_name, retriable = 1, 'OFFSET_OUT_OF_RANGE', False
+
+
+class CorruptRecordError(KafkaError):
+    """CORRUPT_MESSAGE (2), retriable."""
+    code, error_name, retriable = 2, 'CORRUPT_MESSAGE', True
+
+
+class UnknownTopicOrPartitionError(KafkaError):
+    """UNKNOWN_TOPIC_OR_PARTITION (3), retriable."""
+    code, error_name, retriable = 3, 'UNKNOWN_TOPIC_OR_PARTITION', True
+
+
+class InvalidFetchSizeError(KafkaError):
+    """INVALID_FETCH_SIZE (4), not retriable."""
+    code, error_name, retriable = 4, 'INVALID_FETCH_SIZE', False
+
+
+class LeaderNotAvailableError(KafkaError):
+    """LEADER_NOT_AVAILABLE (5), retriable."""
+    code, error_name, retriable = 5, 'LEADER_NOT_AVAILABLE', True
+
+
+class NotLeaderOrFollowerError(KafkaError):
+    """NOT_LEADER_OR_FOLLOWER (6), retriable."""
+    code, error_name, retriable = 6, 'NOT_LEADER_OR_FOLLOWER', True
+
+
+class RequestTimedOutError(KafkaError):
+    """REQUEST_TIMED_OUT (7), retriable."""
+    code, error_name, retriable = 7, 'REQUEST_TIMED_OUT', True
+
+
+class BrokerNotAvailableError(KafkaError):
+    """BROKER_NOT_AVAILABLE (8), not retriable."""
+    code, error_name, retriable = 8, 'BROKER_NOT_AVAILABLE', False
+
+
+class ReplicaNotAvailableError(KafkaError):
+    """REPLICA_NOT_AVAILABLE (9), retriable."""
+    code, error_name, retriable = 9, 'REPLICA_NOT_AVAILABLE', True
+
+
+class MessageTooLargeError(KafkaError):
+    """MESSAGE_TOO_LARGE (10), not retriable."""
+    code, error_name, retriable = 10, 'MESSAGE_TOO_LARGE', False
+
+
+class StaleControllerEpochError(KafkaError):
+    """STALE_CONTROLLER_EPOCH (11), not retriable."""
+    code, error_name, retriable = 11, 'STALE_CONTROLLER_EPOCH', False
+
+
+class OffsetMetadataTooLargeError(KafkaError):
+    """OFFSET_METADATA_TOO_LARGE (12), not retriable."""
+    code, error_name, retriable = 12, 'OFFSET_METADATA_TOO_LARGE', False
+
+
+class NetworkError(KafkaError):
+    """NETWORK_EXCEPTION (13), retriable."""
+    code, error_name, retriable = 13, 'NETWORK_EXCEPTION', True
+
+
+class CoordinatorLoadInProgressError(KafkaError):
+    """COORDINATOR_LOAD_IN_PROGRESS (14), retriable."""
+    code, error_name, retriable = 14, 'COORDINATOR_LOAD_IN_PROGRESS', True
+
+
+class CoordinatorNotAvailableError(KafkaError):
+    """COORDINATOR_NOT_AVAILABLE (15), retriable."""
+    code, error_name, retriable = 15, 'COORDINATOR_NOT_AVAILABLE', True
+
+
+class NotCoordinatorError(KafkaError):
+    """NOT_COORDINATOR (16), retriable."""
+    code, error_name, retriable = 16, 'NOT_COORDINATOR', True
+
+
+class InvalidTopicError(KafkaError):
+    """INVALID_TOPIC_EXCEPTION (17), not retriable."""
+    code, error_name, retriable = 17, 'INVALID_TOPIC_EXCEPTION', False
+
+
+class RecordListTooLargeError(KafkaError):
+    """RECORD_LIST_TOO_LARGE (18), not retriable."""
+    code, error_name, retriable = 18, 'RECORD_LIST_TOO_LARGE', False
+
+
+class NotEnoughReplicasError(KafkaError):
+    """NOT_ENOUGH_REPLICAS (19), retriable."""
+    code, error_name, retriable = 19, 'NOT_ENOUGH_REPLICAS', True
+
+
+class NotEnoughReplicasAfterAppendError(KafkaError):
+    """NOT_ENOUGH_REPLICAS_AFTER_APPEND (20), retriable."""
+    code, error_name, retriable = 20, 'NOT_ENOUGH_REPLICAS_AFTER_APPEND', True
+
+
+class InvalidRequiredAcksError(KafkaError):
+    """INVALID_REQUIRED_ACKS (21), not retriable."""
+    code, error_name, retriable = 21, 'INVALID_REQUIRED_ACKS', False
+
+
+class IllegalGenerationError(KafkaError):
+    """ILLEGAL_GENERATION (22), not retriable."""
+    code, error_name, retriable = 22, 'ILLEGAL_GENERATION', False
+
+
+class InconsistentGroupProtocolError(KafkaError):
+    """INCONSISTENT_GROUP_PROTOCOL (23), not retriable."""
+    code, error_name, retriable = 23, 'INCONSISTENT_GROUP_PROTOCOL', False
+
+
+class InvalidGroupIdError(KafkaError):
+    """INVALID_GROUP_ID (24), not retriable."""
+    code, error_name, retriable = 24, 'INVALID_GROUP_ID', False
+
+
+class UnknownMemberIdError(KafkaError):
+    """UNKNOWN_MEMBER_ID (25), not retriable."""
+    code, error_name, retriable = 25, 'UNKNOWN_MEMBER_ID', False
+
+
+class InvalidSessionTimeoutError(KafkaError):
+    """INVALID_SESSION_TIMEOUT (26), not retriable."""
+    code, error_name, retriable = 26, 'INVALID_SESSION_TIMEOUT', False
+
+
+class RebalanceInProgressError(KafkaError):
+    """REBALANCE_IN_PROGRESS (27), not retriable."""
+    code, error_name, retriable = 27, 'REBALANCE_IN_PROGRESS', False
+
+
+class InvalidCommitOffsetSizeError(KafkaError):
+    """INVALID_COMMIT_OFFSET_SIZE (28), not retriable."""
+    code, error_name, retriable = 28, 'INVALID_COMMIT_OFFSET_SIZE', False
+
+
+class TopicAuthorizationFailedError(KafkaError):
+    """TOPIC_AUTHORIZATION_FAILED (29), not retriable."""
+    code, error_name, retriable = 29, 'TOPIC_AUTHORIZATION_FAILED', False
+
+
+class GroupAuthorizationFailedError(KafkaError):
+    """GROUP_AUTHORIZATION_FAILED (30), not retriable."""
+    code, error_name, retriable = 30, 'GROUP_AUTHORIZATION_FAILED', False
+
+
+class ClusterAuthorizationFailedError(KafkaError):
+    """CLUSTER_AUTHORIZATION_FAILED (31), not retriable."""
+    code, error_name, retriable = 31, 'CLUSTER_AUTHORIZATION_FAILED', False
+
+
+class InvalidTimestampError(KafkaError):
+    """INVALID_TIMESTAMP (32), not retriable."""
+    code, error_name, retriable = 32, 'INVALID_TIMESTAMP', False
+
+
+class UnsupportedSaslMechanismError(KafkaError):
+    """UNSUPPORTED_SASL_MECHANISM (33), not retriable."""
+    code, error_name, retriable = 33, 'UNSUPPORTED_SASL_MECHANISM', False
+
+
+class IllegalSaslStateError(KafkaError):
+    """ILLEGAL_SASL_STATE (34), not retriable."""
+    code, error_name, retriable = 34, 'ILLEGAL_SASL_STATE', False
+
+
+class UnsupportedVersionError(KafkaError):
+    """UNSUPPORTED_VERSION (35), not retriable."""
+    code, error_name, retriable = 35, 'UNSUPPORTED_VERSION', False
+
+
+class TopicAlreadyExistsError(KafkaError):
+    """TOPIC_ALREADY_EXISTS (36), not retriable."""
+    code, error_name, retriable = 36, 'TOPIC_ALREADY_EXISTS', False
+
+
+class InvalidPartitionsError(KafkaError):
+    """INVALID_PARTITIONS (37), not retriable."""
+    code, error_name, retriable = 37, 'INVALID_PARTITIONS', False
+
+
+class InvalidReplicationFactorError(KafkaError):
+    """INVALID_REPLICATION_FACTOR (38), not retriable."""
+    code, error_name, retriable = 38, 'INVALID_REPLICATION_FACTOR', False
+
+
+class InvalidReplicaAssignmentError(KafkaError):
+    """INVALID_REPLICA_ASSIGNMENT (39), not retriable."""
+    code, error_name, retriable = 39, 'INVALID_REPLICA_ASSIGNMENT', False
+
+
+class InvalidConfigError(KafkaError):
+    """INVALID_CONFIG (40), not retriable."""
+    code, error_name, retriable = 40, 'INVALID_CONFIG', False
+
+
+class NotControllerError(KafkaError):
+    """NOT_CONTROLLER (41), retriable."""
+    code, error_name, retriable = 41, 'NOT_CONTROLLER', True
+
+
+class InvalidRequestError(KafkaError):
+    """INVALID_REQUEST (42), not retriable."""
+    code, error_name, retriable = 42, 'INVALID_REQUEST', False
+
+
+class UnsupportedForMessageFormatError(KafkaError):
+    """UNSUPPORTED_FOR_MESSAGE_FORMAT (43), not retriable."""
+    code, error_name, retriable = 43, 'UNSUPPORTED_FOR_MESSAGE_FORMAT', False
+
+
+class PolicyViolationError(KafkaError):
+    """POLICY_VIOLATION (44), not retriable."""
+    code, error_name, retriable = 44, 'POLICY_VIOLATION', False
+
+
+class OutOfOrderSequenceNumberError(KafkaError):
+    """OUT_OF_ORDER_SEQUENCE_NUMBER (45), not retriable."""
+    code, error_name, retriable = 45, 'OUT_OF_ORDER_SEQUENCE_NUMBER', False
+
+
+class DuplicateSequenceNumberError(KafkaError):
+    """DUPLICATE_SEQUENCE_NUMBER (46), not retriable."""
+    code, error_name, retriable = 46, 'DUPLICATE_SEQUENCE_NUMBER', False
+
+
+class InvalidProducerEpochError(KafkaError):
+    """INVALID_PRODUCER_EPOCH (47), not retriable."""
+    code, error_name, retriable = 47, 'INVALID_PRODUCER_EPOCH', False
+
+
+class InvalidTxnStateError(KafkaError):
+    """INVALID_TXN_STATE (48), not retriable."""
+    code, error_name, retriable = 48, 'INVALID_TXN_STATE', False
+
+
+class InvalidProducerIdMappingError(KafkaError):
+    """INVALID_PRODUCER_ID_MAPPING (49), not retriable."""
+    code, error_name, retriable = 49, 'INVALID_PRODUCER_ID_MAPPING', False
+
+
+class InvalidTransactionTimeoutError(KafkaError):
+    """INVALID_TRANSACTION_TIMEOUT (50), not retriable."""
+    code, error_name, retriable = 50, 'INVALID_TRANSACTION_TIMEOUT', False
+
+
+class ConcurrentTransactionsError(KafkaError):
+    """CONCURRENT_TRANSACTIONS (51), retriable."""
+    code, error_name, retriable = 51, 'CONCURRENT_TRANSACTIONS', True
+
+
+class TransactionCoordinatorFencedError(KafkaError):
+    """TRANSACTION_COORDINATOR_FENCED (52), not retriable."""
+    code, error_name, retriable = 52, 'TRANSACTION_COORDINATOR_FENCED', False
+
+
+class TransactionalIdAuthorizationFailedError(KafkaError):
+    """TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53), not retriable."""
+    code, error_name, retriable = 53, 'TRANSACTIONAL_ID_AUTHORIZATION_FAILED', False
+
+
+class SecurityDisabledError(KafkaError):
+    """SECURITY_DISABLED (54), not retriable."""
+    code, error_name, retriable = 54, 'SECURITY_DISABLED', False
+
+
+class OperationNotAttemptedError(KafkaError):
+    """OPERATION_NOT_ATTEMPTED (55), not retriable."""
+    code, error_name, retriable = 55, 'OPERATION_NOT_ATTEMPTED', False
+
+
+class KafkaStorageError(KafkaError):
+    """KAFKA_STORAGE_ERROR (56), retriable."""
+    code, error_name, retriable = 56, 'KAFKA_STORAGE_ERROR', True
+
+
+class LogDirNotFoundError(KafkaError):
+    """LOG_DIR_NOT_FOUND (57), not retriable."""
+    code, error_name, retriable = 57, 'LOG_DIR_NOT_FOUND', False
+
+
+class SaslAuthenticationFailedError(KafkaError):
+    """SASL_AUTHENTICATION_FAILED (58), not retriable."""
+    code, error_name, retriable = 58, 'SASL_AUTHENTICATION_FAILED', False
+
+
+class UnknownProducerIdError(KafkaError):
+    """UNKNOWN_PRODUCER_ID (59), not retriable."""
+    code, error_name, retriable = 59, 'UNKNOWN_PRODUCER_ID', False
+
+
+class ReassignmentInProgressError(KafkaError):
+    """REASSIGNMENT_IN_PROGRESS (60), not retriable."""
+    code, error_name, retriable = 60, 'REASSIGNMENT_IN_PROGRESS', False
+
+
+class DelegationTokenAuthDisabledError(KafkaError):
+    """DELEGATION_TOKEN_AUTH_DISABLED (61), not retriable."""
+    code, error_name, retriable = 61, 'DELEGATION_TOKEN_AUTH_DISABLED', False
+
+
+class DelegationTokenNotFoundError(KafkaError):
+    """DELEGATION_TOKEN_NOT_FOUND (62), not retriable."""
+    code, error_name, retriable = 62, 'DELEGATION_TOKEN_NOT_FOUND', False
+
+
+class DelegationTokenOwnerMismatchError(KafkaError):
+    """DELEGATION_TOKEN_OWNER_MISMATCH (63), not retriable."""
+    code, error_name, retriable = 63, 'DELEGATION_TOKEN_OWNER_MISMATCH', False
+
+
+class DelegationTokenRequestNotAllowedError(KafkaError):
+    """DELEGATION_TOKEN_REQUEST_NOT_ALLOWED (64), not retriable."""
+    code, error_name, retriable = 64, 'DELEGATION_TOKEN_REQUEST_NOT_ALLOWED', False
+
+
+class DelegationTokenAuthorizationFailedError(KafkaError):
+    """DELEGATION_TOKEN_AUTHORIZATION_FAILED (65), not retriable."""
+    code, error_name, retriable = 65, 'DELEGATION_TOKEN_AUTHORIZATION_FAILED', False
+
+
+class DelegationTokenExpiredError(KafkaError):
+    """DELEGATION_TOKEN_EXPIRED (66), not retriable."""
+    code, error_name, retriable = 66, 'DELEGATION_TOKEN_EXPIRED', False
+
+
+class InvalidPrincipalTypeError(KafkaError):
+    """INVALID_PRINCIPAL_TYPE (67), not retriable."""
+    code, error_name, retriable = 67, 'INVALID_PRINCIPAL_TYPE', False
+
+
+class NonEmptyGroupError(KafkaError):
+    """NON_EMPTY_GROUP (68), not retriable."""
+    code, error_name, retriable = 68, 'NON_EMPTY_GROUP', False
+
+
+class GroupIdNotFoundError(KafkaError):
+    """GROUP_ID_NOT_FOUND (69), not retriable."""
+    code, error_name, retriable = 69, 'GROUP_ID_NOT_FOUND', False
+
+
+class FetchSessionIdNotFoundError(KafkaError):
+    """FETCH_SESSION_ID_NOT_FOUND (70), retriable."""
+    code, error_name, retriable = 70, 'FETCH_SESSION_ID_NOT_FOUND', True
+
+
+class InvalidFetchSessionEpochError(KafkaError):
+    """INVALID_FETCH_SESSION_EPOCH (71), retriable."""
+    code, error_name, retriable = 71, 'INVALID_FETCH_SESSION_EPOCH', True
+
+
+class ListenerNotFoundError(KafkaError):
+    """LISTENER_NOT_FOUND (72), retriable."""
+    code, error_name, retriable = 72, 'LISTENER_NOT_FOUND', True
+
+
+class TopicDeletionDisabledError(KafkaError):
+    """TOPIC_DELETION_DISABLED (73), not retriable."""
+    code, error_name, retriable = 73, 'TOPIC_DELETION_DISABLED', False
+
+
+class FencedLeaderEpochError(KafkaError):
+    """FENCED_LEADER_EPOCH (74), retriable."""
+    code, error_name, retriable = 74, 'FENCED_LEADER_EPOCH', True
+
+
+class UnknownLeaderEpochError(KafkaError):
+    """UNKNOWN_LEADER_EPOCH (75), retriable."""
+    code, error_name, retriable = 75, 'UNKNOWN_LEADER_EPOCH', True
+
+
+class UnsupportedCompressionTypeError(KafkaError):
+    """UNSUPPORTED_COMPRESSION_TYPE (76), not retriable."""
+    code, error_name, retriable = 76, 'UNSUPPORTED_COMPRESSION_TYPE', False
+
+
+class StaleBrokerEpochError(KafkaError):
+    """STALE_BROKER_EPOCH (77), not retriable."""
+    code, error_name, retriable = 77, 'STALE_BROKER_EPOCH', False
+
+
+class OffsetNotAvailableError(KafkaError):
+    """OFFSET_NOT_AVAILABLE (78), retriable."""
+    code, error_name, retriable = 78, 'OFFSET_NOT_AVAILABLE', True
+
+
+class MemberIdRequiredError(KafkaError):
+    """MEMBER_ID_REQUIRED (79), not retriable."""
+    code, error_name, retriable = 79, 'MEMBER_ID_REQUIRED', False
+
+
+class PreferredLeaderNotAvailableError(KafkaError):
+    """PREFERRED_LEADER_NOT_AVAILABLE (80), retriable."""
+    code, error_name, retriable = 80, 'PREFERRED_LEADER_NOT_AVAILABLE', True
+
+
+class GroupMaxSizeReachedError(KafkaError):
+    """GROUP_MAX_SIZE_REACHED (81), not retriable."""
+    code, error_name, retriable = 81, 'GROUP_MAX_SIZE_REACHED', False
+
+
+class FencedInstanceIdError(KafkaError):
+    """FENCED_INSTANCE_ID (82), not retriable."""
+    code, error_name, retriable = 82, 'FENCED_INSTANCE_ID', False
+
+
+class EligibleLeadersNotAvailableError(KafkaError):
+    """ELIGIBLE_LEADERS_NOT_AVAILABLE (83), retriable."""
+    code, error_name, retriable = 83, 'ELIGIBLE_LEADERS_NOT_AVAILABLE', True
+
+
+class ElectionNotNeededError(KafkaError):
+    """ELECTION_NOT_NEEDED (84), retriable."""
+    code, error_name, retriable = 84, 'ELECTION_NOT_NEEDED', True
+
+
+class NoReassignmentInProgressError(KafkaError):
+    """NO_REASSIGNMENT_IN_PROGRESS (85), not retriable."""
+    code, error_name, retriable = 85, 'NO_REASSIGNMENT_IN_PROGRESS', False
+
+
+class GroupSubscribedToTopicError(KafkaError):
+    """GROUP_SUBSCRIBED_TO_TOPIC (86), not retriable."""
+    code, error_name, retriable = 86, 'GROUP_SUBSCRIBED_TO_TOPIC', False
+
+
+class InvalidRecordError(KafkaError):
+    """INVALID_RECORD (87), not retriable."""
+    code, error_name, retriable = 87, 'INVALID_RECORD', False
+
+
+class UnstableOffsetCommitError(KafkaError):
+    """UNSTABLE_OFFSET_COMMIT (88), retriable."""
+    code, error_name, retriable = 88, 'UNSTABLE_OFFSET_COMMIT', True
+
+
+class ThrottlingQuotaExceededError(KafkaError):
+    """THROTTLING_QUOTA_EXCEEDED (89), retriable."""
+    code, error_name, retriable = 89, 'THROTTLING_QUOTA_EXCEEDED', True
+
+
+class ProducerFencedError(KafkaError):
+    """PRODUCER_FENCED (90), not retriable."""
+    code, error_name, retriable = 90, 'PRODUCER_FENCED', False
+
+
+class ResourceNotFoundError(KafkaError):
+    """RESOURCE_NOT_FOUND (91), not retriable."""
+    code, error_name, retriable = 91, 'RESOURCE_NOT_FOUND', False
+
+
+class DuplicateResourceError(KafkaError):
+    """DUPLICATE_RESOURCE (92), not retriable."""
+    code, error_name, retriable = 92, 'DUPLICATE_RESOURCE', False
+
+
+class UnacceptableCredentialError(KafkaError):
+    """UNACCEPTABLE_CREDENTIAL (93), not retriable."""
+    code, error_name, retriable = 93, 'UNACCEPTABLE_CREDENTIAL', False
+
+
+class InconsistentVoterSetError(KafkaError):
+    """INCONSISTENT_VOTER_SET (94), not retriable."""
+    code, error_name, retriable = 94, 'INCONSISTENT_VOTER_SET', False
+
+
+class InvalidUpdateVersionError(KafkaError):
+    """INVALID_UPDATE_VERSION (95), not retriable."""
+    code, error_name, retriable = 95, 'INVALID_UPDATE_VERSION', False
+
+
+class FeatureUpdateFailedError(KafkaError):
+    """FEATURE_UPDATE_FAILED (96), not retriable."""
+    code, error_name, retriable = 96, 'FEATURE_UPDATE_FAILED', False
+
+
+class PrincipalDeserializationFailureError(KafkaError):
+    """PRINCIPAL_DESERIALIZATION_FAILURE (97), not retriable."""
+    code, error_name, retriable = 97, 'PRINCIPAL_DESERIALIZATION_FAILURE', False
+
+
+class SnapshotNotFoundError(KafkaError):
+    """SNAPSHOT_NOT_FOUND (98), not retriable."""
+    code, error_name, retriable = 98, 'SNAPSHOT_NOT_FOUND', False
+
+
+class PositionOutOfRangeError(KafkaError):
+    """POSITION_OUT_OF_RANGE (99), not retriable."""
+    code, error_name, retriable = 99, 'POSITION_OUT_OF_RANGE', False
+
+
+class UnknownTopicIdError(KafkaError):
+    """UNKNOWN_TOPIC_ID (100), retriable."""
+    code, error_name, retriable = 100, 'UNKNOWN_TOPIC_ID', True
+
+
+class DuplicateBrokerRegistrationError(KafkaError):
+    """DUPLICATE_BROKER_REGISTRATION (101), not retriable."""
+    code, error_name, retriable = 101, 'DUPLICATE_BROKER_REGISTRATION', False
+
+
+class BrokerIdNotRegisteredError(KafkaError):
+    """BROKER_ID_NOT_REGISTERED (102), not retriable."""
+    code, error_name, retriable = 102, 'BROKER_ID_NOT_REGISTERED', False
+
+
+class InconsistentTopicIdError(KafkaError):
+    """INCONSISTENT_TOPIC_ID (103), retriable."""
+    code, error_name, retriable = 103, 'INCONSISTENT_TOPIC_ID', True
+
+
+class InconsistentClusterIdError(KafkaError):
+    """INCONSISTENT_CLUSTER_ID (104), not retriable."""
+    code, error_name, retriable = 104, 'INCONSISTENT_CLUSTER_ID', False
+
+
+class TransactionalIdNotFoundError(KafkaError):
+    """TRANSACTIONAL_ID_NOT_FOUND (105), not retriable."""
+    code, error_name, retriable = 105, 'TRANSACTIONAL_ID_NOT_FOUND', False
+
+
+class FetchSessionTopicIdError(KafkaError):
+    """FETCH_SESSION_TOPIC_ID_ERROR (106), retriable."""
+    code, error_name, retriable = 106, 'FETCH_SESSION_TOPIC_ID_ERROR', True
+
+
+class IneligibleReplicaError(KafkaError):
+    """INELIGIBLE_REPLICA (107), not retriable."""
+    code, error_name, retriable = 107, 'INELIGIBLE_REPLICA', False
+
+
+class NewLeaderElectedError(KafkaError):
+    """NEW_LEADER_ELECTED (108), not retriable."""
+    code, error_name, retriable = 108, 'NEW_LEADER_ELECTED', False
+
+
+class OffsetMovedToTieredStorageError(KafkaError):
+    """OFFSET_MOVED_TO_TIERED_STORAGE (109), not retriable."""
+    code, error_name, retriable = 109, 'OFFSET_MOVED_TO_TIERED_STORAGE', False
+
+
+class FencedMemberEpochError(KafkaError):
+    """FENCED_MEMBER_EPOCH (110), not retriable."""
+    code, error_name, retriable = 110, 'FENCED_MEMBER_EPOCH', False
+
+
+class UnreleasedInstanceIdError(KafkaError):
+    """UNRELEASED_INSTANCE_ID (111), not retriable."""
+    code, error_name, retriable = 111, 'UNRELEASED_INSTANCE_ID', False
+
+
+class UnsupportedAssignorError(KafkaError):
+    """UNSUPPORTED_ASSIGNOR (112), not retriable."""
+    code, error_name, retriable = 112, 'UNSUPPORTED_ASSIGNOR', False
+
+
+class StaleMemberEpochError(KafkaError):
+    """STALE_MEMBER_EPOCH (113), not retriable."""
+    code, error_name, retriable = 113, 'STALE_MEMBER_EPOCH', False
+
+
+class MismatchedEndpointTypeError(KafkaError):
+    """MISMATCHED_ENDPOINT_TYPE (114), not retriable."""
+    code, error_name, retriable = 114, 'MISMATCHED_ENDPOINT_TYPE', False
+
+
+class UnsupportedEndpointTypeError(KafkaError):
+    """UNSUPPORTED_ENDPOINT_TYPE (115), not retriable."""
+    code, error_name, retriable = 115, 'UNSUPPORTED_ENDPOINT_TYPE', False
+
+
+class UnknownControllerIdError(KafkaError):
+    """UNKNOWN_CONTROLLER_ID (116), not retriable."""
+    code, error_name, retriable = 116, 'UNKNOWN_CONTROLLER_ID', False
+
+
+class UnknownSubscriptionIdError(KafkaError):
+    """UNKNOWN_SUBSCRIPTION_ID (117), not retriable."""
+    code, error_name, retriable = 117, 'UNKNOWN_SUBSCRIPTION_ID', False
+
+
+class TelemetryTooLargeError(KafkaError):
+    """TELEMETRY_TOO_LARGE (118), not retriable."""
+    code, error_name, retriable = 118, 'TELEMETRY_TOO_LARGE', False
+
+
+class InvalidRegistrationError(KafkaError):
+    """INVALID_REGISTRATION (119), not retriable."""
+    code, error_name, retriable = 119, 'INVALID_REGISTRATION', False
+
+
+class TransactionAbortableError(KafkaError):
+    """TRANSACTION_ABORTABLE (120), not retriable."""
+    code, error_name, retriable = 120, 'TRANSACTION_ABORTABLE', False
+
+
+ERROR_CLASSES: dict[int, type[KafkaError]] = {cls.code: cls for cls in KafkaError.__subclasses__()}

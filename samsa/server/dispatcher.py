@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable
 
 from samsa.protocol import api
+from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.errors import InvalidRequestError
 from samsa.server.handlers import HANDLERS
 
@@ -54,7 +55,7 @@ class Dispatcher:
             conn.close(f"unknown API key {api_key}")
             return None
         if not handler.min_version <= version <= handler.max_version:
-            if api_key == api.API_VERSIONS:
+            if api_key == ApiKey.API_VERSIONS:
                 return api.api_versions_v0_fallback(correlation_id, self.supported_versions())
             conn.close(f"unsupported version {version} of {handler.name} "
                        f"(supported: {handler.min_version}-{handler.max_version})")

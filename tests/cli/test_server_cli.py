@@ -42,10 +42,11 @@ def test_missing_properties_file(tmp_path):
 def test_daemon_start_override_and_stop(tmp_path):
     port = free_port()
     props = tmp_path / "server.properties"
+    node_id = unused_node_id()
     props.write_text(f"broker.id=0\nlisteners=PLAINTEXT://127.0.0.1:1\nlog.dirs={tmp_path / 'data'}\n")
     env = dict(os.environ, LOG_DIR=str(tmp_path / "logs"))
     r = run("server", "start", "-daemon", str(props), "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-            "--override", "num.partitions=2", env=env)
+            "--override", "num.partitions=2", "--override", f"broker.id={node_id}", env=env)
     assert r.returncode == 0  # returns at once, the broker runs on in the background
     try:
         wait_for_port(port)
@@ -59,8 +60,10 @@ def test_daemon_start_override_and_stop(tmp_path):
         assert msg is not None and msg.value() == b"hello"
         assert "started" in (tmp_path / "logs" / "server.log").read_text()
     finally:
-        stop = run("server", "stop")
-    assert stop.returncode == 0
+        # Only this test's broker: the developer's own brokers and other test runs go on.
+        stop = run("server", "stop", "--node-id", str(node_id))
+    assert stop.returncode == 0, stop.stderr
+    assert stop.stdout.startswith(f"Stopping samsa broker node.id={node_id} (pid ") and str(props) in stop.stdout
     deadline = time.time() + 30
     while time.time() < deadline:
         try:
@@ -74,6 +77,25 @@ def test_daemon_start_override_and_stop(tmp_path):
 
 
 def test_stop_with_nothing_running():
-    r = run("server", "stop")
-    # Another test's broker may be running in this session; either way one clear outcome.
-    assert r.returncode in (0, 1)
+    node_id = unused_node_id()
+    r = run("server", "stop", "--node-id", str(node_id))
+    assert r.returncode == 1 and r.stderr.strip() == f"No samsa server with node.id {node_id} to stop"
+
+
+def test_unknown_start_option_is_named():
+    r = run("server", "start", "--frobnicate")
+    assert r.returncode == 1
+    assert r.stderr.strip().splitlines() == [
+        "samsa server start: unrecognized option --frobnicate (run 'samsa server' for the usage)"]
+
+
+def test_version():
+    r = run("--version")
+    assert r.returncode == 0 and r.stdout.startswith("samsa 0.")
+
+
+def unused_node_id() -> int:
+    """A node id no other broker on this machine runs with, so stop --node-id touches only ours."""
+    from samsa.cli.server import running_brokers
+    taken = {b.node_id for b in running_brokers()}
+    return next(n for n in range(7000 + os.getpid() % 1000, 10**6) if n not in taken)

@@ -225,9 +225,9 @@ def test_metadata_max_age_picks_up_added_partitions(broker):
 
 
 def test_reconnect_backoff_doubles_to_its_maximum_with_jitter():
-    from samsa.client.cluster import Cluster
+    from samsa.client.metadata import ClusterMetadata
     from samsa.client.types import Node
-    cluster = Cluster("127.0.0.1:1", reconnect_backoff_ms=50, reconnect_backoff_max_ms=400)
+    cluster = ClusterMetadata("127.0.0.1:1", reconnect_backoff_ms=50, reconnect_backoff_max_ms=400)
     cluster.brokers = {7: Node(7, "127.0.0.1", 1)}
 
     async def attempts() -> list[tuple[float, float]]:

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
+import samsa.embedded
 from samsa import serialization as s
+from samsa.client.consumer import Consumer
+from samsa.client.producer import Producer
+from samsa.client.types import TopicPartition
 
 
 @pytest.mark.parametrize("ser,de,value,raw", [
@@ -42,3 +48,52 @@ def test_defaults_without_a_serializer():
     assert s.default_serialize(None) is None
     with pytest.raises(s.SerializationError):
         s.default_serialize(3)
+
+
+class TwoArgumentSerializer:
+    """Written to Kafka's contract serialize(topic, data): no headers parameter."""
+
+    def __init__(self):
+        self.closed = False
+
+    def serialize(self, topic, data):
+        return None if data is None else f"{topic}:{data}".upper().encode()
+
+    def close(self):
+        self.closed = True
+
+
+class TwoArgumentDeserializer:
+    def deserialize(self, topic, data):
+        return None if data is None else data.decode().lower()
+
+
+def test_two_argument_serde_through_a_real_broker():
+    """Samsa calls (topic, data, headers); a (topic, data) plugin is adapted, as Java's default method does."""
+    key_ser = TwoArgumentSerializer()
+    with samsa.embedded.Broker() as broker:
+        with Producer({"bootstrap.servers": broker.bootstrap_servers, "key.serializer": key_ser,
+                       "value.serializer": TwoArgumentSerializer}) as p:
+            p.send("two-args", "v", key="k", headers={"h": b"1"}).result(20)
+        assert key_ser.closed  # close() and the rest of the plugin still reach it
+        with Consumer({"bootstrap.servers": broker.bootstrap_servers, "auto.offset.reset": "earliest",
+                       "key.deserializer": TwoArgumentDeserializer,
+                       "value.deserializer": f"{__name__}.TwoArgumentDeserializer"}) as c:
+            c.assign([TopicPartition("two-args", 0)])
+            records = []
+            deadline = time.monotonic() + 30
+            while not records and time.monotonic() < deadline:
+                records = c.poll(0.5)
+    assert (records[0].key, records[0].value) == ("two-args:k", "two-args:v")
+
+
+def test_three_argument_serde_is_called_with_headers():
+    seen = []
+
+    class WithHeaders:
+        def serialize(self, topic, data, headers):
+            seen.append(headers)
+            return data.encode()
+
+    assert s.with_headers(WithHeaders(), "serialize").serialize("t", "x", {"h": 1}) == b"x" and seen == [{"h": 1}]
+    assert type(s.with_headers(s.StringSerializer(), "serialize")) is s.StringSerializer

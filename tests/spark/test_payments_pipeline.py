@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -146,6 +147,12 @@ def test_every_transaction_one_decision_across_a_killed_pipeline(spark, fresh_br
         feeder = threading.Thread(target=feed, args=(600, 300))  # more, while it runs
         feeder.start()
         wait_for(lambda: decided() > 450 or proc.poll() is not None, timeout=240, what="decisions of the second lot")
+        # Every few seconds a line per query, and how long after sending the latest decision came.
+        printed = lambda: (tmp_path / "pipeline.log").read_text()  # noqa: E731
+        wait_for(lambda: re.search(r"payments-decide: \d+ micro-batches, the last [\d,]+ records", printed()) and
+                 re.search(r"latest decision: \d+ ms after it was sent", printed()) or proc.poll() is not None,
+                 timeout=60, what="progress lines")
+        assert proc.poll() is None, printed()[-3000:]
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the driver, its JVM and its Python workers, as data comes in
         proc.wait()

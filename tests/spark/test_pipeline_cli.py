@@ -31,6 +31,15 @@ def test_help_lists_the_pipelines_and_bad_usage_is_one_line():
     assert "\n  pipeline " in samsa("--help").stdout  # listed among the tools
 
 
+def test_without_pyspark_it_says_which_extra_to_install():
+    hidden = "import sys; sys.modules['pyspark'] = None; from samsa.cli.main import main; sys.exit(main(sys.argv[1:]))"
+    for command in (["pipeline", "run", "payments"], ["pipeline", "generate", "activity", "--count", "1"]):
+        r = subprocess.run([sys.executable, "-c", hidden, *command], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 1
+        assert r.stderr.strip().splitlines() == ["samsa pipeline: the pipelines run on Spark, and PySpark is not "
+                                                 "installed here: pip install -e '.[spark]' (./test installs it)"]
+
+
 def test_generators_send_valid_events_and_the_share_of_broken_ones_asked_for(fresh_broker, capsys):
     bs = fresh_broker.bootstrap_servers
     assert main(["generate", "payments", "--bootstrap-server", bs, "--rate", "0", "--count", "500",

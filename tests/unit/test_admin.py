@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import Producer
 
 from samsa.client.admin import Admin, AsyncAdmin
-from samsa.client.cluster import Cluster, parse_bootstrap_servers
+from samsa.client.metadata import ClusterMetadata, parse_bootstrap_servers
 from samsa.client.connection import BrokerConnection, KafkaConnectionError, KafkaTimeoutError
 from samsa.client.types import (
     AlterConfigOp,
@@ -305,7 +305,7 @@ def test_connection_pipelines_and_negotiates(broker):
 
 def test_cluster_connections(broker):
     async def go():
-        cluster = Cluster(broker.bootstrap_servers)
+        cluster = ClusterMetadata(broker.bootstrap_servers)
         await cluster.bootstrap()
         try:
             assert cluster.controller_id == 0 and 0 in cluster.brokers

@@ -14,16 +14,16 @@ import logging
 from collections import defaultdict
 from typing import Any, Callable
 
-from samsa.client.cluster import Cluster
 from samsa.client.connection import BrokerConnection, KafkaConnectionError, KafkaTimeoutError
 from samsa.client.consumer_internals.records import CompletedFetch, ConsumerRecord, FetchedBatch
 from samsa.client.consumer_internals.subscription import PartitionState, SubscriptionState
+from samsa.client.metadata import ClusterMetadata
 from samsa.client.types import TopicPartition
 from samsa.protocol import errors
+from samsa.protocol.api_keys import ApiKey
 
 log = logging.getLogger(__name__)
 
-FETCH, LIST_OFFSETS = 1, 2
 FETCH_MAX_VERSION = 12  # the last version naming topics (13+ use topic ids)
 MAX_BUFFERED = 2
 EARLIEST, LATEST = -2, -1
@@ -46,7 +46,7 @@ class NoOffsetForPartitionError(Exception):
 
 
 class Fetcher:
-    def __init__(self, cluster: Cluster, subs: SubscriptionState, config: Any, *,
+    def __init__(self, cluster: ClusterMetadata, subs: SubscriptionState, config: Any, *,
                  key_deserializer: Any, value_deserializer: Any, request_metadata: Callable[[], None]):
         c = config
         self.cluster = cluster
@@ -155,7 +155,7 @@ class Fetcher:
                     "forgotten_topics_data": [], "rack_id": self.rack or ""}
             try:
                 conn = await self._connection(node_id)
-                resp = await conn.request(FETCH, body, min_version=4, max_version=FETCH_MAX_VERSION,
+                resp = await conn.request(ApiKey.FETCH, body, min_version=4, max_version=FETCH_MAX_VERSION,
                                           timeout_ms=self.request_timeout_ms + self.max_wait_ms)
             except (*_NETWORK, errors.KafkaError, KeyError) as e:
                 log.debug("Fetch from broker %s failed: %s", node_id, e)
@@ -368,7 +368,7 @@ class Fetcher:
                 "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
                 "timeout_ms": self.request_timeout_ms}
         conn = await self.cluster.node(node_id)
-        resp = await conn.request(LIST_OFFSETS, body, min_version=1)
+        resp = await conn.request(ApiKey.LIST_OFFSETS, body, min_version=1)
         found: dict[TopicPartition, tuple[int, int, int | None]] = {}
         again: list[TopicPartition] = []
         for t in resp["topics"]:

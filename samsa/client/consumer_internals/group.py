@@ -23,31 +23,30 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, Iterable, Protocol
 
 from samsa.client.connection import BrokerConnection, KafkaConnectionError, KafkaTimeoutError
 from samsa.client.consumer_internals.assignors import (COOPERATIVE, EAGER, Assignment, Subscription,
                                                        decode_assignment, decode_subscription, encode_assignment,
                                                        encode_subscription, rebalance_protocol)
+from samsa.client.consumer_internals.fetcher import Fetcher
 from samsa.client.consumer_internals.records import OffsetAndMetadata
+from samsa.client.consumer_internals.subscription import SubscriptionState
+from samsa.client.metadata import ClusterMetadata
 from samsa.client.types import TopicPartition
-from samsa.protocol import errors
+from samsa.protocol import api, errors
+from samsa.protocol.api_keys import ApiKey
 from samsa.timeouts import within
-
-if TYPE_CHECKING:
-    from samsa.client.consumer_internals.core import AsyncConsumer
 
 log = logging.getLogger(__name__)
 
-OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 8, 9, 10, 11, 12, 13, 14
 PROTOCOL_TYPE = "consumer"
 UNJOINED, JOINING, STABLE = "unjoined", "joining", "stable"
 _NETWORK = (KafkaConnectionError, KafkaTimeoutError, OSError)
 _COORDINATOR_MOVED = {errors.E_COORDINATOR_NOT_AVAILABLE, errors.E_NOT_COORDINATOR, errors.E_REQUEST_TIMED_OUT}
 # The last version before each group API went flexible (the fallback of _request).
-_NON_FLEXIBLE = {JOIN_GROUP: 5, SYNC_GROUP: 3, HEARTBEAT: 3, LEAVE_GROUP: 2, OFFSET_COMMIT: 7, OFFSET_FETCH: 5}
-_API_NAMES = {JOIN_GROUP: "JoinGroup", SYNC_GROUP: "SyncGroup", HEARTBEAT: "Heartbeat", LEAVE_GROUP: "LeaveGroup",
-              OFFSET_COMMIT: "OffsetCommit", OFFSET_FETCH: "OffsetFetch"}
+_NON_FLEXIBLE = {ApiKey.JOIN_GROUP: 5, ApiKey.SYNC_GROUP: 3, ApiKey.HEARTBEAT: 3, ApiKey.LEAVE_GROUP: 2,
+                 ApiKey.OFFSET_COMMIT: 7, ApiKey.OFFSET_FETCH: 5}
 _RETRY_LATER = {errors.E_COORDINATOR_LOAD_IN_PROGRESS, errors.E_UNKNOWN_TOPIC_OR_PARTITION,
                 errors.E_UNSTABLE_OFFSET_COMMIT}
 
@@ -64,8 +63,24 @@ class CommitFailedError(Exception):
             "the maximum size of batches returned in poll() with max.poll.records." + (f" ({reason})" if reason else ""))
 
 
+class ConsumerSide(Protocol):
+    """What group membership needs of the consumer it serves (AsyncConsumer is one)."""
+
+    config: Any
+    cluster: ClusterMetadata
+    subs: SubscriptionState
+    fetcher: Fetcher
+    auto_commit: bool
+
+    def wake_poll(self) -> None: ...
+    def poll_expired(self) -> bool: ...
+    async def commit_quietly(self, partitions: Iterable[TopicPartition], timeout: float | None = None) -> None: ...
+    async def partition_counts(self, topics: list[str]) -> dict[str, int]: ...
+    async def invoke_listener(self, method: str, partitions: list[TopicPartition]) -> None: ...
+
+
 class GroupMember:
-    def __init__(self, core: "AsyncConsumer"):
+    def __init__(self, core: ConsumerSide):
         c = core.config
         self.core = core
         self.group_id: str = c["group.id"]
@@ -119,8 +134,8 @@ class GroupMember:
     async def _find_coordinator(self) -> BrokerConnection:
         cluster = self.core.cluster
         conn = await cluster.any()
-        version = conn.pick_version(FIND_COORDINATOR)
-        resp = await conn.request(FIND_COORDINATOR, {"key": self.group_id, "key_type": 0,
+        version = conn.pick_version(ApiKey.FIND_COORDINATOR)
+        resp = await conn.request(ApiKey.FIND_COORDINATOR, {"key": self.group_id, "key_type": 0,
                                                      "coordinator_keys": [self.group_id]}, version=version)
         found = resp["coordinators"][0] if version >= 4 else resp
         if found["error_code"]:
@@ -162,7 +177,7 @@ class GroupMember:
                 if attempt or floor is None or version <= floor or api_key in self._version_caps:
                     raise
                 log.info("%s v%d to the coordinator of group %s failed (%s): using v%d from now on",
-                         _API_NAMES[api_key], version, self.group_id, e, floor)
+                         api.api(api_key).name, version, self.group_id, e, floor)
                 self._version_caps[api_key] = floor
             except _NETWORK as e:
                 self.coordinator_dead(str(e))
@@ -280,7 +295,7 @@ class GroupMember:
                     "rebalance_timeout_ms": self.rebalance_timeout_ms, "member_id": self.member_id,
                     "group_instance_id": self.instance_id, "protocol_type": PROTOCOL_TYPE,
                     "protocols": self._protocols(), "reason": "rebalance"}
-            resp, version = await self._request(JOIN_GROUP, body, timeout_ms=rebalance_wait)
+            resp, version = await self._request(ApiKey.JOIN_GROUP, body, timeout_ms=rebalance_wait)
             code = resp["error_code"]
             if code == errors.E_MEMBER_ID_REQUIRED:
                 self.member_id = resp["member_id"]  # KIP-394: join again with the id given
@@ -300,7 +315,7 @@ class GroupMember:
                     "group_instance_id": self.instance_id, "protocol_type": PROTOCOL_TYPE,
                     "protocol_name": self.protocol_name,
                     "assignments": [{"member_id": m, "assignment": a} for m, a in assignments.items()]}
-            resp, _ = await self._request(SYNC_GROUP, body, timeout_ms=rebalance_wait)
+            resp, _ = await self._request(ApiKey.SYNC_GROUP, body, timeout_ms=rebalance_wait)
             code = resp["error_code"]
             if code:
                 self._join_error(code, "SyncGroup")
@@ -399,7 +414,7 @@ class GroupMember:
                     "group_instance_id": self.instance_id}
             generation = self.generation
             try:
-                resp, _ = await self._request(HEARTBEAT, body, timeout_ms=self.request_timeout_ms)
+                resp, _ = await self._request(ApiKey.HEARTBEAT, body, timeout_ms=self.request_timeout_ms)
             except (*_NETWORK, errors.KafkaError) as e:
                 log.debug("Heartbeat of group %s failed: %s", self.group_id, e)
                 self._check_session(loop.time())
@@ -449,7 +464,7 @@ class GroupMember:
             body = {"group_id": self.group_id, "member_id": self.member_id,
                     "members": [{"member_id": self.member_id, "group_instance_id": None, "reason": reason}]}
             try:
-                await within(self._request(LEAVE_GROUP, body, timeout_ms=min(self.request_timeout_ms, 5000)),
+                await within(self._request(ApiKey.LEAVE_GROUP, body, timeout_ms=min(self.request_timeout_ms, 5000)),
                                        min(self.request_timeout_ms, 5000) / 1000)
             except (*_NETWORK, errors.KafkaError, asyncio.TimeoutError) as e:
                 log.debug("LeaveGroup of group %s failed: %s", self.group_id, e)
@@ -481,7 +496,7 @@ class GroupMember:
                     "group_instance_id": self.instance_id if generation >= 0 else None, "retention_time_ms": -1,
                     "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
             try:
-                resp, _ = await within(self._request(OFFSET_COMMIT, body, max_version=8),
+                resp, _ = await within(self._request(ApiKey.OFFSET_COMMIT, body, max_version=8),
                                                  max(deadline - loop.time(), 0.001))
             except asyncio.TimeoutError:
                 raise KafkaTimeoutError(f"Timeout of {int(timeout * 1000)}ms expired before successfully "
@@ -536,7 +551,7 @@ class GroupMember:
                 "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]}
         while True:
             try:
-                resp, _ = await within(self._request(OFFSET_FETCH, body, max_version=7),
+                resp, _ = await within(self._request(ApiKey.OFFSET_FETCH, body, max_version=7),
                                                  max(deadline - loop.time(), 0.001))
             except asyncio.TimeoutError:
                 raise KafkaTimeoutError(f"Timeout of {int(timeout * 1000)}ms expired before the last committed "

@@ -16,21 +16,21 @@ import logging
 import time
 from typing import Any, Sequence
 
-from samsa.client.cluster import Cluster
 from samsa.client.connection import KafkaConnectionError
 from samsa.client.futures import resolve_all
+from samsa.client.metadata import ClusterMetadata
 from samsa.client.producer_internals.accumulator import ProducerBatch, RecordAccumulator
 from samsa.client.types import RecordMetadata
 from samsa.protocol import errors
+from samsa.protocol.api_keys import ApiKey
 
 log = logging.getLogger(__name__)
 
-PRODUCE, INIT_PRODUCER_ID = 0, 22
 _REFRESH = (errors.E_NOT_LEADER_OR_FOLLOWER, errors.E_UNKNOWN_TOPIC_OR_PARTITION, errors.E_LEADER_NOT_AVAILABLE)
 
 
 class Sender:
-    def __init__(self, accumulator: RecordAccumulator, cluster: Cluster, *, acks: int, idempotent: bool,
+    def __init__(self, accumulator: RecordAccumulator, cluster: ClusterMetadata, *, acks: int, idempotent: bool,
                  request_timeout_ms: int, retries: int, retry_backoff_ms: int, retry_backoff_max_ms: int,
                  interceptors: Sequence[Any], partition_counts: dict[str, int]):
         self.accumulator, self.cluster = accumulator, cluster
@@ -115,7 +115,7 @@ class Sender:
 
     async def _init_producer_id(self) -> None:
         conn = await self.cluster.any()
-        resp = await conn.request(INIT_PRODUCER_ID, {"transactional_id": None, "transaction_timeout_ms": 60000,
+        resp = await conn.request(ApiKey.INIT_PRODUCER_ID, {"transactional_id": None, "transaction_timeout_ms": 60000,
                                                      "producer_id": -1, "producer_epoch": -1})
         if resp["error_code"]:
             raise errors.error_for(resp["error_code"], "InitProducerId failed")
@@ -149,7 +149,8 @@ class Sender:
                         topics.setdefault(b.topic, []).append({"index": b.partition, "records": b.data})
                     body = {"transactional_id": None, "acks": self.acks, "timeout_ms": self.request_timeout_ms,
                             "topic_data": [{"name": t, "partition_data": ps} for t, ps in topics.items()]}
-                    answers.append((batches, conn.send(PRODUCE, body, min_version=3, expect_response=self.acks != 0)))
+                    answers.append((batches, conn.send(ApiKey.PRODUCE, body, min_version=3,
+                                                      expect_response=self.acks != 0)))
                 await conn.drain()
         except (errors.KafkaError, OSError) as e:
             for batches in requests[len(answers):]:  # the requests not written

@@ -1,6 +1,6 @@
 """What a client knows about the cluster: brokers, controller, partition leaders.
 
-:class:`Cluster` bootstraps from ``bootstrap.servers`` (any one reachable server will do),
+:class:`ClusterMetadata` bootstraps from ``bootstrap.servers`` (any one reachable server will do),
 keeps the answer of the last Metadata request, and hands out one connection per broker,
 opening it on first use.
 """
@@ -8,16 +8,29 @@ opening it on first use.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
+import socket
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from samsa.client.connection import BrokerConnection, KafkaConnectionError, KafkaTimeoutError
+from samsa.client.connection import BrokerConnection, KafkaConnectionError, KafkaTimeoutError, UnresolvableHostError
 from samsa.client.types import Node
+from samsa.configdef import ConfigError
 from samsa.protocol import errors
+from samsa.protocol.api_keys import ApiKey
 
-METADATA = 3
+log = logging.getLogger(__name__)
+
+
+def _host_and_ip(host: str, port: int) -> str:
+    """``localhost/127.0.0.1:9092``, as Java's clients name a node they cannot reach."""
+    try:
+        ip = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][4][0]
+    except OSError:
+        return f"{host}:{port}"
+    return f"{host}/{ip}:{port}"
 
 
 def parse_bootstrap_servers(servers: str | list[str]) -> list[tuple[str, int]]:
@@ -57,7 +70,7 @@ class TopicMetadata:
     error_code: int = 0
 
 
-class Cluster:
+class ClusterMetadata:
     def __init__(self, bootstrap_servers: str | list[str], *, client_id: str | None = "samsa",
                  request_timeout_ms: int = 30000, connect_timeout_ms: int = 10000,
                  bootstrap_timeout_ms: int | None = None, retry_backoff_ms: int = 100,
@@ -80,6 +93,7 @@ class Cluster:
         self._node_backoff: dict[int, tuple[float, float]] = {}  # node -> (not before, last backoff in ms)
         self.metadata_max_age_ms = metadata_max_age_ms
         self.refreshed_at = 0.0
+        self._warned: set[str] = set()  # bootstrap servers whose first failure was logged
 
     @property
     def metadata_stale(self) -> bool:
@@ -111,6 +125,7 @@ class Cluster:
         deadline = time.monotonic() + self.bootstrap_timeout_ms / 1000
         backoff = self.retry_backoff_ms / 1000
         last: Exception | None = None
+        unresolvable: dict[str, str] = {}
         while True:
             for host, port in self.bootstrap_servers:
                 remaining_ms = int((deadline - time.monotonic()) * 1000)
@@ -119,14 +134,28 @@ class Cluster:
                 conn = self._new_connection(host, port)
                 try:
                     await conn.connect(min(self.connect_timeout_ms, remaining_ms))
+                except UnresolvableHostError as e:
+                    last = e
+                    if conn.address not in unresolvable:
+                        log.warning("Couldn't resolve server %s from bootstrap.servers as %s", conn.address, e.args[0])
+                    unresolvable[conn.address] = e.args[0]
+                    continue
                 except (KafkaConnectionError, KafkaTimeoutError) as e:
                     last = e
+                    if conn.address not in self._warned:
+                        self._warned.add(conn.address)
+                        log.warning("Connection to node -1 (%s) could not be established. Node may not be available. "
+                                    "(%s)", _host_and_ip(host, port), e.args[0] if e.args else e)
                     continue
                 if self._bootstrap_conn is not None:
                     self._bootstrap_conn.close()
                 self._bootstrap_conn = conn
                 await self.refresh()
                 return
+            if len(unresolvable) == len(self.bootstrap_servers):  # Java's clients refuse these at once
+                raise ConfigError(
+                    f"No resolvable bootstrap urls given in bootstrap.servers ({self.bootstrap_text}): "
+                    + "; ".join(unresolvable.values()))
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 reason = f": {last.args[0]}" if last is not None and last.args else ""
@@ -144,7 +173,7 @@ class Cluster:
             "allow_auto_topic_creation": allow_auto_create,
             "include_topic_authorized_operations": False,
         }
-        resp = await conn.request(METADATA, body, min_version=1)
+        resp = await conn.request(ApiKey.METADATA, body, min_version=1)
         self._update(resp, full=topics is None)
         return resp
 

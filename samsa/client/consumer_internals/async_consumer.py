@@ -21,14 +21,14 @@ import re
 import time
 from typing import Any, Awaitable, Callable, Iterable, Mapping
 
-from samsa.client.cluster import Cluster
-from samsa.client.config import CONSUMER_KEYS, ClientConfig, ConfigError, load_plugin, load_plugins
+from samsa.client.config import CONSUMER_KEYS, ClientConfig, ConfigError, load_plugins, load_serde
 from samsa.client.connection import KafkaConnectionError, KafkaTimeoutError
 from samsa.client.consumer_internals.assignors import load_assignors
 from samsa.client.consumer_internals.fetcher import EARLIEST, LATEST, Fetcher, NoOffsetForPartitionError
 from samsa.client.consumer_internals.group import EAGER, CommitFailedError, GroupMember
 from samsa.client.consumer_internals.records import ConsumerRecord, OffsetAndMetadata
 from samsa.client.consumer_internals.subscription import IllegalStateError, SubscriptionState
+from samsa.client.metadata import ClusterMetadata
 from samsa.client.types import PartitionInfo, TopicPartition
 from samsa.protocol import errors
 from samsa.timeouts import within
@@ -82,21 +82,9 @@ async def call_listener(fn: Callable[..., Any], *args: Any) -> Any:
 
 
 def _deserializer(spec: Any, configs: dict[str, Any], is_key: bool) -> Any:
-    if spec is None:
-        return None
     if isinstance(spec, str) and spec.strip() in JAVA_DESERIALIZERS:
         spec = JAVA_DESERIALIZERS[spec.strip()]
-        if spec is None:
-            return None
-    instance = load_plugin(spec, {})
-    if hasattr(instance, "is_key"):
-        instance.is_key = is_key
-    configure = getattr(instance, "configure", None)
-    if callable(configure):
-        configure(dict(configs))
-    if not callable(getattr(instance, "deserialize", None)):
-        raise ConfigError(f"{'key' if is_key else 'value'}.deserializer {spec!r} has no deserialize() method")
-    return instance
+    return None if spec is None else load_serde(spec, configs, is_key=is_key, method="deserialize")
 
 
 class AsyncConsumer:
@@ -121,14 +109,14 @@ class AsyncConsumer:
         self.assignors = load_assignors(c["partition.assignment.strategy"], configs)
         self.subs = SubscriptionState(c["auto.offset.reset"])
         request_timeout = c["request.timeout.ms"]
-        self.cluster = Cluster(c["bootstrap.servers"], client_id=c["client.id"] or "samsa-consumer",
-                               request_timeout_ms=request_timeout,
-                               connect_timeout_ms=c["socket.connection.setup.timeout.ms"],
-                               bootstrap_timeout_ms=min(request_timeout, c["default.api.timeout.ms"]),
-                               retry_backoff_ms=c["retry.backoff.ms"],
-                               reconnect_backoff_ms=c["reconnect.backoff.ms"],
-                               reconnect_backoff_max_ms=c["reconnect.backoff.max.ms"],
-                               metadata_max_age_ms=c["metadata.max.age.ms"])
+        self.cluster = ClusterMetadata(c["bootstrap.servers"], client_id=c["client.id"] or "samsa-consumer",
+                                       request_timeout_ms=request_timeout,
+                                       connect_timeout_ms=c["socket.connection.setup.timeout.ms"],
+                                       bootstrap_timeout_ms=min(request_timeout, c["default.api.timeout.ms"]),
+                                       retry_backoff_ms=c["retry.backoff.ms"],
+                                       reconnect_backoff_ms=c["reconnect.backoff.ms"],
+                                       reconnect_backoff_max_ms=c["reconnect.backoff.max.ms"],
+                                       metadata_max_age_ms=c["metadata.max.age.ms"])
         self._wake = asyncio.Event()
         self._metadata_needed = asyncio.Event()
         self.fetcher = Fetcher(self.cluster, self.subs, c, key_deserializer=self.key_deserializer,

@@ -17,10 +17,10 @@ import time
 from concurrent.futures import Future
 from typing import Any, Callable
 
-from samsa.client.cluster import Cluster
-from samsa.client.config import PRODUCER_KEYS, ClientConfig, ConfigError, load_plugin, load_plugins
+from samsa.client.config import PRODUCER_KEYS, ClientConfig, ConfigError, load_plugin, load_plugins, load_serde
 from samsa.client.connection import KafkaTimeoutError
 from samsa.client.loop import IdleSignal
+from samsa.client.metadata import ClusterMetadata
 from samsa.client.partitioner import StickyPartitioner
 from samsa.client.producer_internals.accumulator import RecordAccumulator
 from samsa.client.producer_internals.sender import Sender
@@ -62,13 +62,13 @@ class ProducerCore:
         self._loop, self._lookup, self._sender_idle = loop, lookup, sender_idle
         self.partition_counts: dict[str, int] = {}
         self.closed = False
-        self.cluster = Cluster(c["bootstrap.servers"], client_id=c["client.id"] or "samsa-producer",
-                               request_timeout_ms=c["request.timeout.ms"],
-                               connect_timeout_ms=c["socket.connection.setup.timeout.ms"],
-                               bootstrap_timeout_ms=c["max.block.ms"], retry_backoff_ms=c["retry.backoff.ms"],
-                               reconnect_backoff_ms=c["reconnect.backoff.ms"],
-                               reconnect_backoff_max_ms=c["reconnect.backoff.max.ms"],
-                               metadata_max_age_ms=c["metadata.max.age.ms"])
+        self.cluster = ClusterMetadata(c["bootstrap.servers"], client_id=c["client.id"] or "samsa-producer",
+                                       request_timeout_ms=c["request.timeout.ms"],
+                                       connect_timeout_ms=c["socket.connection.setup.timeout.ms"],
+                                       bootstrap_timeout_ms=c["max.block.ms"], retry_backoff_ms=c["retry.backoff.ms"],
+                                       reconnect_backoff_ms=c["reconnect.backoff.ms"],
+                                       reconnect_backoff_max_ms=c["reconnect.backoff.max.ms"],
+                                       metadata_max_age_ms=c["metadata.max.age.ms"])
         codec = compression.codec_id(c["compression.type"])
         level_key = {compression.GZIP: "compression.gzip.level", compression.LZ4: "compression.lz4.level",
                      compression.ZSTD: "compression.zstd.level"}.get(codec)
@@ -194,28 +194,23 @@ class ProducerCore:
         self.sender.wake()
 
     async def close(self) -> None:
-        """After the records still queued are answered: stop the sender, close interceptors and connections.
-        (Flush first to bound the wait.)"""
+        """After the records still queued are answered: stop the sender, close interceptors,
+        serializers and connections. (Flush first to bound the wait.)"""
         self.closed = True
         self.accumulator.closing = True
         self.sender.wake()
         if self._task is not None:
             await asyncio.gather(self._task, return_exceptions=True)
-        for interceptor in self.interceptors:
-            try:
-                interceptor.close()
-            except Exception:
-                log.exception("Failed to close producer interceptor")
+        for plugin in [*self.interceptors, self.key_serializer, self.value_serializer]:
+            closer = getattr(plugin, "close", None)
+            if callable(closer):
+                try:
+                    closer()
+                except Exception:  # noqa: BLE001 - one plugin's failure does not stop the close
+                    log.exception("Failed to close %s", plugin)
         await self.sender.close()
         await self.cluster.aclose()
 
 
 def _serializer(spec: Any, configs: dict, is_key: bool) -> Any:
-    if spec is None:
-        return None
-    instance = load_plugin(spec, {})
-    if hasattr(instance, "is_key"):
-        instance.is_key = is_key
-    if hasattr(instance, "configure"):
-        instance.configure(configs)
-    return instance
+    return None if spec is None else load_serde(spec, configs, is_key=is_key, method="serialize")
