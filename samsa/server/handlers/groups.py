@@ -14,6 +14,7 @@ from typing import Any
 from samsa.coordinator.groups import (GroupDescription, HeartbeatRequest, JoinRequest, JoinResult, LeavingMember,
                                       OffsetCommitEntry, OffsetCommitRequest, SyncRequest, SyncResult)
 from samsa.protocol import errors
+from samsa.protocol.api_keys import ApiKey
 from samsa.server.handlers import handles
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
@@ -43,7 +44,7 @@ def _coordinator(ctx, key: str, key_type: int) -> dict:
         return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": e.code, "error_message": e.message}
 
 
-@handles(10)
+@handles(ApiKey.FIND_COORDINATOR)
 def find_coordinator(ctx, req: dict) -> dict:
     key_type = req.get("key_type", GROUP_KEY)
     if ctx.version >= 4:
@@ -67,7 +68,7 @@ def _join_wire(r: JoinResult) -> dict:
                         for m in r.members]}
 
 
-@handles(11)
+@handles(ApiKey.JOIN_GROUP)
 def join_group(ctx, req: dict):
     v = ctx.version
     result = ctx.broker.groups.join(JoinRequest(
@@ -85,7 +86,7 @@ def _sync_wire(r: SyncResult) -> dict:
             "protocol_name": r.protocol_name}
 
 
-@handles(14)
+@handles(ApiKey.SYNC_GROUP)
 def sync_group(ctx, req: dict):
     result = ctx.broker.groups.sync(SyncRequest(
         group_id=req["group_id"], member_id=req["member_id"], generation_id=req["generation_id"],
@@ -97,14 +98,14 @@ def sync_group(ctx, req: dict):
 
 # ---------------------------------------------------------------- Heartbeat / LeaveGroup
 
-@handles(12)
+@handles(ApiKey.HEARTBEAT)
 def heartbeat(ctx, req: dict) -> dict:
     code = ctx.broker.groups.heartbeat(HeartbeatRequest(req["group_id"], req["member_id"], req["generation_id"],
                                                         req.get("group_instance_id")))
     return {"throttle_time_ms": 0, "error_code": code}
 
 
-@handles(13)
+@handles(ApiKey.LEAVE_GROUP)
 def leave_group(ctx, req: dict) -> dict:
     if ctx.version <= 2:
         error, codes = ctx.broker.groups.leave(req["group_id"], [LeavingMember(req["member_id"])])
@@ -118,7 +119,7 @@ def leave_group(ctx, req: dict) -> dict:
 
 # ---------------------------------------------------------------- OffsetCommit / OffsetFetch
 
-@handles(8)
+@handles(ApiKey.OFFSET_COMMIT)
 async def offset_commit(ctx, req: dict) -> dict:
     entries = [OffsetCommitEntry(t["name"], p["partition_index"], p["committed_offset"],
                                  p.get("committed_leader_epoch", -1), p.get("committed_metadata") or "")
@@ -140,7 +141,7 @@ def _fetch_offsets(ctx, group_id: str, topics: list[dict] | None) -> tuple[int, 
          "error_code": 0} for p, o in partitions]} for topic, partitions in found]
 
 
-@handles(9)
+@handles(ApiKey.OFFSET_FETCH)
 def offset_fetch(ctx, req: dict) -> dict:
     if ctx.version <= 7:
         error, topics = _fetch_offsets(ctx, req["group_id"], req["topics"])
@@ -158,7 +159,7 @@ def offset_fetch(ctx, req: dict) -> dict:
 
 # ---------------------------------------------------------------- admin
 
-@handles(16)
+@handles(ApiKey.LIST_GROUPS)
 def list_groups(ctx, req: dict) -> dict:
     return {"throttle_time_ms": 0, "error_code": 0, "groups": [
         {"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state.value,
@@ -176,18 +177,18 @@ def _describe_wire(d: GroupDescription) -> dict:
     return out
 
 
-@handles(15)
+@handles(ApiKey.DESCRIBE_GROUPS)
 def describe_groups(ctx, req: dict) -> dict:
     return {"throttle_time_ms": 0, "groups": [_describe_wire(ctx.broker.groups.describe(g)) for g in req["groups"]]}
 
 
-@handles(42)
+@handles(ApiKey.DELETE_GROUPS)
 async def delete_groups(ctx, req: dict) -> dict:
     results = await ctx.broker.groups.delete_groups(req["groups_names"])
     return {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": code} for g, code in results]}
 
 
-@handles(47)
+@handles(ApiKey.OFFSET_DELETE)
 async def offset_delete(ctx, req: dict) -> dict:
     """Partitions that do not exist answer UNKNOWN_TOPIC_OR_PARTITION; the coordinator sees the rest.
     A group error leaves the partitions out, as Kafka does."""
