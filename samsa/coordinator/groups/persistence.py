@@ -8,9 +8,8 @@ format itself is :mod:`samsa.protocol.group_records`.
 
 from __future__ import annotations
 
-import logging
-from dataclasses import dataclass
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 from samsa.cluster.replica import Partition
 from samsa.coordinator.groups.state import EMPTY, STABLE, Group, Member
@@ -18,8 +17,6 @@ from samsa.coordinator.host import CoordinatorHost, now_ms
 from samsa.protocol import batch, records
 from samsa.protocol import group_records as gr
 from samsa.protocol.group_records import OFFSETS_TOPIC, GroupRecord, MemberRecord, OffsetAndMetadata
-
-log = logging.getLogger(__name__)
 
 Entry = tuple[bytes, bytes | None]   # (key, value); a None value is a tombstone
 
