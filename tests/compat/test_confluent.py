@@ -551,3 +551,40 @@ def test_dynamic_broker_configs(tmp_path, topic_name):
         assert effective() == (("5555555", DEFAULT), ("5555555", DEFAULT))
     finally:
         b.stop()
+
+
+def test_authorized_operations_without_an_authorizer(broker, topic_name):
+    """Asked for, describe answers every operation of the resource type, as Kafka without an authorizer."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AclOperation as Op
+
+    a = admin(broker.bootstrap)
+    create_topic(broker.bootstrap, topic_name, 1)
+    cluster = a.describe_cluster(include_authorized_operations=True, request_timeout=WAIT).result(WAIT)
+    assert set(cluster.authorized_operations) == {Op.CREATE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS,
+                                                  Op.IDEMPOTENT_WRITE, Op.ALTER, Op.DESCRIBE}
+    topic = a.describe_topics(TopicCollection([topic_name]), include_authorized_operations=True,
+                              request_timeout=WAIT)[topic_name].result(WAIT)
+    assert set(topic.authorized_operations) == {Op.READ, Op.WRITE, Op.CREATE, Op.DESCRIBE, Op.DELETE, Op.ALTER,
+                                                Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS}
+    assert a.describe_cluster(request_timeout=WAIT).result(WAIT).authorized_operations is None  # not asked
+
+
+def test_list_groups_types_filter(broker, topic_name):
+    from confluent_kafka import ConsumerGroupType
+
+    group = f"g-{topic_name}"
+    create_topic(broker.bootstrap, topic_name, 1)
+    c = consumer(broker.bootstrap, group_id=group)
+    c.subscribe([topic_name])
+    wait_until(lambda: c.poll(0.2) is None and c.assignment(), what="the group's first assignment")
+    try:
+        a = admin(broker.bootstrap)
+
+        def listed(**kw) -> set[str]:
+            return {g.group_id for g in a.list_consumer_groups(request_timeout=WAIT, **kw).result(WAIT).valid}
+        assert group in listed()
+        assert group in listed(types={ConsumerGroupType.CLASSIC})
+        assert group not in listed(types={ConsumerGroupType.CONSUMER})  # no KIP-848 groups here
+    finally:
+        c.close()

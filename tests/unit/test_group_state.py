@@ -289,6 +289,8 @@ def test_commit_checks():
     assert h.rb.check_commit("g", -1, "", None) == 0  # no group management
     a, _ = h.new_member()
     assert h.rb.check_commit("g", 1, a, None) == errors.E_REBALANCE_IN_PROGRESS  # CompletingRebalance
+    # A stale generation is told so first, during a rebalance too (librdkafka's 0113 expects it).
+    assert h.rb.check_commit("g", 0, a, None) == errors.E_ILLEGAL_GENERATION
     h.sync(a, 1, {})
     assert h.rb.check_commit("g", 1, a, None) == 0
     assert h.rb.check_commit("g", 0, a, None) == errors.E_ILLEGAL_GENERATION

@@ -458,8 +458,8 @@ class Rebalancer:
         if code := self._fenced(group, member_id, instance_id):
             return code
         assert group is not None
+        if generation_id != group.generation:  # checked first, as Kafka does: a stale member must rejoin
+            return errors.E_ILLEGAL_GENERATION
         if group.state == COMPLETING_REBALANCE:
             return errors.E_REBALANCE_IN_PROGRESS
-        if generation_id != group.generation:
-            return errors.E_ILLEGAL_GENERATION
         return 0

@@ -3,8 +3,8 @@
 import shutil
 
 from samsa.protocol import errors
+from samsa.protocol.acl import ResourceType, authorized_operations
 from samsa.server.handlers import handles
-from samsa.server.handlers.metadata import NO_OPERATIONS
 
 
 @handles(60)
@@ -18,7 +18,8 @@ def describe_cluster(ctx, req: dict) -> dict:
         "cluster_id": broker.store.cluster_id, "controller_id": broker.controller_id,
         "brokers": [{"broker_id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
                     for b in broker.alive_brokers()],
-        "cluster_authorized_operations": NO_OPERATIONS,
+        "cluster_authorized_operations": authorized_operations(
+            ResourceType.CLUSTER, req.get("include_cluster_authorized_operations", False)),
     }
 
 

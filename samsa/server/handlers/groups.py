@@ -14,11 +14,11 @@ from typing import Any
 from samsa.coordinator.groups import (GroupDescription, HeartbeatRequest, JoinRequest, JoinResult, LeavingMember,
                                       OffsetCommitEntry, OffsetCommitRequest, SyncRequest, SyncResult)
 from samsa.protocol import errors
+from samsa.protocol.acl import ResourceType, authorized_operations
 from samsa.protocol.api_keys import ApiKey
 from samsa.server.handlers import handles
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
-AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 
 def _client_host(ctx) -> str:
@@ -161,25 +161,30 @@ def offset_fetch(ctx, req: dict) -> dict:
 
 @handles(ApiKey.LIST_GROUPS)
 def list_groups(ctx, req: dict) -> dict:
+    types = {t.lower() for t in req.get("types_filter") or []}
+    if types and "classic" not in types:  # every group here is a classic group (no KIP-848, no share groups)
+        return {"throttle_time_ms": 0, "error_code": 0, "groups": []}
     return {"throttle_time_ms": 0, "error_code": 0, "groups": [
         {"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state.value,
          "group_type": "classic"} for g in ctx.broker.groups.list_groups(req.get("states_filter"))]}
 
 
-def _describe_wire(d: GroupDescription) -> dict:
+def _describe_wire(d: GroupDescription, operations: int) -> dict:
     out = {"error_code": d.error, "group_id": d.group_id, "group_state": d.state, "protocol_type": d.protocol_type,
            "protocol_data": d.protocol,
            "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
                         "client_id": m.client_id, "client_host": m.client_host, "member_metadata": m.metadata,
                         "member_assignment": m.assignment} for m in d.members]}
     if not d.error:
-        out["authorized_operations"] = AUTHORIZED_OPERATIONS_OMITTED
+        out["authorized_operations"] = operations
     return out
 
 
 @handles(ApiKey.DESCRIBE_GROUPS)
 def describe_groups(ctx, req: dict) -> dict:
-    return {"throttle_time_ms": 0, "groups": [_describe_wire(ctx.broker.groups.describe(g)) for g in req["groups"]]}
+    ops = authorized_operations(ResourceType.GROUP, req.get("include_authorized_operations", False))
+    return {"throttle_time_ms": 0, "groups": [_describe_wire(ctx.broker.groups.describe(g), ops)
+                                              for g in req["groups"]]}
 
 
 @handles(ApiKey.DELETE_GROUPS)

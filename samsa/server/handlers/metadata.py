@@ -1,19 +1,20 @@
 """Metadata (3): brokers, controller, topics and who leads each partition."""
 
-from samsa.protocol.names import validate_topic_name
 from samsa.protocol import errors
+from samsa.protocol.acl import OPERATIONS_NOT_REQUESTED, ResourceType, authorized_operations
+from samsa.protocol.names import validate_topic_name
 from samsa.server.handlers import handles
 
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
-NO_OPERATIONS = -2147483648
 
 
-def topic_entry(broker, name: str, topic_id: bytes | None = None, error: int = 0) -> dict:
+def topic_entry(broker, name: str, topic_id: bytes | None = None, error: int = 0,
+                operations: int = OPERATIONS_NOT_REQUESTED) -> dict:
     topic = broker.topics.get(name)
     if topic is None or error:
         return {"error_code": error or errors.E_UNKNOWN_TOPIC_OR_PARTITION, "name": name,
                 "topic_id": topic_id or bytes(16), "partitions": [],
-                "topic_authorized_operations": NO_OPERATIONS}
+                "topic_authorized_operations": OPERATIONS_NOT_REQUESTED}
     alive = {b.id for b in broker.alive_brokers()}
     partitions = []
     for index, state in sorted(topic.partitions.items()):
@@ -29,15 +30,16 @@ def topic_entry(broker, name: str, topic_id: bytes | None = None, error: int = 0
         })
     return {"error_code": 0, "name": name, "topic_id": topic.topic_id,
             "is_internal": name in INTERNAL_TOPICS, "partitions": partitions,
-            "topic_authorized_operations": NO_OPERATIONS}
+            "topic_authorized_operations": operations}
 
 
 @handles(3)
 def metadata(ctx, req: dict) -> dict:
     broker = ctx.broker
     requested = req["topics"]
+    ops = authorized_operations(ResourceType.TOPIC, req.get("include_topic_authorized_operations", False))
     if requested is None or (ctx.version == 0 and not requested):
-        topics = [topic_entry(broker, name) for name in sorted(broker.topics)]
+        topics = [topic_entry(broker, name, operations=ops) for name in sorted(broker.topics)]
     else:
         allow_create = req.get("allow_auto_topic_creation", True) if ctx.version >= 4 else True
         topics = []
@@ -56,7 +58,7 @@ def metadata(ctx, req: dict) -> dict:
                     continue
                 if allow_create:
                     broker.auto_create_topic(name)
-            topics.append(topic_entry(broker, name))
+            topics.append(topic_entry(broker, name, operations=ops))
     return {
         "throttle_time_ms": 0,
         "brokers": [{"node_id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
@@ -64,5 +66,6 @@ def metadata(ctx, req: dict) -> dict:
         "cluster_id": broker.store.cluster_id,
         "controller_id": broker.controller_id,
         "topics": topics,
-        "cluster_authorized_operations": NO_OPERATIONS,
+        "cluster_authorized_operations": authorized_operations(
+            ResourceType.CLUSTER, req.get("include_cluster_authorized_operations", False)),
     }

@@ -1,0 +1,107 @@
+"""librdkafka's own integration tests against a Samsa broker: a compatibility oracle.
+
+    .venv/bin/python bench/librdkafka_suite.py --tests-dir PATH/librdkafka/tests [--only 0011,0092] [--timeout 300]
+
+PATH is a librdkafka v2.x source release whose tests you built yourself (``./configure
+--no-download && make && make -C tests build``); this script builds nothing. It starts one
+Samsa broker configured as librdkafka's test harness configures Kafka (``num.partitions=4``,
+``group.initial.rebalance.delay.ms`` left at Kafka's 3000, ``auto.create.topics.enable``),
+then runs every test that needs a broker as its own ``test-runner`` process (``TESTS=NNNN``,
+``TEST_KAFKA_VERSION=3.9.0``), one after the other, and prints one line a test and the totals.
+Not part of ``./test``: a failure here is a lead to a bug, found and fixed with a test of ours.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from broker_process import BrokerProcess  # noqa: E402
+
+# Tests that need more than one broker, SSL/SASL/OAUTHBEARER, a ZooKeeper address, or that
+# only run with KAFKA_PATH (Kafka's own scripts): they cannot run against one Samsa broker.
+NOT_FOR_ONE_BROKER = re.compile(r"ssl|sasl|oauth|auth|follower|0097|0101|0124|0126|0128|0133|0134|0135")
+
+
+def broker_tests(tests_dir: Path) -> list[str]:
+    """Names of the tests in test.c's table that need a broker (not flagged TEST_F_LOCAL/MANUAL)."""
+    source = (tests_dir / "test.c").read_text()
+    table = source[source.index("struct test tests[] = {"):]
+    table = table[:table.index("\n};")]
+    out = []
+    for m in re.finditer(r"_TEST\((\w+),\s*([^,)]*)", table):
+        name, flags = m.group(1), m.group(2)
+        if "TEST_F_LOCAL" in flags or "TEST_F_MANUAL" in flags or name.startswith("8"):
+            continue
+        if not NOT_FOR_ONE_BROKER.search(name) and name[:4] not in {n[:4] for n in out}:
+            out.append(name)  # TESTS=NNNN runs every test of that number
+    return out
+
+
+def run_test(tests_dir: Path, name: str, conf: Path, timeout: float) -> tuple[str, float, str]:
+    env = dict(os.environ, TESTS=name[:4], TEST_KAFKA_VERSION="3.9.0", RDKAFKA_TEST_CONF=str(conf),
+               LD_LIBRARY_PATH=f"{tests_dir.parent / 'src'}:{tests_dir.parent / 'src-cpp'}")
+    started = time.monotonic()
+    try:
+        r = subprocess.run(["./test-runner"], cwd=tests_dir, env=env, capture_output=True, text=True,
+                           timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        return "TIMEOUT", time.monotonic() - started, (e.stdout or b"")[-2000:].decode(errors="replace") \
+            if isinstance(e.stdout, bytes) else (e.stdout or "")[-2000:]
+    out = re.sub(r"\x1b\[[0-9;]*m", "", r.stdout + r.stderr)
+    if "SKIPPED" in out and r.returncode == 0 and "PASSED" not in out:
+        verdict = "SKIPPED"
+    else:
+        verdict = "PASSED" if r.returncode == 0 else "FAILED"
+    why = ""
+    if verdict == "FAILED":
+        lines = [ln for ln in out.splitlines() if re.search(r"FAIL|Test assertion failed|failed:", ln)]
+        why = lines[0].strip()[:300] if lines else out.strip().splitlines()[-1][:300]
+    return verdict, time.monotonic() - started, why
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tests-dir", type=Path, required=True, help="librdkafka's tests/ directory, built")
+    ap.add_argument("--only", help="comma list of test numbers")
+    ap.add_argument("--timeout", type=float, default=300, help="seconds per test")
+    args = ap.parse_args()
+    tests_dir = args.tests_dir.resolve()
+    if not (tests_dir / "test-runner").exists():
+        ap.error(f"no test-runner in {tests_dir}: build librdkafka's tests first")
+    names = broker_tests(tests_dir)
+    if args.only:
+        wanted = set(args.only.split(","))
+        names = [n for n in names if n[:4] in wanted]
+    with tempfile.TemporaryDirectory(prefix="samsa-rdk-") as tmp:
+        broker = BrokerProcess(Path(tmp), **{"num.partitions": 4, "group.initial.rebalance.delay.ms": 3000,
+                                             "auto.create.topics.enable": "true"}).start()
+        conf = Path(tmp) / "test.conf"
+        conf.write_text(f"bootstrap.servers={broker.bootstrap}\n")
+        results = []
+        try:
+            for name in names:
+                verdict, took, why = run_test(tests_dir, name, conf, args.timeout)
+                results.append((name, verdict))
+                print(f"{name:<40} {verdict:<8} {took:6.1f} s  {why}", flush=True)
+                if broker.proc.poll() is not None:
+                    print("the broker exited: stopping here", flush=True)
+                    break
+        finally:
+            broker.stop()
+    counts = {v: sum(1 for _, r in results if r == v) for v in ("PASSED", "FAILED", "TIMEOUT", "SKIPPED")}
+    print(f"\n{len(results)} tests: " + ", ".join(f"{n} {v.lower()}" for v, n in counts.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
