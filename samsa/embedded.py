@@ -17,8 +17,8 @@ import tempfile
 import threading
 from typing import Any
 
-from samsa.server.broker import Broker as _ServerBroker
-from samsa.server.config import BrokerConfig
+from samsa.server.broker import BrokerServer
+from samsa.broker_config import BrokerConfig
 
 
 class Broker:
@@ -34,7 +34,7 @@ class Broker:
             self._tmp = tempfile.mkdtemp(prefix="samsa-")
             props["log.dirs"] = self._tmp
         self.config = BrokerConfig(props)
-        self.server: _ServerBroker | None = None
+        self.server: BrokerServer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
@@ -54,7 +54,7 @@ class Broker:
         def main() -> None:
             loop = asyncio.new_event_loop()
             self._loop = loop
-            self.server = _ServerBroker(self.config)
+            self.server = BrokerServer(self.config)
             try:
                 loop.run_until_complete(self.server.start())
             except BaseException as e:  # surfaced to the caller of start()

@@ -47,7 +47,7 @@ def start(argv: list[str]) -> int:
               file=sys.stderr)
         return 1
     args = parser.parse_args(argv)
-    from samsa.server.config import BrokerConfig
+    from samsa.broker_config import BrokerConfig
     from samsa.server.runner import run
     try:
         config = BrokerConfig.from_file(args.properties, _overrides(args.override))

@@ -16,27 +16,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable
 
+from samsa.broker_config import BrokerConfig
 from samsa.cluster import controller as rules
-from samsa.cluster.fetcher import ReplicaFetcherManager
 from samsa.cluster.metadata import BrokerInfo, PartitionState
+from samsa.cluster.replica_manager import ReplicaManager
 from samsa.protocol import errors
 
 if TYPE_CHECKING:
     from kazoo.protocol.states import WatchedEvent
 
     from samsa.cluster.zookeeper import ZooKeeperMetadataStore
-    from samsa.server.broker import Broker
 
 log = logging.getLogger(__name__)
 
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
+Advertised = Callable[[], BrokerInfo]  # this broker's endpoint, as clients reach it
 
 
 class LocalCluster:
@@ -44,28 +41,27 @@ class LocalCluster:
 
     replicated = False
 
-    def __init__(self, broker: "Broker"):
-        self.broker = broker
+    def __init__(self, config: BrokerConfig, replicas: ReplicaManager, advertised: Advertised):
+        self.broker_id = config.broker_id
+        self.replicas = replicas
+        self.advertised = advertised
 
     async def start(self) -> None:
-        for topic in list(self.broker.topics.values()):
-            self.broker.apply_topic(topic)
+        for topic in list(self.replicas.cache.topics.values()):
+            self.replicas.apply_topic(topic)
 
     def alive_brokers(self) -> list[BrokerInfo]:
-        return [self.broker.advertised()]
+        return [self.advertised()]
 
     def broker_info(self, broker_id: int) -> BrokerInfo | None:
-        return self.broker.advertised() if broker_id == self.broker.broker_id else None
+        return self.advertised() if broker_id == self.broker_id else None
 
     @property
     def controller_id(self) -> int:
-        return self.broker.broker_id
-
-    def request_isr_expansion(self, partition: Any, replica_id: int) -> None:
-        pass
+        return self.broker_id
 
     async def elect_leaders(self, partitions: list[tuple[str, int]], preferred: bool) -> dict[tuple[str, int], int]:
-        topics = self.broker.topics
+        topics = self.replicas.cache.topics
         return {(t, i): errors.E_ELECTION_NOT_NEEDED if t in topics and i in topics[t].partitions
                 else errors.E_UNKNOWN_TOPIC_OR_PARTITION for t, i in partitions}
 
@@ -79,11 +75,14 @@ class LocalCluster:
 class ZooKeeperCluster:
     replicated = True
 
-    def __init__(self, broker: "Broker", store: "ZooKeeperMetadataStore"):
-        self.broker = broker
+    def __init__(self, config: BrokerConfig, store: "ZooKeeperMetadataStore", replicas: ReplicaManager,
+                 advertised: Advertised):
+        self.config = config
+        self.broker_id = config.broker_id
         self.store = store
-        self.config = broker.config
-        self.fetchers = ReplicaFetcherManager(broker)
+        self.replicas = replicas
+        self.advertised = advertised
+        replicas.isr_writer = self.write_state
         self.alive: dict[int, BrokerInfo] = {}
         self.controller = -1
         self._zk_thread = ThreadPoolExecutor(1, thread_name_prefix="zookeeper")
@@ -91,14 +90,13 @@ class ZooKeeperCluster:
         self._dirty: set[str] = set()  # "brokers", "topics", "controller", "session", or "topic:<name>"
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
-        self._expanding: set[tuple[str, int, int]] = set()
         self._stopping = False
 
     # ---------------------------------------------------------------- lifecycle
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        me = self.broker.advertised()
+        me = self.advertised()
         endpoints = [f"PLAINTEXT://{me.host}:{me.port}"]
         wait_s = self.config["zookeeper.session.timeout.ms"] / 1000 + 2
         await self._zk(self.store.register_broker, me, endpoints, wait_s)
@@ -107,7 +105,7 @@ class ZooKeeperCluster:
         await self._refresh({"brokers", "controller", "topics"})
         self._tasks = [asyncio.ensure_future(self._reconcile_forever()),
                        asyncio.ensure_future(self._every(self.config["replica.lag.time.max.ms"] / 2,
-                                                         self._shrink_isr))]
+                                                         self.replicas.shrink_isrs))]
         if self.config["auto.leader.rebalance.enable"]:
             self._tasks.append(asyncio.ensure_future(self._every(
                 self.config["leader.imbalance.check.interval.seconds"] * 1000, self._rebalance_leaders)))
@@ -117,7 +115,6 @@ class ZooKeeperCluster:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self.fetchers.stop()
         self._zk_thread.shutdown(wait=False)
 
     async def _zk(self, fn: Callable, *args: Any) -> Any:
@@ -145,7 +142,7 @@ class ZooKeeperCluster:
 
     @property
     def is_controller(self) -> bool:
-        return self.controller == self.broker.broker_id
+        return self.controller == self.broker_id
 
     # ---------------------------------------------------------------- watches → reconcile
 
@@ -191,18 +188,18 @@ class ZooKeeperCluster:
             except asyncio.CancelledError:
                 raise
             except Exception as e:
-                log.warning("reading cluster state from ZooKeeper failed (%s); retrying", e)
+                log.warning("reading cluster state from ZooKeeper failed (%r); retrying", e)
                 self._dirty |= dirty
                 await asyncio.sleep(0.5)
                 self._wake.set()
 
     async def _refresh(self, dirty: set[str]) -> None:
         if "session" in dirty:
-            me = self.broker.advertised()
+            me = self.advertised()
             await self._zk(self.store.register_broker, me, [f"PLAINTEXT://{me.host}:{me.port}"],
                            self.config["zookeeper.session.timeout.ms"] / 1000 + 2)
             log.info("registered broker %d again after the session expired", me.id)
-            dirty |= {"brokers", "controller", "topics"} | {f"topic:{t}" for t in self.broker.topics}
+            dirty |= {"brokers", "controller", "topics"} | {f"topic:{t}" for t in self.replicas.cache.topics}
         if "brokers" in dirty:
             brokers = await self._zk(self.store.brokers, self._watch)
             before = set(self.alive)
@@ -213,25 +210,25 @@ class ZooKeeperCluster:
             await self._elect_controller()
         if "topics" in dirty:
             names = set(await self._zk(self.store.topic_names, self._watch))
-            for gone in set(self.broker.topics) - names:
-                self.broker.remove_topic(gone)
+            for gone in set(self.replicas.cache.topics) - names:
+                self.replicas.remove_topic(gone)
             dirty |= {f"topic:{n}" for n in names}
         for what in sorted(dirty):
             if what.startswith("topic:"):
                 name = what[6:]
                 topic = await self._zk(self.store.topic, name, self._watch)
                 if topic is None:
-                    self.broker.remove_topic(name)
+                    self.replicas.remove_topic(name)
                 else:
-                    self.broker.apply_topic(topic)
+                    self.replicas.apply_topic(topic)
         if self.is_controller:
             await self._control()
 
     async def _elect_controller(self) -> None:
         current = await self._zk(self.store.controller_id, self._watch)
-        if current == -1 and await self._zk(self.store.try_become_controller, self.broker.broker_id):
-            log.info("broker %d is the controller now", self.broker.broker_id)
-            current = self.broker.broker_id
+        if current == -1 and await self._zk(self.store.try_become_controller, self.broker_id):
+            log.info("broker %d is the controller now", self.broker_id)
+            current = self.broker_id
             await self._zk(self.store.controller_id, self._watch)
         self.controller = current
 
@@ -241,54 +238,21 @@ class ZooKeeperCluster:
         """Compare-and-set one partition's state; on success apply it here at once."""
         ok = await self._zk(self.store.update_partition_state, topic, index, state)
         if ok:
-            info = self.broker.topics.get(topic)
+            info = self.replicas.cache.topics.get(topic)
             if info is not None and index in info.partitions:
                 info.partitions[index] = state
-                self.broker.apply_partition(topic, index, state)
+                self.replicas.apply_partition(topic, index, state)
         else:
             self._mark_on_loop(f"topic:{topic}")
         return ok
-
-    # ---------------------------------------------------------------- the leader's ISR
-
-    async def _shrink_isr(self) -> None:
-        lag = self.config["replica.lag.time.max.ms"]
-        now = now_ms()
-        for p in list(self.broker.partitions.values()):
-            if not p.is_leader:
-                continue
-            lagging = p.lagging(now, lag)
-            if lagging:
-                isr = [r for r in p.state.isr if r not in lagging]
-                log.info("shrinking ISR of %s from %s to %s (replica.lag.time.max.ms=%d)", p, p.state.isr, isr, lag)
-                if await self.write_state(p.topic, p.index, replace(p.state, isr=isr)):
-                    p.maybe_advance_high_watermark()
-
-    def request_isr_expansion(self, partition: Any, replica_id: int) -> None:
-        """A follower outside the ISR has caught up: add it (once at a time per follower)."""
-        key = (partition.topic, partition.index, replica_id)
-        if key in self._expanding or replica_id in partition.state.isr:
-            return
-        self._expanding.add(key)
-
-        async def expand() -> None:
-            try:
-                state = partition.state
-                if partition.is_leader and replica_id not in state.isr and replica_id in state.replicas:
-                    isr = state.isr + [replica_id]
-                    log.info("expanding ISR of %s from %s to %s", partition, state.isr, isr)
-                    await self.write_state(partition.topic, partition.index, replace(state, isr=isr))
-            finally:
-                self._expanding.discard(key)
-        asyncio.ensure_future(expand())
 
     # ---------------------------------------------------------------- the controller
 
     async def _control(self) -> None:
         """Elections after brokers came or went, and reassignments that can finish."""
         alive = set(self.alive)
-        for name, topic in list(self.broker.topics.items()):
-            unclean = self.broker.topic_config(name)["unclean.leader.election.enable"]
+        for name, topic in list(self.replicas.cache.topics.items()):
+            unclean = self.replicas.cache.topic_config(name)["unclean.leader.election.enable"]
             finished = False
             for index, state in list(topic.partitions.items()):
                 new = rules.on_brokers_changed(state, alive, unclean)
@@ -302,14 +266,14 @@ class ZooKeeperCluster:
                                  new.leader, new.leader_epoch, new.isr)
                     await self.write_state(name, index, new)
             if finished:
-                await self._zk(self.store.put_assignment, self.broker.topics[name])
+                await self._zk(self.store.put_assignment, self.replicas.cache.topics[name])
 
     async def elect_leaders(self, partitions: list[tuple[str, int]], preferred: bool) -> dict[tuple[str, int], int]:
         """ElectLeaders: preferred (first replica) or unclean (any live replica when none is in sync)."""
         alive = set(self.alive)
         out = {}
         for topic, index in partitions:
-            info = self.broker.topics.get(topic)
+            info = self.replicas.cache.topics.get(topic)
             state = info.partitions.get(index) if info else None
             if state is None:
                 out[(topic, index)] = errors.E_UNKNOWN_TOPIC_OR_PARTITION
@@ -336,7 +300,7 @@ class ZooKeeperCluster:
         if not self.is_controller:
             return
         alive = set(self.alive)
-        states = [(t, i, s) for t, info in self.broker.topics.items() for i, s in info.partitions.items()]
+        states = [(t, i, s) for t, info in self.replicas.cache.topics.items() for i, s in info.partitions.items()]
         behind = rules.imbalanced_brokers([s for _, _, s in states], alive,
                                           self.config["leader.imbalance.per.broker.percentage"])
         for topic, index, state in states:
@@ -349,7 +313,7 @@ class ZooKeeperCluster:
 
     async def reassign(self, topic: str, index: int, target: list[int] | None) -> None:
         """Start (or, with None, cancel) a reassignment of one partition."""
-        info = self.broker.topics[topic]
+        info = self.replicas.cache.topics[topic]
         state = info.partitions[index]
         if target is None:
             if not (state.adding_replicas or state.removing_replicas):
@@ -362,17 +326,17 @@ class ZooKeeperCluster:
             new = rules.start_reassignment(base, target)
         info.partitions[index] = new
         await self._zk(self.store.put_assignment, info)
-        self.broker.apply_partition(topic, index, new)
+        self.replicas.apply_partition(topic, index, new)
         self._mark_on_loop(f"topic:{topic}")
 
     # ---------------------------------------------------------------- controlled shutdown
 
     async def controlled_shutdown(self) -> None:
         """Move leadership off this broker and leave the ISRs before exiting (SIGTERM)."""
-        me = self.broker.broker_id
+        me = self.broker_id
         for attempt in range(self.config["controlled.shutdown.max.retries"] + 1):
             remaining = 0
-            for (topic, index), p in list(self.broker.partitions.items()):
+            for (topic, index), p in list(self.replicas.partitions.items()):
                 new = rules.move_leadership_off(p.state, me, set(self.alive) - {me})
                 if new is not None and not await self.write_state(topic, index, new):
                     remaining += 1
@@ -380,6 +344,6 @@ class ZooKeeperCluster:
                 log.info("controlled shutdown of broker %d: leadership moved", me)
                 break
             await asyncio.sleep(self.config["controlled.shutdown.retry.backoff.ms"] / 1000 / 10)
-            await self._refresh({f"topic:{t}" for t in self.broker.topics})
+            await self._refresh({f"topic:{t}" for t in self.replicas.cache.topics})
         self._stopping = True
         await self._zk(self.store.unregister_broker, me)

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from samsa.cluster.metadata import BrokerInfo, TopicInfo
-from samsa.cluster.replica import Partition
+from samsa.cluster.partition import Partition
 
 
 class ConfigLookup(Protocol):

@@ -10,24 +10,21 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Awaitable
+from typing import Any, Awaitable
 
 from samsa.protocol import api
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.errors import InvalidRequestError
-from samsa.server.handlers import HANDLERS
-
-if TYPE_CHECKING:
-    from samsa.server.broker import Broker
-    from samsa.server.network import Connection
+from samsa.server.handlers import HANDLERS, Services
+from samsa.server.network import Connection
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class RequestContext:
-    broker: "Broker"
-    connection: "Connection"
+    broker: Services
+    connection: Connection
     header: api.RequestHeader
 
     @property
@@ -36,15 +33,15 @@ class RequestContext:
 
 
 class Dispatcher:
-    def __init__(self, broker: "Broker"):
+    def __init__(self, broker: Services):
         self.broker = broker
-        self.connections: set = set()
+        self.connections: set[Connection] = set()
 
     @staticmethod
     def supported_versions() -> list[tuple[int, int, int]]:
         return [(key, h.min_version, h.max_version) for key, h in sorted(HANDLERS.items())]
 
-    def dispatch(self, conn: "Connection", frame: bytearray) -> list | Awaitable[list | None] | None:
+    def dispatch(self, conn: Connection, frame: bytearray) -> list | Awaitable[list | None] | None:
         try:
             api_key, version, correlation_id = api.peek_request_header(frame)
         except InvalidRequestError as e:

@@ -12,18 +12,23 @@ import asyncio
 import logging
 import struct
 from collections import deque
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from samsa.server.dispatcher import Dispatcher
+from typing import Awaitable, Protocol
 
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
 
 
+class FrameDispatcher(Protocol):
+    """Where a connection hands its request frames (the server's Dispatcher)."""
+
+    connections: set["Connection"]
+
+    def dispatch(self, conn: "Connection", frame: bytearray) -> list | Awaitable[list | None] | None: ...
+
+
 class Connection(asyncio.Protocol):
-    def __init__(self, dispatcher: "Dispatcher", max_request_bytes: int):
+    def __init__(self, dispatcher: FrameDispatcher, max_request_bytes: int):
         self.dispatcher = dispatcher
         self.max_request_bytes = max_request_bytes
         self.transport: asyncio.Transport | None = None

@@ -9,8 +9,8 @@ import signal
 import sys
 from pathlib import Path
 
-from samsa.server.broker import Broker
-from samsa.server.config import BrokerConfig
+from samsa.server.broker import BrokerServer
+from samsa.broker_config import BrokerConfig
 
 log = logging.getLogger("samsa")
 
@@ -26,7 +26,7 @@ def setup_logging(log_file: Path | None = None, level: str | None = None) -> Non
 
 
 async def serve(config: BrokerConfig, ready_message: str | None = None) -> None:
-    broker = Broker(config)
+    broker = BrokerServer(config)
     await broker.start()
     if ready_message:
         print(ready_message.format(broker=broker), flush=True)

@@ -2,28 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
-from typing import Mapping
-
-# Kafka config name -> LogConfig field
-KAFKA_NAMES: dict[str, str] = {
-    "segment.bytes": "segment_bytes",
-    "segment.ms": "segment_ms",
-    "retention.ms": "retention_ms",
-    "retention.bytes": "retention_bytes",
-    "cleanup.policy": "cleanup_policy",
-    "max.message.bytes": "max_message_bytes",
-    "message.timestamp.type": "message_timestamp_type",
-    "index.interval.bytes": "index_interval_bytes",
-    "flush.messages": "flush_messages",
-    "flush.ms": "flush_ms",
-    "file.delete.delay.ms": "file_delete_delay_ms",
-    "segment.index.bytes": "segment_index_bytes",
-    "delete.retention.ms": "delete_retention_ms",
-    "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
-    "min.compaction.lag.ms": "min_compaction_lag_ms",
-    "max.compaction.lag.ms": "max_compaction_lag_ms",
-}
+from dataclasses import dataclass, fields
+from typing import Any, Mapping
 
 
 @dataclass
@@ -60,20 +40,13 @@ class LogConfig:
     def compact_enabled(self) -> bool:
         return "compact" in {p.strip() for p in self.cleanup_policy.split(",")}
 
-    def with_overrides(self, props: Mapping[str, str | int]) -> LogConfig:
-        """A copy with Kafka-named overrides applied (``{"retention.ms": "1000"}``);
-        unknown names are ignored (they belong to other layers)."""
-        types = {f.name: f.type for f in fields(self)}
-        changes: dict[str, object] = {}
-        for name, value in props.items():
-            field = KAFKA_NAMES.get(name)
-            if field is None or value is None:
-                continue
-            kind = types[field]
-            if kind in ("str", str):
-                changes[field] = str(value)
-            elif kind in ("float", float):
-                changes[field] = float(value)
-            else:
-                changes[field] = int(value)
-        return replace(self, **changes)
+    @classmethod
+    def from_topic_values(cls, values: Mapping[str, Any]) -> LogConfig:
+        """From a topic's effective config values by Kafka name (``{"segment.bytes": 1024, ...}``):
+        each field is its Kafka key with dots as underscores; other keys belong to other layers."""
+        picked: dict[str, Any] = {}
+        for f in fields(cls):
+            value = values.get(f.name.replace("_", "."))
+            if value is not None:
+                picked[f.name] = ",".join(value) if isinstance(value, list) else value
+        return cls(**picked)

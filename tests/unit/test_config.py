@@ -4,7 +4,7 @@ import logging
 
 import pytest
 
-from samsa.server.config import BrokerConfig, ConfigError, parse_properties, parse_topic_config
+from samsa.broker_config import BrokerConfig, ConfigError, parse_properties, parse_topic_config
 
 SEED_EXAMPLE = """
 # from the seeds' production example

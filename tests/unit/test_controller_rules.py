@@ -67,11 +67,11 @@ def test_replica_assignment_alternates_racks_and_spreads_leaders():
     from types import SimpleNamespace
 
     from samsa.cluster.metadata import BrokerInfo
-    from samsa.server.broker import Broker
+    from samsa.cluster.topic_admin import TopicAdmin
     brokers = [BrokerInfo(0, "h", 1, "a"), BrokerInfo(1, "h", 2, "a"), BrokerInfo(2, "h", 3, "b"),
                BrokerInfo(3, "h", 4, "b")]
     fake = SimpleNamespace(alive_brokers=lambda: brokers)
-    plan = Broker.assign_replicas(fake, 4, 2, start=0)
+    plan = TopicAdmin.assign_replicas(fake, 4, 2, start=0)
     rack = {b.id: b.rack for b in brokers}
     assert all(rack[r[0]] != rack[r[1]] for r in plan.values())
     assert sorted(r[0] for r in plan.values()) == [0, 1, 2, 3]

@@ -16,8 +16,8 @@ from samsa.coordinator.groups.persistence import GroupLoaded, OffsetLoaded, deco
 from samsa.coordinator.host import CoordinatorHost
 from samsa.protocol import errors, records
 from samsa.protocol.group_records import OFFSETS_TOPIC
-from samsa.server.broker import Broker
-from samsa.server.config import BrokerConfig
+from samsa.server.broker import BrokerServer
+from samsa.broker_config import BrokerConfig
 
 
 class FakePartition:
@@ -134,7 +134,7 @@ def _members(protocol: type) -> dict[str, object]:
         {name: None for name in getattr(protocol, "__annotations__", {})}
 
 
-@pytest.mark.parametrize("host", [FakeHost(), Broker(BrokerConfig({})).groups.host], ids=["fake", "broker"])
+@pytest.mark.parametrize("host", [FakeHost(), BrokerServer(BrokerConfig({})).groups.host], ids=["fake", "broker"])
 def test_the_host_has_every_member_coordinator_host_names(host):
     members = _members(CoordinatorHost)
     assert set(members) == {"broker_id", "config", "topics", "partition", "wait_for_high_watermark",

@@ -88,8 +88,9 @@ def test_config_fields_and_overrides():
     assert (c.delete_retention_ms, c.min_cleanable_dirty_ratio, c.min_compaction_lag_ms, c.max_compaction_lag_ms) == (
         86400000, 0.5, 0, 9223372036854775807)
     assert not c.compact_enabled and c.delete_enabled
-    o = c.with_overrides({"cleanup.policy": "compact,delete", "min.cleanable.dirty.ratio": "0.25",
-                          "delete.retention.ms": "5", "min.compaction.lag.ms": 7, "max.compaction.lag.ms": "9"})
+    o = LogConfig.from_topic_values({"cleanup.policy": ["compact", "delete"], "min.cleanable.dirty.ratio": 0.25,
+                                     "delete.retention.ms": 5, "min.compaction.lag.ms": 7, "max.compaction.lag.ms": 9,
+                                     "min.insync.replicas": 2})  # a key of another layer is left out
     assert o.compact_enabled and o.delete_enabled
     assert (o.min_cleanable_dirty_ratio, o.delete_retention_ms, o.min_compaction_lag_ms, o.max_compaction_lag_ms) == (
         0.25, 5, 7, 9)

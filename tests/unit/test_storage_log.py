@@ -405,7 +405,7 @@ def test_huge_batches(tmp_path):
 
 
 def test_config_from_kafka_names():
-    config = LogConfig().with_overrides({"retention.ms": "1000", "cleanup.policy": "compact,delete", "x.y": "1"})
+    config = LogConfig.from_topic_values({"retention.ms": 1000, "cleanup.policy": ["compact", "delete"], "x.y": 1})
     assert config.retention_ms == 1000 and config.delete_enabled
     assert not LogConfig(cleanup_policy="compact").delete_enabled
     assert LogConfig(message_timestamp_type="LogAppendTime").log_append_time

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from samsa.cluster.replica import Partition
+from samsa.cluster.partition import Partition
 from samsa.coordinator.groups.state import EMPTY, STABLE, Group, Member
 from samsa.coordinator.host import CoordinatorHost, now_ms
 from samsa.protocol import batch, records

@@ -1,15 +1,44 @@
 """One module per Kafka API, each a thin function: decoded request in, response dict out.
 
 A handler may return a dict (answered at once), an awaitable of a dict (answered when it
-resolves, e.g. a long-poll fetch), or None (no response: acks=0 produce).
+resolves, e.g. a long-poll fetch), or None (no response: acks=0 produce). It reaches the
+broker's parts through the :class:`Services` of its request (``ctx.broker``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Protocol
 
+from samsa.broker_config import BrokerConfig
+from samsa.cluster.membership import LocalCluster, ZooKeeperCluster
+from samsa.cluster.metadata import BrokerInfo, MetadataStore
+from samsa.cluster.metadata_cache import MetadataCache
+from samsa.cluster.replica_manager import ReplicaManager
+from samsa.cluster.topic_admin import TopicAdmin
+from samsa.coordinator.groups import GroupCoordinator
 from samsa.protocol import api
+from samsa.protocol.api_keys import ApiKey
+from samsa.storage.manager import LogManager
+
+
+class Services(Protocol):
+    """What the handlers may use of the broker (the server's BrokerServer is one)."""
+
+    broker_id: int
+    config: BrokerConfig
+    store: MetadataStore
+    logs: LogManager
+    metadata: MetadataCache        # topics by name and id, effective topic configs
+    replicas: ReplicaManager       # the partitions hosted here: append, read, wait, ISR
+    admin: TopicAdmin              # create/delete/grow topics, alter configs, producer ids
+    cluster: LocalCluster | ZooKeeperCluster  # live brokers, controller, elections, reassignments
+    groups: GroupCoordinator
+
+    def alive_brokers(self) -> list[BrokerInfo]: ...
+
+    @property
+    def controller_id(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -23,7 +52,7 @@ class Handler:
 HANDLERS: dict[int, Handler] = {}
 
 
-def handles(api_key: int, min_version: int | None = None, max_version: int | None = None):
+def handles(api_key: ApiKey, min_version: int | None = None, max_version: int | None = None):
     """Register a handler for the versions given (by default all the schema knows)."""
     spec = api.api(api_key)
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from samsa.protocol import errors
-from samsa.server.config import BROKER_KEYS, BROKER_SYNONYMS, TOPIC_KEYS, format_value
+from samsa.broker_config import BROKER_KEYS, BROKER_SYNONYMS, TOPIC_KEYS, format_value
+from samsa.protocol.api_keys import ApiKey
 from samsa.server.handlers import handles
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
@@ -41,8 +42,8 @@ def _entry(name: str, value, key_type: str, synonyms: list[dict], read_only: boo
 
 
 def topic_entries(broker, topic: str, keys: list[str] | None, with_synonyms: bool) -> list[dict]:
-    overrides = broker.topics[topic].configs
-    effective = broker.topic_config(topic)
+    overrides = broker.metadata.topics[topic].configs
+    effective = broker.metadata.topic_config(topic)
     out = []
     for name, (synonym, key) in sorted(TOPIC_KEYS.items()):
         if keys is not None and name not in keys:
@@ -85,7 +86,7 @@ def _broker_target(broker, resource_name: str) -> int | None:
     return target
 
 
-@handles(32)
+@handles(ApiKey.DESCRIBE_CONFIGS)
 def describe_configs(ctx, req: dict) -> dict:
     broker = ctx.broker
     results = []
@@ -96,7 +97,7 @@ def describe_configs(ctx, req: dict) -> dict:
         try:
             synonyms = req.get("include_synonyms", False)
             if rtype == TOPIC:
-                if rname not in broker.topics:
+                if rname not in broker.metadata.topics:
                     raise errors.UnknownTopicOrPartitionError(f"Topic {rname} does not exist")
                 result["configs"] = topic_entries(broker, rname, r["configuration_keys"], synonyms)
             elif rtype == BROKER:
@@ -112,18 +113,18 @@ def describe_configs(ctx, req: dict) -> dict:
 
 def _apply(broker, rtype: int, rname: str, new: dict[str, str], validate_only: bool) -> None:
     if rtype == TOPIC:
-        broker.alter_topic_configs(rname, new, validate_only)
+        broker.admin.alter_topic_configs(rname, new, validate_only)
     elif rtype == BROKER:
-        broker.alter_broker_configs(_broker_target(broker, rname), new, validate_only)
+        broker.admin.alter_broker_configs(_broker_target(broker, rname), new, validate_only)
     else:
         raise errors.InvalidRequestError(f"Unsupported resource type {rtype}")
 
 
 def _current(broker, rtype: int, rname: str) -> dict[str, str]:
     if rtype == TOPIC:
-        if rname not in broker.topics:
+        if rname not in broker.metadata.topics:
             raise errors.UnknownTopicOrPartitionError(f"Topic {rname} does not exist")
-        return dict(broker.topics[rname].configs)
+        return dict(broker.metadata.topics[rname].configs)
     if rtype == BROKER:
         return broker.store.broker_configs(_broker_target(broker, rname))
     raise errors.InvalidRequestError(f"Unsupported resource type {rtype}")
@@ -173,11 +174,11 @@ def _incremental(configs: dict[str, str], name: str, op: int, value: str | None,
         raise errors.InvalidRequestError(f"Unknown config operation {op}")
 
 
-@handles(33)
+@handles(ApiKey.ALTER_CONFIGS)
 def alter_configs(ctx, req: dict) -> dict:
     return _alter(ctx, req, incremental=False)
 
 
-@handles(44)
+@handles(ApiKey.INCREMENTAL_ALTER_CONFIGS)
 def incremental_alter_configs(ctx, req: dict) -> dict:
     return _alter(ctx, req, incremental=True)

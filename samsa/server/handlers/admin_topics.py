@@ -1,6 +1,7 @@
 """CreateTopics (19), DeleteTopics (20), CreatePartitions (37)."""
 
 from samsa.protocol import errors
+from samsa.protocol.api_keys import ApiKey
 from samsa.server.handlers import handles
 from samsa.server.handlers.admin_configs import topic_entries
 
@@ -9,7 +10,7 @@ def _fail(e: errors.KafkaError) -> dict:
     return {"error_code": e.code, "error_message": e.message}
 
 
-@handles(19)
+@handles(ApiKey.CREATE_TOPICS)
 def create_topics(ctx, req: dict) -> dict:
     broker = ctx.broker
     results = []
@@ -18,9 +19,9 @@ def create_topics(ctx, req: dict) -> dict:
         try:
             assignments = {a["partition_index"]: a["broker_ids"] for a in t["assignments"]}
             configs = {c["name"]: c["value"] for c in t["configs"] if c["value"] is not None}
-            topic = broker.create_topic(name, t["num_partitions"], t["replication_factor"], assignments,
+            topic = broker.admin.create_topic(name, t["num_partitions"], t["replication_factor"], assignments,
                                         configs, validate_only=req.get("validate_only", False))
-            created = name in broker.topics
+            created = name in broker.metadata.topics
             results.append({
                 "name": name, "topic_id": topic.topic_id, "error_code": 0, "error_message": None,
                 "num_partitions": len(topic.partitions), "replication_factor": topic.replication_factor,
@@ -33,11 +34,11 @@ def create_topics(ctx, req: dict) -> dict:
     return {"throttle_time_ms": 0, "topics": results}
 
 
-@handles(20)
+@handles(ApiKey.DELETE_TOPICS)
 def delete_topics(ctx, req: dict) -> dict:
     broker = ctx.broker
     if ctx.version >= 6:
-        wanted = [(t["name"] or broker.topic_ids.get(t["topic_id"]), t["topic_id"]) for t in req["topics"]]
+        wanted = [(t["name"] or broker.metadata.topic_ids.get(t["topic_id"]), t["topic_id"]) for t in req["topics"]]
     else:
         wanted = [(n, None) for n in req["topic_names"]]
     responses = []
@@ -46,22 +47,22 @@ def delete_topics(ctx, req: dict) -> dict:
         try:
             if name is None:
                 raise errors.UnknownTopicIdError("no topic has this id")
-            topic = broker.topics.get(name)
+            topic = broker.metadata.topics.get(name)
             entry["topic_id"] = topic.topic_id if topic else entry["topic_id"]
-            broker.delete_topic(name)
+            broker.admin.delete_topic(name)
         except errors.KafkaError as e:
             entry.update(_fail(e))
         responses.append(entry)
     return {"throttle_time_ms": 0, "responses": responses}
 
 
-@handles(37)
+@handles(ApiKey.CREATE_PARTITIONS)
 def create_partitions(ctx, req: dict) -> dict:
     results = []
     for t in req["topics"]:
         try:
             assignments = [a["broker_ids"] for a in t["assignments"]] if t["assignments"] else None
-            ctx.broker.create_partitions(t["name"], t["count"], assignments, req["validate_only"])
+            ctx.broker.admin.create_partitions(t["name"], t["count"], assignments, req["validate_only"])
             results.append({"name": t["name"], "error_code": 0, "error_message": None})
         except errors.KafkaError as e:
             results.append({"name": t["name"], **_fail(e)})

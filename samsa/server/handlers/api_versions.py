@@ -1,9 +1,10 @@
 """ApiVersions (18): the versions of every API this broker speaks."""
 
+from samsa.protocol.api_keys import ApiKey
 from samsa.server.handlers import HANDLERS, handles
 
 
-@handles(18)
+@handles(ApiKey.API_VERSIONS)
 def api_versions(ctx, req: dict) -> dict:
     return {
         "error_code": 0,

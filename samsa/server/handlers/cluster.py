@@ -4,10 +4,11 @@ import shutil
 
 from samsa.protocol import errors
 from samsa.protocol.acl import ResourceType, authorized_operations
+from samsa.protocol.api_keys import ApiKey
 from samsa.server.handlers import handles
 
 
-@handles(60)
+@handles(ApiKey.DESCRIBE_CLUSTER)
 def describe_cluster(ctx, req: dict) -> dict:
     broker = ctx.broker
     if req.get("endpoint_type", 1) not in (1,):
@@ -23,7 +24,7 @@ def describe_cluster(ctx, req: dict) -> dict:
     }
 
 
-@handles(35)
+@handles(ApiKey.DESCRIBE_LOG_DIRS)
 def describe_log_dirs(ctx, req: dict) -> dict:
     broker = ctx.broker
     wanted = None
@@ -32,7 +33,7 @@ def describe_log_dirs(ctx, req: dict) -> dict:
     results = []
     for log_dir in broker.logs.log_dirs:
         topics: dict[str, list] = {}
-        for (topic, index), partition in sorted(broker.partitions.items()):
+        for (topic, index), partition in sorted(broker.replicas.partitions.items()):
             if broker.logs.log_dir_of(partition.log) != log_dir:
                 continue
             if wanted is not None and (topic, index) not in wanted:
@@ -47,7 +48,7 @@ def describe_log_dirs(ctx, req: dict) -> dict:
     return {"throttle_time_ms": 0, "error_code": 0, "results": results}
 
 
-@handles(21)
+@handles(ApiKey.DELETE_RECORDS)
 def delete_records(ctx, req: dict) -> dict:
     broker = ctx.broker
     topics = []
@@ -56,7 +57,7 @@ def delete_records(ctx, req: dict) -> dict:
         for p in t["partitions"]:
             index = p["partition_index"]
             try:
-                partition = broker.partition(t["name"], index)
+                partition = broker.replicas.partition(t["name"], index)
                 offset = p["offset"]
                 hw = partition.high_watermark
                 if offset == -1:

@@ -10,11 +10,10 @@ which tells clients to send full fetches.
 from __future__ import annotations
 
 import asyncio
-import time
 
 from samsa.protocol import errors
+from samsa.protocol.api_keys import ApiKey
 from samsa.server.handlers import handles
-from samsa.timeouts import within
 
 INT32_MAX = 2147483647
 
@@ -32,7 +31,7 @@ def collect(broker, req: dict, version: int) -> tuple[list, int, list]:
     touched = []
     responses = []
     for t in req["topics"]:
-        name = t.get("topic") if version <= 12 else broker.topic_ids.get(t["topic_id"])
+        name = t.get("topic") if version <= 12 else broker.metadata.topic_ids.get(t["topic_id"])
         parts = []
         for p in t["partitions"]:
             index = p["partition"]
@@ -40,7 +39,7 @@ def collect(broker, req: dict, version: int) -> tuple[list, int, list]:
                 parts.append(_partition_error(index, errors.E_UNKNOWN_TOPIC_ID))
                 continue
             try:
-                partition = broker.partition(name, index)
+                partition = broker.replicas.partition(name, index)
                 check_leader_epoch(partition, p.get("current_leader_epoch", -1))
             except errors.KafkaError as e:
                 parts.append(_partition_error(index, e.code))
@@ -57,7 +56,7 @@ def collect(broker, req: dict, version: int) -> tuple[list, int, list]:
                 continue
             touched.append(partition)
             if replica_id >= 0:
-                _follower_fetched(broker, partition, replica_id, offset)
+                broker.replicas.follower_fetched(partition, replica_id, offset)
                 entry["high_watermark"] = entry["last_stable_offset"] = partition.high_watermark
             if offset < limit and remaining > 0:
                 data = plog.read(offset, min(p["partition_max_bytes"], remaining), max_offset=limit,
@@ -81,14 +80,7 @@ def check_leader_epoch(partition, epoch: int) -> None:
         f"leader epoch {epoch} of {partition} is newer than the current {partition.state.leader_epoch}")
 
 
-def _follower_fetched(broker, partition, replica_id: int, offset: int) -> None:
-    """A follower's fetch offset is its log end: track it, move the HW, maybe grow the ISR."""
-    partition.record_follower_fetch(replica_id, offset, int(time.time() * 1000))
-    if replica_id not in partition.state.isr and partition.caught_up(replica_id):
-        broker.cluster.request_isr_expansion(partition, replica_id)
-
-
-@handles(1, 4, 17)
+@handles(ApiKey.FETCH, 4, 17)
 def fetch(ctx, req: dict):
     broker = ctx.broker
     responses, total, touched = collect(broker, req, ctx.version)
@@ -110,16 +102,10 @@ async def _long_poll(ctx, req: dict, touched: list) -> dict:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + req["max_wait_ms"] / 1000
     while True:
-        fut = loop.create_future()
-        for partition in touched:
-            partition.watch(fut)
         try:
-            await within(fut, max(deadline - loop.time(), 0))
+            await ctx.broker.replicas.wait_for_change(touched, max(deadline - loop.time(), 0))
         except asyncio.TimeoutError:
             pass
-        finally:
-            for partition in touched:
-                partition.unwatch(fut)
         responses, total, touched = collect(ctx.broker, req, ctx.version)
         if (total >= req["min_bytes"] or loop.time() >= deadline or not touched or ctx.connection.closed
                 or _any_error(responses)):

@@ -200,7 +200,7 @@ async def offset_delete(ctx, req: dict) -> dict:
     known: list[tuple[str, int]] = []
     unknown: list[tuple[str, int]] = []
     for t in req["topics"]:
-        info = ctx.broker.topics.get(t["name"])
+        info = ctx.broker.metadata.topics.get(t["name"])
         for p in t["partitions"]:
             exists = info is not None and p["partition_index"] in info.partitions
             (known if exists else unknown).append((t["name"], p["partition_index"]))

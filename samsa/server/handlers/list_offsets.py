@@ -1,6 +1,7 @@
 """ListOffsets (2): earliest, latest, by timestamp, max timestamp."""
 
 from samsa.protocol import errors
+from samsa.protocol.api_keys import ApiKey
 from samsa.server.handlers import handles
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
@@ -30,7 +31,7 @@ def lookup(partition, timestamp: int) -> tuple[int, int]:
     return ts, offset
 
 
-@handles(2, 0, 10)
+@handles(ApiKey.LIST_OFFSETS, 0, 10)
 def list_offsets(ctx, req: dict) -> dict:
     broker = ctx.broker
     topics = []
@@ -39,7 +40,7 @@ def list_offsets(ctx, req: dict) -> dict:
         for p in t["partitions"]:
             index = p["partition_index"]
             try:
-                partition = broker.partition(t["name"], index)
+                partition = broker.replicas.partition(t["name"], index)
                 ts, offset = lookup(partition, p["timestamp"])
                 entry = {"partition_index": index, "error_code": 0, "timestamp": ts, "offset": offset,
                          "leader_epoch": partition.state.leader_epoch,

@@ -3,6 +3,7 @@
 from samsa.protocol import errors
 from samsa.protocol.acl import OPERATIONS_NOT_REQUESTED, ResourceType, authorized_operations
 from samsa.protocol.names import validate_topic_name
+from samsa.protocol.api_keys import ApiKey
 from samsa.server.handlers import handles
 
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
@@ -10,7 +11,7 @@ INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 
 def topic_entry(broker, name: str, topic_id: bytes | None = None, error: int = 0,
                 operations: int = OPERATIONS_NOT_REQUESTED) -> dict:
-    topic = broker.topics.get(name)
+    topic = broker.metadata.topics.get(name)
     if topic is None or error:
         return {"error_code": error or errors.E_UNKNOWN_TOPIC_OR_PARTITION, "name": name,
                 "topic_id": topic_id or bytes(16), "partitions": [],
@@ -33,31 +34,31 @@ def topic_entry(broker, name: str, topic_id: bytes | None = None, error: int = 0
             "topic_authorized_operations": operations}
 
 
-@handles(3)
+@handles(ApiKey.METADATA)
 def metadata(ctx, req: dict) -> dict:
     broker = ctx.broker
     requested = req["topics"]
     ops = authorized_operations(ResourceType.TOPIC, req.get("include_topic_authorized_operations", False))
     if requested is None or (ctx.version == 0 and not requested):
-        topics = [topic_entry(broker, name, operations=ops) for name in sorted(broker.topics)]
+        topics = [topic_entry(broker, name, operations=ops) for name in sorted(broker.metadata.topics)]
     else:
         allow_create = req.get("allow_auto_topic_creation", True) if ctx.version >= 4 else True
         topics = []
         for t in requested:
             name = t.get("name")
             if name is None and t.get("topic_id"):
-                name = broker.topic_ids.get(t["topic_id"])
+                name = broker.metadata.topic_ids.get(t["topic_id"])
                 if name is None:
                     topics.append(topic_entry(broker, None, t["topic_id"], errors.E_UNKNOWN_TOPIC_ID))
                     continue
-            if name not in broker.topics:
+            if name not in broker.metadata.topics:
                 try:
                     validate_topic_name(name)
                 except errors.InvalidTopicError:
                     topics.append(topic_entry(broker, name, error=errors.E_INVALID_TOPIC_EXCEPTION))
                     continue
                 if allow_create:
-                    broker.auto_create_topic(name)
+                    broker.admin.auto_create_topic(name)
             topics.append(topic_entry(broker, name, operations=ops))
     return {
         "throttle_time_ms": 0,

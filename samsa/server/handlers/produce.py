@@ -12,41 +12,37 @@ import logging
 import time
 
 from samsa.protocol import batch, errors, records
+from samsa.protocol.api_keys import ApiKey
 from samsa.server.handlers import handles
 
 log = logging.getLogger(__name__)
 
 
 def append_partition(broker, topic: str, index: int, records, acks: int, now: int) -> tuple[dict, object]:
-    """Append one partition's records; (response entry, partition or None) for acks=all waits."""
+    """Append one partition's records; (response entry, what an acks=all answer waits for, or None)."""
     try:
         if records is None or len(records) == 0:
             raise errors.InvalidRecordError("empty record set")
-        partition = broker.partition(topic, index)
+        partition = broker.replicas.partition(topic, index)
         config = partition.log.config
+        topic_config = broker.metadata.topic_config(topic)
         batches = batch.validate(records)
         for pos, header in batches:
             if header.size > config.max_message_bytes:
                 raise errors.MessageTooLargeError(
                     f"batch of {header.size} bytes is larger than max.message.bytes ({config.max_message_bytes})")
             check_client_batch(records, pos, header)
-        check_timestamps(broker.topic_config(topic), batches, now)
-        if "compact" in config.cleanup_policy:
-            _check_keys(records, batches, topic)
-        codec = broker.topic_config(topic)["compression.type"]
+        check_timestamps(topic_config, batches, now)
+        if config.compact_enabled:
+            _check_keys(records, batches, topic, index)
+        codec = topic_config["compression.type"]
         if codec != "producer" and any(h.compression != CODECS[codec] for _, h in batches):
             records = recompress(records, batches, CODECS[codec])
             batches = batch.validate(records)
         if len(records) > config.segment_bytes:
             raise errors.RecordListTooLargeError(
                 f"record set of {len(records)} bytes is larger than segment.bytes ({config.segment_bytes})")
-        min_isr = broker.topic_config(topic)["min.insync.replicas"] if acks == -1 else None
-        if min_isr is not None:
-            if len(partition.state.isr) < min_isr:
-                raise errors.NotEnoughReplicasError(
-                    f"the ISR of {topic}-{index} has {len(partition.state.isr)} replicas, "
-                    f"min.insync.replicas is {min_isr}")
-        info = partition.append(records, batches, now)
+        info, min_isr = broker.replicas.append(partition, records, batches, acks, now)
         # A retry of one of a producer's last batches: answered as its first success was, as Kafka does.
         entry = {"index": index, "error_code": 0,
                  "base_offset": info.base_offset, "log_append_time_ms": info.log_append_time,
@@ -54,7 +50,8 @@ def append_partition(broker, topic: str, index: int, records, acks: int, now: in
         return entry, (partition, info.last_offset + 1, min_isr)
     except errors.KafkaError as e:
         return {"index": index, "error_code": e.code, "base_offset": -1, "log_append_time_ms": -1,
-                "log_start_offset": -1, "error_message": e.message}, None
+                "log_start_offset": -1, "error_message": e.message,
+                "record_errors": getattr(e, "record_errors", [])}, None
 
 
 def check_client_batch(data, pos: int, h: batch.BatchHeader) -> None:
@@ -102,15 +99,26 @@ def recompress(data, batches, codec: int) -> bytearray:
     return out
 
 
-def _check_keys(data, batches, topic: str) -> None:
+class RecordErrors(errors.InvalidRecordError):
+    """Some records of a batch are refused (KIP-467): the client fails just those records."""
+
+    def __init__(self, message: str, record_errors: list[dict]):
+        super().__init__(message)
+        self.record_errors = record_errors
+
+
+def _check_keys(data, batches, topic: str, index: int) -> None:
     """A compacted topic keeps the latest record per key: a record without one is refused."""
+    why = f"Compacted topic cannot accept message without key in topic partition {topic}-{index}."
     for pos, _ in batches:
         _, recs = records.decode_batch(data, pos)
-        if any(r.key is None for r in recs):
-            raise errors.InvalidRecordError(f"Compacted topic {topic} cannot accept a record without a key")
+        keyless = [{"batch_index": i, "batch_index_error_message": why} for i, r in enumerate(recs) if r.key is None]
+        if keyless:
+            raise RecordErrors(f"One or more records have been rejected due to {len(keyless)} record errors "
+                               f"in total, the first: {why}", keyless)
 
 
-@handles(0, 0, 11)
+@handles(ApiKey.PRODUCE, 0, 11)
 def produce(ctx, req: dict):
     broker = ctx.broker
     acks = req["acks"]
@@ -152,7 +160,7 @@ async def _await_replication(broker, body: dict, pending: list, timeout_ms: int)
     """Park an acks=all answer until every partition's high watermark covers its append."""
     async def wait(entry: dict, partition, offset: int, min_isr: int) -> None:
         try:
-            await broker.wait_for_high_watermark(partition, offset, timeout_ms, min_isr)
+            await broker.replicas.wait_for_high_watermark(partition, offset, timeout_ms, min_isr)
         except errors.KafkaError as e:
             entry["error_code"] = e.code
             entry["error_message"] = e.message

@@ -4,12 +4,13 @@ ListPartitionReassignments (46): where a leader epoch ends, and moving leaders a
 from __future__ import annotations
 
 from samsa.protocol import errors
+from samsa.protocol.api_keys import ApiKey
 from samsa.server.handlers import handles
 from samsa.server.handlers.fetch import check_leader_epoch
 from samsa.storage.leader_epoch import UNDEFINED
 
 
-@handles(23, 0, 4)
+@handles(ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, 4)
 def offset_for_leader_epoch(ctx, req: dict) -> dict:
     broker = ctx.broker
     topics = []
@@ -18,7 +19,7 @@ def offset_for_leader_epoch(ctx, req: dict) -> dict:
         for p in t["partitions"]:
             entry = {"partition": p["partition"], "error_code": 0, "leader_epoch": UNDEFINED, "end_offset": UNDEFINED}
             try:
-                partition = broker.partition(t["topic"], p["partition"])
+                partition = broker.replicas.partition(t["topic"], p["partition"])
                 check_leader_epoch(partition, p.get("current_leader_epoch", -1))
                 plog = partition.log
                 epoch, end = plog.leader_epochs.end_offset_for(p["leader_epoch"], plog.log_end_offset)
@@ -33,11 +34,11 @@ def offset_for_leader_epoch(ctx, req: dict) -> dict:
 PREFERRED, UNCLEAN = 0, 1
 
 
-@handles(43)
+@handles(ApiKey.ELECT_LEADERS)
 async def elect_leaders(ctx, req: dict) -> dict:
     broker = ctx.broker
     if req["topic_partitions"] is None:
-        wanted = [(t, i) for t, info in broker.topics.items() for i in info.partitions]
+        wanted = [(t, i) for t, info in broker.metadata.topics.items() for i in info.partitions]
     else:
         wanted = [(t["topic"], i) for t in req["topic_partitions"] for i in t["partitions"]]
     election = req.get("election_type", PREFERRED) if ctx.version >= 1 else PREFERRED
@@ -53,7 +54,7 @@ async def elect_leaders(ctx, req: dict) -> dict:
             "replica_election_results": [{"topic": t, "partition_result": ps} for t, ps in by_topic.items()]}
 
 
-@handles(45)
+@handles(ApiKey.ALTER_PARTITION_REASSIGNMENTS)
 async def alter_partition_reassignments(ctx, req: dict) -> dict:
     broker = ctx.broker
     alive = {b.id for b in broker.alive_brokers()}
@@ -62,7 +63,7 @@ async def alter_partition_reassignments(ctx, req: dict) -> dict:
         parts = []
         for p in t["partitions"]:
             code, message = 0, None
-            info = broker.topics.get(t["name"])
+            info = broker.metadata.topics.get(t["name"])
             target = p["replicas"]
             if not broker.cluster.replicated:
                 code, message = errors.E_INVALID_REPLICA_ASSIGNMENT, "reassignment needs a cluster (zookeeper.connect)"
@@ -80,14 +81,14 @@ async def alter_partition_reassignments(ctx, req: dict) -> dict:
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "responses": out}
 
 
-@handles(46)
+@handles(ApiKey.LIST_PARTITION_REASSIGNMENTS)
 def list_partition_reassignments(ctx, req: dict) -> dict:
     broker = ctx.broker
     wanted = req["topics"]
-    names = [t["name"] for t in wanted] if wanted is not None else sorted(broker.topics)
+    names = [t["name"] for t in wanted] if wanted is not None else sorted(broker.metadata.topics)
     out = []
     for name in names:
-        info = broker.topics.get(name)
+        info = broker.metadata.topics.get(name)
         if info is None:
             continue
         indexes = next((t["partition_indexes"] for t in wanted if t["name"] == name), None) if wanted else None

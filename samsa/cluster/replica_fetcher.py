@@ -14,20 +14,20 @@ import asyncio
 import logging
 import zlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Callable
 
+from samsa.broker_config import BrokerConfig
 from samsa.client.connection import BrokerConnection
+from samsa.cluster.metadata import BrokerInfo
+from samsa.cluster.partition import Partition
 from samsa.protocol import batch, errors
+from samsa.protocol.api_keys import ApiKey
 from samsa.storage.leader_epoch import UNDEFINED
 from samsa.timeouts import within
 
-if TYPE_CHECKING:
-    from samsa.cluster.replica import Partition
-    from samsa.server.broker import Broker
-
 log = logging.getLogger(__name__)
 
-FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH = 1, 2, 23
+BrokerLookup = Callable[[int], BrokerInfo | None]  # a live broker's endpoint by id
 FETCH_VERSION = 12  # topic names, leader epochs, log start offsets
 RETRIABLE = {errors.E_NOT_LEADER_OR_FOLLOWER, errors.E_FENCED_LEADER_EPOCH, errors.E_UNKNOWN_LEADER_EPOCH,
              errors.E_UNKNOWN_TOPIC_OR_PARTITION, errors.E_LEADER_NOT_AVAILABLE}
@@ -35,7 +35,7 @@ RETRIABLE = {errors.E_NOT_LEADER_OR_FOLLOWER, errors.E_FENCED_LEADER_EPOCH, erro
 
 @dataclass
 class Followed:
-    partition: "Partition"
+    partition: Partition
     leader_epoch: int
     truncated: bool = False  # the OffsetForLeaderEpoch step is done for this epoch
 
@@ -43,8 +43,10 @@ class Followed:
 class ReplicaFetcher:
     """Follows every partition of one leader assigned to this slot."""
 
-    def __init__(self, broker: "Broker", leader_id: int, slot: int):
-        self.broker = broker
+    def __init__(self, config: BrokerConfig, broker_info: BrokerLookup, leader_id: int, slot: int):
+        self.config = config
+        self.broker_id = config.broker_id
+        self.broker_info = broker_info
         self.leader_id = leader_id
         self.name = f"ReplicaFetcherThread-{slot}-{leader_id}"
         self.followed: dict[tuple[str, int], Followed] = {}
@@ -52,7 +54,7 @@ class ReplicaFetcher:
         self._conn: BrokerConnection | None = None
         self._task = asyncio.ensure_future(self._run())
 
-    def add(self, partition: "Partition") -> None:
+    def add(self, partition: Partition) -> None:
         self.followed[(partition.topic, partition.index)] = Followed(partition, partition.state.leader_epoch)
         self._changed.set()
 
@@ -68,7 +70,7 @@ class ReplicaFetcher:
     # ---------------------------------------------------------------- the loop
 
     async def _run(self) -> None:
-        config = self.broker.config
+        config = self.config
         backoff = config["replica.fetch.backoff.ms"] / 1000
         while True:
             if not self.followed:
@@ -105,11 +107,11 @@ class ReplicaFetcher:
     async def _connection(self) -> BrokerConnection:
         if self._conn is not None and self._conn.connected:
             return self._conn
-        leader = self.broker.cluster.broker_info(self.leader_id)
+        leader = self.broker_info(self.leader_id)
         if leader is None:
             raise errors.LeaderNotAvailableError(f"broker {self.leader_id} is not alive")
-        timeout = self.broker.config["replica.socket.timeout.ms"]
-        conn = BrokerConnection(leader.host, leader.port, client_id=f"broker-{self.broker.broker_id}-fetcher",
+        timeout = self.config["replica.socket.timeout.ms"]
+        conn = BrokerConnection(leader.host, leader.port, client_id=f"broker-{self.broker_id}-fetcher",
                                 request_timeout_ms=timeout, connect_timeout_ms=timeout)
         await conn.connect()
         self._conn = conn
@@ -127,8 +129,8 @@ class ReplicaFetcher:
             topics.setdefault(p.topic, []).append({
                 "partition": p.index, "current_leader_epoch": f.leader_epoch,
                 "leader_epoch": p.log.leader_epochs.latest_epoch})
-        resp = await conn.request(OFFSET_FOR_LEADER_EPOCH, {
-            "replica_id": self.broker.broker_id,
+        resp = await conn.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, {
+            "replica_id": self.broker_id,
             "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]}, version=4)
         for t in resp["topics"]:
             for r in t["partitions"]:
@@ -143,7 +145,7 @@ class ReplicaFetcher:
                 self._truncate_one(f.partition, r["leader_epoch"], r["end_offset"])
                 f.truncated = True
 
-    def _truncate_one(self, p: "Partition", leader_epoch: int, end_offset: int) -> None:
+    def _truncate_one(self, p: Partition, leader_epoch: int, end_offset: int) -> None:
         plog = p.log
         leo = plog.log_end_offset
         if end_offset == UNDEFINED or leader_epoch == UNDEFINED:
@@ -159,7 +161,7 @@ class ReplicaFetcher:
     # ---------------------------------------------------------------- fetching
 
     async def _fetch(self, conn: BrokerConnection) -> None:
-        config = self.broker.config
+        config = self.config
         ready = [f for f in self.followed.values() if f.truncated]
         if not ready:
             await self._sleep(config["replica.fetch.backoff.ms"] / 1000)
@@ -173,8 +175,8 @@ class ReplicaFetcher:
                 "log_start_offset": p.log.log_start_offset,
                 "partition_max_bytes": config["replica.fetch.max.bytes"]})
         wait_ms = config["replica.fetch.wait.max.ms"]
-        resp = await conn.request(FETCH, {
-            "replica_id": self.broker.broker_id, "max_wait_ms": wait_ms,
+        resp = await conn.request(ApiKey.FETCH, {
+            "replica_id": self.broker_id, "max_wait_ms": wait_ms,
             "min_bytes": config["replica.fetch.min.bytes"],
             "max_bytes": config["replica.fetch.response.max.bytes"], "isolation_level": 0,
             "session_id": 0, "session_epoch": -1,
@@ -216,12 +218,12 @@ class ReplicaFetcher:
             p.log.delete_records_before(min(r["log_start_offset"], p.log.log_end_offset))
         p.log.set_high_watermark(min(r["high_watermark"], p.log.log_end_offset))
 
-    async def _reset_out_of_range(self, conn: BrokerConnection, p: "Partition") -> None:
+    async def _reset_out_of_range(self, conn: BrokerConnection, p: Partition) -> None:
         """Our log end is outside the leader's log: past its end, or below its start."""
         offsets = {}
         for ts in (-2, -1):
-            resp = await conn.request(LIST_OFFSETS, {
-                "replica_id": self.broker.broker_id, "isolation_level": 0,
+            resp = await conn.request(ApiKey.LIST_OFFSETS, {
+                "replica_id": self.broker_id, "isolation_level": 0,
                 "topics": [{"name": p.topic, "partitions": [
                     {"partition_index": p.index, "current_leader_epoch": p.state.leader_epoch, "timestamp": ts}]}]},
                 version=4)
@@ -242,19 +244,20 @@ class ReplicaFetcher:
 class ReplicaFetcherManager:
     """Which fetcher follows which partition: by leader, then by a hash over the slots."""
 
-    def __init__(self, broker: "Broker"):
-        self.broker = broker
+    def __init__(self, config: BrokerConfig, broker_info: BrokerLookup):
+        self.config = config
+        self.broker_info = broker_info
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self.slot_of: dict[tuple[str, int], tuple[int, int]] = {}
 
-    def follow(self, partition: "Partition") -> None:
+    def follow(self, partition: Partition) -> None:
         key = (partition.topic, partition.index)
         self.unfollow(key)
-        slots = self.broker.config["num.replica.fetchers"]
+        slots = self.config["num.replica.fetchers"]
         slot = (partition.state.leader, zlib.crc32(f"{partition.topic}-{partition.index}".encode()) % slots)
         fetcher = self.fetchers.get(slot)
         if fetcher is None:
-            fetcher = self.fetchers[slot] = ReplicaFetcher(self.broker, slot[0], slot[1])
+            fetcher = self.fetchers[slot] = ReplicaFetcher(self.config, self.broker_info, slot[0], slot[1])
         fetcher.add(partition)
         self.slot_of[key] = slot
 

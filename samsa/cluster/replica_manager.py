@@ -1,0 +1,250 @@
+"""The partitions this broker hosts, as Kafka's ReplicaManager keeps them.
+
+It applies the cluster's partition states (lead, follow, or drop a partition), appends to
+the partitions it leads with the acks and ``min.insync.replicas`` checks, moves high
+watermarks as followers fetch, grows and shrinks ISRs, parks acks=all produces and
+long-poll fetches until a partition moves, and runs the follower fetchers. The request
+handlers and the coordinators reach the logs only through it.
+
+ISR changes are proposed, not made here: the cluster membership writes them to the metadata
+store (``isr_writer``) and applies what was written, so every broker sees the same ISR.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import replace
+from typing import Awaitable, Callable, Iterable, Protocol
+
+from samsa.broker_config import BrokerConfig
+from samsa.cluster.metadata import BrokerInfo, PartitionState, TopicInfo, now_ms
+from samsa.cluster.metadata_cache import MetadataCache
+from samsa.cluster.partition import Partition
+from samsa.cluster.replica_fetcher import ReplicaFetcherManager
+from samsa.protocol import errors
+from samsa.protocol.batch import BatchHeader
+from samsa.storage.log import AppendInfo
+from samsa.storage.manager import LogManager
+from samsa.timeouts import within
+
+log = logging.getLogger(__name__)
+
+IsrWriter = Callable[[str, int, PartitionState], Awaitable[bool]]
+
+
+class LeadershipListener(Protocol):
+    """Told when this broker starts or stops leading a partition (the group coordinator is one)."""
+
+    def on_leader(self, topic: str, index: int) -> None: ...
+    def on_follower(self, topic: str, index: int) -> None: ...
+
+
+class ReplicaManager:
+    def __init__(self, config: BrokerConfig, logs: LogManager, cache: MetadataCache, *, replicated: bool,
+                 broker_info: Callable[[int], BrokerInfo | None]):
+        self.config = config
+        self.broker_id = config.broker_id
+        self.logs = logs
+        self.cache = cache
+        self.replicated = replicated  # a ZooKeeper cluster: followers, fetchers, ISR changes
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.fetchers = ReplicaFetcherManager(config, broker_info) if replicated else None
+        self.listeners: list[LeadershipListener] = []
+        self.isr_writer: IsrWriter | None = None  # set by the cluster membership of a replicated broker
+        self._expanding: set[tuple[str, int, int]] = set()
+
+    async def stop(self) -> None:
+        if self.fetchers is not None:
+            await self.fetchers.stop()
+
+    # ---------------------------------------------------------------- lookups
+
+    def partition(self, topic: str, index: int) -> Partition:
+        """The partition this broker leads, or the Kafka error a client should get instead."""
+        p = self.partitions.get((topic, index))
+        if p is None:
+            raise errors.UnknownTopicOrPartitionError(f"{topic}-{index} is not hosted here")
+        if not p.is_leader:
+            raise errors.NotLeaderOrFollowerError(f"broker {self.broker_id} is not the leader of {topic}-{index}")
+        return p
+
+    # ---------------------------------------------------------------- applying cluster state
+
+    def apply_topic(self, topic: TopicInfo) -> None:
+        """The topic as the metadata store has it now: host, lead, follow or drop partitions."""
+        old = self.cache.topics.get(topic.name)
+        if old is not None and old.topic_id != topic.topic_id:
+            self.remove_topic(topic.name)  # deleted and created again under the same name
+            old = None
+        self.cache.put(topic)
+        for index, state in sorted(topic.partitions.items()):
+            self.apply_partition(topic.name, index, state)
+        if old is not None and old.configs != topic.configs:
+            self.update_log_configs([topic.name])
+
+    def apply_partition(self, topic: str, index: int, state: PartitionState) -> None:
+        key = (topic, index)
+        p = self.partitions.get(key)
+        if self.broker_id not in state.replicas:
+            if p is not None:
+                self._drop_partition(key)
+            return
+        if p is None:
+            plog = self.logs.get(topic, index)
+            if plog is None:
+                plog = self.logs.create(topic, index, self.cache.log_config(topic))
+                if self.replicated:
+                    plog.set_high_watermark(0)
+            elif self.replicated:
+                plog.set_high_watermark(self.logs.hw_checkpoints.get(key, 0))
+            p = self.partitions[key] = Partition(topic, index, plog, state, self.broker_id)
+            was_leader, old = False, None
+        else:
+            if state.partition_epoch < p.state.partition_epoch:
+                return  # an older read than the state already applied
+            was_leader, old = p.is_leader, p.state
+        if state.leader == self.broker_id:
+            if not was_leader or old is None or old.leader_epoch != state.leader_epoch:
+                if self.fetchers is not None:
+                    self.fetchers.unfollow(key)
+                    log.info("%s: leader in epoch %d, ISR %s", p, state.leader_epoch, state.isr)
+                p.become_leader(state, now_ms())
+                for listener in self.listeners:
+                    listener.on_leader(topic, index)
+            else:
+                p.state = state
+                p.maybe_advance_high_watermark()
+        else:
+            changed = was_leader or old is None or (old.leader, old.leader_epoch) != (state.leader, state.leader_epoch)
+            p.become_follower(state)
+            if changed:
+                for listener in self.listeners:
+                    listener.on_follower(topic, index)
+                if self.fetchers is not None:
+                    if state.leader >= 0:
+                        log.info("%s: following broker %d in epoch %d", p, state.leader, state.leader_epoch)
+                        self.fetchers.follow(p)
+                    else:
+                        self.fetchers.unfollow(key)
+
+    def remove_topic(self, name: str) -> None:
+        """The topic is gone from the metadata store: stop hosting it and delete its logs."""
+        topic = self.cache.pop(name)
+        if topic is None:
+            return
+        for index in topic.partitions:
+            self._drop_partition((name, index))
+        log.info("deleted topic %s", name)
+
+    def _drop_partition(self, key: tuple[str, int]) -> None:
+        p = self.partitions.pop(key, None)
+        if p is None:
+            return
+        if self.fetchers is not None:
+            self.fetchers.unfollow(key)
+        for listener in self.listeners:
+            listener.on_follower(*key)
+        p.wake()
+        self.logs.delete(*key)
+
+    def update_log_configs(self, topics: Iterable[str] | None = None) -> None:
+        """Topic or broker configs changed: hand the hosted logs their new LogConfig."""
+        configs = {t: self.cache.log_config(t) for t in (self.cache.topics if topics is None else topics)}
+        for (topic, _), p in self.partitions.items():
+            if topic in configs:
+                p.log.update_config(configs[topic])
+
+    # ---------------------------------------------------------------- the leader's appends
+
+    def append(self, partition: Partition, records, batches: list[tuple[int, BatchHeader]], acks: int,
+               now: int) -> tuple[AppendInfo, int | None]:
+        """Append validated batches to a partition this broker leads; (the append, the ISR size
+        acks=all needs, or None). NOT_ENOUGH_REPLICAS if acks=all and the ISR is too small."""
+        min_isr = self.cache.topic_config(partition.topic)["min.insync.replicas"] if acks == -1 else None
+        if min_isr is not None and len(partition.state.isr) < min_isr:
+            raise errors.NotEnoughReplicasError(
+                f"the ISR of {partition} has {len(partition.state.isr)} replicas, min.insync.replicas is {min_isr}")
+        return partition.append(records, batches, now), min_isr
+
+    async def wait_for_high_watermark(self, partition: Partition, offset: int, timeout_ms: int,
+                                      min_isr: int | None = None) -> None:
+        """Return once ``partition``'s high watermark reaches ``offset`` (replicated), or time out.
+
+        With ``min_isr`` (acks=all), an ISR that shrank below it by then fails the wait
+        with NOT_ENOUGH_REPLICAS_AFTER_APPEND, as Kafka answers.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        while True:
+            if not partition.is_leader or self.partitions.get((partition.topic, partition.index)) is not partition:
+                raise errors.NotLeaderOrFollowerError(
+                    f"broker {self.broker_id} stopped leading {partition} before the append was replicated")
+            if partition.high_watermark >= offset:
+                if min_isr is not None and len(partition.state.isr) < min_isr:
+                    raise errors.NotEnoughReplicasAfterAppendError(
+                        f"the ISR of {partition} shrank to {partition.state.isr}, below min.insync.replicas={min_isr}")
+                return
+            try:
+                await self.wait_for_change([partition], max(deadline - loop.time(), 0))
+            except asyncio.TimeoutError:
+                raise errors.RequestTimedOutError(
+                    f"{partition.topic}-{partition.index} was not replicated within {timeout_ms} ms") from None
+
+    @staticmethod
+    async def wait_for_change(partitions: list[Partition], timeout_s: float) -> None:
+        """Until the next append, high-watermark or role change of any of ``partitions``
+        (a long-poll fetch, a parked acks=all produce); asyncio.TimeoutError after ``timeout_s``."""
+        fut = asyncio.get_running_loop().create_future()
+        for p in partitions:
+            p.watch(fut)
+        try:
+            await within(fut, timeout_s)
+        finally:
+            for p in partitions:
+                p.unwatch(fut)
+
+    # ---------------------------------------------------------------- followers and the ISR
+
+    def follower_fetched(self, partition: Partition, replica_id: int, offset: int) -> None:
+        """A follower's fetch offset is its log end: track it, move the HW, maybe grow the ISR."""
+        partition.record_follower_fetch(replica_id, offset, now_ms())
+        if replica_id not in partition.state.isr and partition.caught_up(replica_id):
+            self._expand_isr(partition, replica_id)
+
+    def _expand_isr(self, partition: Partition, replica_id: int) -> None:
+        """A follower outside the ISR has caught up: propose adding it (once at a time per follower)."""
+        key = (partition.topic, partition.index, replica_id)
+        if self.isr_writer is None or key in self._expanding:
+            return
+        self._expanding.add(key)
+        writer = self.isr_writer
+
+        async def expand() -> None:
+            try:
+                state = partition.state
+                if partition.is_leader and replica_id not in state.isr and replica_id in state.replicas:
+                    isr = state.isr + [replica_id]
+                    log.info("expanding ISR of %s from %s to %s", partition, state.isr, isr)
+                    await writer(partition.topic, partition.index, replace(state, isr=isr))
+            except Exception as e:  # the metadata store is away: a later fetch proposes it again
+                log.warning("expanding the ISR of %s failed: %r", partition, e)
+            finally:
+                self._expanding.discard(key)
+        asyncio.ensure_future(expand())
+
+    async def shrink_isrs(self) -> None:
+        """Drop the followers that have not caught up within ``replica.lag.time.max.ms``."""
+        if self.isr_writer is None:
+            return
+        lag = self.config["replica.lag.time.max.ms"]
+        now = now_ms()
+        for p in list(self.partitions.values()):
+            if not p.is_leader:
+                continue
+            lagging = p.lagging(now, lag)
+            if lagging:
+                isr = [r for r in p.state.isr if r not in lagging]
+                log.info("shrinking ISR of %s from %s to %s (replica.lag.time.max.ms=%d)", p, p.state.isr, isr, lag)
+                if await self.isr_writer(p.topic, p.index, replace(p.state, isr=isr)):
+                    p.maybe_advance_high_watermark()

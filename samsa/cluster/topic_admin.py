@@ -1,0 +1,204 @@
+"""Topic administration: creating, growing, configuring and deleting topics, and where their
+replicas go. What CreateTopics, CreatePartitions, DeleteTopics and the Alter*Configs
+requests (and auto-creation) do, with Kafka's validation and error messages.
+
+A change is written to the metadata store first, then applied to this broker's replicas;
+the other brokers of a cluster apply it when their store watches fire.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+from samsa.broker_config import BROKER_KEYS, BrokerConfig, ConfigError, parse_topic_config, parse_value
+from samsa.cluster.metadata import BrokerInfo, MetadataStore, PartitionState, TopicExistsError, TopicInfo, new_topic_id
+from samsa.cluster.metadata_cache import MetadataCache
+from samsa.cluster.replica_manager import ReplicaManager
+from samsa.protocol import errors
+from samsa.protocol.names import validate_topic_name
+
+log = logging.getLogger(__name__)
+
+PRODUCER_ID_BLOCK = 1000
+
+
+class TopicAdmin:
+    def __init__(self, config: BrokerConfig, store: MetadataStore, cache: MetadataCache, replicas: ReplicaManager,
+                 alive_brokers: Callable[[], list[BrokerInfo]]):
+        self.config = config
+        self.store = store
+        self.cache = cache
+        self.replicas = replicas
+        self.alive_brokers = alive_brokers
+        self._next_pid = 0
+        self._pid_block_end = 0
+
+    # ---------------------------------------------------------------- topics
+
+    def create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                     assignments: dict[int, list[int]] | None = None,
+                     configs: dict[str, str] | None = None, validate_only: bool = False) -> TopicInfo:
+        validate_topic_name(name)
+        if name in self.cache.topics:
+            raise errors.TopicAlreadyExistsError(f"Topic '{name}' already exists.")
+        configs = dict(configs or {})
+        validate_topic_configs(configs)
+        if assignments:
+            if num_partitions not in (-1, len(assignments)) or replication_factor != -1:
+                raise errors.InvalidRequestError(
+                    "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                    "Both cannot be used at the same time.")
+            replicas = self._check_assignments(assignments, start=0)
+        else:
+            if num_partitions == -1:
+                num_partitions = self.config["num.partitions"]
+            if replication_factor == -1:
+                replication_factor = self.config["default.replication.factor"]
+            if num_partitions <= 0:
+                raise errors.InvalidPartitionsError("Number of partitions must be larger than 0.")
+            if replication_factor <= 0:
+                raise errors.InvalidReplicationFactorError("Replication factor must be larger than 0.")
+            alive = self.alive_brokers()
+            if replication_factor > len(alive):
+                raise errors.InvalidReplicationFactorError(
+                    f"Unable to replicate the partition {replication_factor} time(s): "
+                    f"The target replication factor of {replication_factor} cannot be reached because "
+                    f"only {len(alive)} broker(s) are registered.")
+            replicas = self.assign_replicas(num_partitions, replication_factor, start=0)
+        topic = TopicInfo(name, new_topic_id(),
+                          {p: PartitionState(replicas=r, leader=r[0], isr=list(r)) for p, r in replicas.items()},
+                          configs)
+        if validate_only:
+            return topic
+        try:
+            self.store.create_topic(topic)
+        except TopicExistsError:
+            raise errors.TopicAlreadyExistsError(f"Topic '{name}' already exists.") from None
+        self.replicas.apply_topic(topic)
+        log.info("created topic %s with %d partitions, replication factor %d", name,
+                 len(topic.partitions), topic.replication_factor)
+        return topic
+
+    def auto_create_topic(self, name: str) -> TopicInfo | None:
+        if not self.config["auto.create.topics.enable"]:
+            return None
+        try:
+            return self.create_topic(name, -1, -1)
+        except errors.TopicAlreadyExistsError:
+            return self.cache.topics[name]
+
+    def delete_topic(self, name: str) -> None:
+        if not self.config["delete.topic.enable"]:
+            raise errors.TopicDeletionDisabledError("Topic deletion is disabled.")
+        if name not in self.cache.topics:
+            raise errors.UnknownTopicOrPartitionError(f"Topic {name} does not exist")
+        self.store.delete_topic(name)
+        self.replicas.remove_topic(name)
+
+    def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None,
+                          validate_only: bool) -> None:
+        topic = self.cache.topics.get(name)
+        if topic is None:
+            raise errors.UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
+        current = len(topic.partitions)
+        if count < current:
+            raise errors.InvalidPartitionsError(
+                f"Topic currently has {current} partitions, {count} would not be an increase.")
+        if count == current:
+            raise errors.InvalidPartitionsError(f"Topic already has {current} partitions.")
+        added = count - current
+        if assignments:
+            if len(assignments) != added:
+                raise errors.InvalidReplicaAssignmentError(
+                    f"Increasing the number of partitions by {added} but {len(assignments)} assignments provided.")
+            replicas = self._check_assignments({current + i: r for i, r in enumerate(assignments)}, start=current)
+        else:
+            replicas = self.assign_replicas(added, topic.replication_factor, start=current)
+        if validate_only:
+            return
+        for p, r in replicas.items():
+            topic.partitions[p] = PartitionState(replicas=r, leader=r[0], isr=list(r))
+        self.store.put_assignment(topic)
+        self.replicas.apply_topic(topic)
+        log.info("topic %s now has %d partitions", name, count)
+
+    # ---------------------------------------------------------------- replica assignment
+
+    def assign_replicas(self, count: int, rf: int, start: int) -> dict[int, list[int]]:
+        """Round-robin over the live brokers, each partition's replicas on distinct brokers.
+
+        With ``broker.rack`` set, the brokers are ordered alternating between racks, so
+        consecutive replicas land on different racks.
+        """
+        brokers = sorted(self.alive_brokers(), key=lambda b: b.id)
+        racks: dict[str | None, list[int]] = {}
+        for b in brokers:
+            racks.setdefault(b.rack, []).append(b.id)
+        ids = []
+        columns = [racks[r] for r in sorted(racks, key=lambda r: r or "")]
+        for i in range(max(len(c) for c in columns)):
+            ids += [c[i] for c in columns if i < len(c)]
+        return {start + i: [ids[(start + i + j) % len(ids)] for j in range(rf)] for i in range(count)}
+
+    def _check_assignments(self, assignments: dict[int, list[int]], start: int) -> dict[int, list[int]]:
+        alive = {b.id for b in self.alive_brokers()}
+        sizes = {len(r) for r in assignments.values()}
+        if len(sizes) != 1 or 0 in sizes:
+            raise errors.InvalidReplicaAssignmentError("All partitions should have the same number of replicas")
+        for r in assignments.values():
+            if len(set(r)) != len(r):
+                raise errors.InvalidReplicaAssignmentError(f"Duplicate brokers not allowed in replica assignment: {r}")
+            if not set(r) <= alive:
+                raise errors.InvalidReplicaAssignmentError(f"Unknown broker(s) in replica assignment: {r}")
+        if sorted(assignments) != list(range(start, start + len(assignments))):
+            raise errors.InvalidReplicaAssignmentError("Partitions should be a consecutive 0-based integer sequence")
+        return assignments
+
+    # ---------------------------------------------------------------- configs
+
+    def alter_topic_configs(self, name: str, configs: dict[str, str], validate_only: bool) -> None:
+        """Replace the topic's overrides with ``configs`` (AlterConfigs semantics)."""
+        topic = self.cache.topics.get(name)
+        if topic is None:
+            raise errors.UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
+        validate_topic_configs(configs)
+        if validate_only:
+            return
+        topic.configs = dict(configs)
+        self.store.put_topic_configs(name, topic.configs)
+        self.replicas.update_log_configs([name])
+
+    def alter_broker_configs(self, broker_id: int | None, configs: dict[str, str], validate_only: bool) -> None:
+        for key, raw in configs.items():
+            spec = BROKER_KEYS.get(key)
+            if spec is None or not spec.dynamic:
+                raise errors.InvalidConfigError(f"Cannot update these configs dynamically: {{{key}}}")
+            try:
+                parse_value(spec, raw)
+            except ConfigError as e:
+                raise errors.InvalidConfigError(str(e)) from None
+        if validate_only:
+            return
+        self.store.put_broker_configs(broker_id, configs)
+        self.config.apply_dynamic(self.store.broker_configs(None), self.store.broker_configs(self.config.broker_id))
+        self.replicas.update_log_configs()
+
+    # ---------------------------------------------------------------- producer ids
+
+    def allocate_producer_id(self) -> int:
+        """The next producer id of this broker's block (a new block from the store when it is used up)."""
+        if self._next_pid >= self._pid_block_end:
+            self._next_pid = self.store.next_producer_id_block(PRODUCER_ID_BLOCK)
+            self._pid_block_end = self._next_pid + PRODUCER_ID_BLOCK
+        pid = self._next_pid
+        self._next_pid += 1
+        return pid
+
+
+def validate_topic_configs(configs: dict[str, str]) -> None:
+    for name, raw in configs.items():
+        try:
+            parse_topic_config(name, raw)
+        except ConfigError as e:
+            raise errors.InvalidConfigError(str(e)) from None
