@@ -588,3 +588,22 @@ def test_list_groups_types_filter(broker, topic_name):
         assert group not in listed(types={ConsumerGroupType.CONSUMER})  # no KIP-848 groups here
     finally:
         c.close()
+
+
+def test_keyless_records_on_a_compacted_topic_fail_alone(broker, topic_name):
+    """KIP-467: INVALID_RECORD names the records at fault; librdkafka fails those with it and the
+    rest of their batch with _INVALID_DIFFERENT_RECORD (a batch is appended whole or not at all)."""
+    from confluent_kafka import KafkaError
+
+    create_topic(broker.bootstrap, topic_name, 1, {"cleanup.policy": "compact"})
+    p = producer(broker.bootstrap, linger_ms=500)
+    errors_by_index: dict[int, int] = {}
+    for i in range(10):
+        p.produce(topic_name, b"v%d" % i, key=None if i % 5 == 0 else b"k%d" % i, partition=0,
+                  on_delivery=lambda err, msg, i=i: errors_by_index.__setitem__(i, err.code() if err else 0))
+    assert p.flush(WAIT) == 0
+    assert {i for i, code in errors_by_index.items() if code == KafkaError.INVALID_RECORD} == {0, 5}
+    assert {code for i, code in errors_by_index.items() if i % 5} == {KafkaError._INVALID_DIFFERENT_RECORD}
+    p2 = producer(broker.bootstrap)
+    p2.produce(topic_name, b"keyed", key=b"k", partition=0)
+    assert p2.flush(WAIT) == 0  # the partition goes on taking good batches
