@@ -47,8 +47,26 @@ def broker_tests(tests_dir: Path) -> list[str]:
     return out
 
 
-def run_test(tests_dir: Path, name: str, conf: Path, timeout: float) -> tuple[str, float, str]:
+# Some tests run Kafka's scripts from $KAFKA_PATH/bin: Samsa's tools take the same flags.
+KAFKA_SCRIPTS = {"kafka-topics.sh": "topics", "kafka-configs.sh": "configs",
+                 "kafka-consumer-groups.sh": "consumer-groups"}
+
+
+def kafka_path(where: Path) -> Path:
+    """A directory that looks like a Kafka installation to the tests: bin/ scripts running samsa's tools."""
+    bin_dir = where / "bin"
+    bin_dir.mkdir(parents=True)
+    for script, tool in KAFKA_SCRIPTS.items():
+        path = bin_dir / script
+        path.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m samsa.cli.main {tool} "$@"\n')
+        path.chmod(0o755)
+    return where
+
+
+def run_test(tests_dir: Path, name: str, conf: Path, timeout: float, kafka: Path,
+             bootstrap: str) -> tuple[str, float, str]:
     env = dict(os.environ, TESTS=name[:4], TEST_KAFKA_VERSION="3.9.0", RDKAFKA_TEST_CONF=str(conf),
+               KAFKA_PATH=str(kafka), BROKERS=bootstrap, PYTHONPATH=str(ROOT),
                LD_LIBRARY_PATH=f"{tests_dir.parent / 'src'}:{tests_dir.parent / 'src-cpp'}")
     started = time.monotonic()
     try:
@@ -64,8 +82,8 @@ def run_test(tests_dir: Path, name: str, conf: Path, timeout: float) -> tuple[st
         verdict = "PASSED" if r.returncode == 0 else "FAILED"
     why = ""
     if verdict == "FAILED":
-        lines = [ln for ln in out.splitlines() if re.search(r"FAIL|Test assertion failed|failed:", ln)]
-        why = lines[0].strip()[:300] if lines else out.strip().splitlines()[-1][:300]
+        found = re.search(r"### Test \S+ failed at (.*?)(?:###|$)", out, re.S)
+        why = " ".join(found.group(1).split())[:300] if found else out.strip().splitlines()[-1][:300]
     return verdict, time.monotonic() - started, why
 
 
@@ -87,10 +105,11 @@ def main() -> int:
                                              "auto.create.topics.enable": "true"}).start()
         conf = Path(tmp) / "test.conf"
         conf.write_text(f"bootstrap.servers={broker.bootstrap}\n")
+        kafka = kafka_path(Path(tmp) / "kafka")
         results = []
         try:
             for name in names:
-                verdict, took, why = run_test(tests_dir, name, conf, args.timeout)
+                verdict, took, why = run_test(tests_dir, name, conf, args.timeout, kafka, broker.bootstrap)
                 results.append((name, verdict))
                 print(f"{name:<40} {verdict:<8} {took:6.1f} s  {why}", flush=True)
                 if broker.proc.poll() is not None:

@@ -44,15 +44,15 @@ BROKER_KEYS = keys(
     Key("default.replication.factor", "int", 1, at_least(1)),
     Key("auto.create.topics.enable", "bool", True),
     Key("delete.topic.enable", "bool", True),
-    Key("num.network.threads", "int", 3, at_least(1)),
-    Key("num.io.threads", "int", 8, at_least(1)),
-    Key("background.threads", "int", 10, at_least(1)),
+    Key("num.network.threads", "int", 3, at_least(1), dynamic=True),
+    Key("num.io.threads", "int", 8, at_least(1), dynamic=True),
+    Key("background.threads", "int", 10, at_least(1), dynamic=True),
     Key("queued.max.requests", "int", 500, at_least(1)),
     Key("socket.send.buffer.bytes", "int", 102400),
     Key("socket.receive.buffer.bytes", "int", 102400),
     Key("socket.request.max.bytes", "int", 104857600, at_least(1)),
     Key("connections.max.idle.ms", "long", 600000),
-    Key("num.recovery.threads.per.data.dir", "int", 2, at_least(1)),
+    Key("num.recovery.threads.per.data.dir", "int", 2, at_least(1), dynamic=True),
     Key("log.segment.bytes", "int", 1073741824, at_least(14), dynamic=True),
     Key("log.roll.ms", "long", None, at_least(1), dynamic=True),
     Key("log.roll.hours", "int", 168, at_least(1)),
@@ -72,8 +72,8 @@ BROKER_KEYS = keys(
     Key("log.preallocate", "bool", False, dynamic=True),
     Key("log.cleanup.policy", "list", ["delete"], one_of("delete", "compact"), dynamic=True),
     Key("log.cleaner.enable", "bool", True),
-    Key("log.cleaner.threads", "int", 1, at_least(0)),
-    Key("log.cleaner.backoff.ms", "long", 15000, at_least(0)),
+    Key("log.cleaner.threads", "int", 1, at_least(0), dynamic=True),
+    Key("log.cleaner.backoff.ms", "long", 15000, at_least(0), dynamic=True),
     Key("log.cleaner.delete.retention.ms", "long", 86400000, at_least(0), dynamic=True),
     Key("log.cleaner.min.cleanable.ratio", "double", 0.5, dynamic=True),
     Key("log.cleaner.min.compaction.lag.ms", "long", 0, at_least(0), dynamic=True),
@@ -102,7 +102,7 @@ BROKER_KEYS = keys(
     Key("replica.fetch.backoff.ms", "int", 1000, at_least(0)),
     Key("replica.socket.timeout.ms", "int", 30000),
     Key("replica.high.watermark.checkpoint.interval.ms", "long", 5000),
-    Key("num.replica.fetchers", "int", 1, at_least(1)),
+    Key("num.replica.fetchers", "int", 1, at_least(1), dynamic=True),
     Key("offsets.topic.replication.factor", "int", 3, at_least(1)),
     Key("offsets.topic.num.partitions", "int", 50, at_least(1)),
     Key("offsets.topic.segment.bytes", "int", 104857600, at_least(1)),
@@ -116,7 +116,7 @@ BROKER_KEYS = keys(
     Key("transaction.state.log.num.partitions", "int", 50, at_least(1)),
     Key("transactional.id.expiration.ms", "int", 604800000, at_least(1)),
     Key("transaction.max.timeout.ms", "int", 900000, at_least(1)),
-    Key("producer.id.expiration.ms", "int", 86400000, at_least(1)),
+    Key("producer.id.expiration.ms", "int", 86400000, at_least(1), dynamic=True),
     Key("group.initial.rebalance.delay.ms", "int", 3000, at_least(0)),
     Key("group.min.session.timeout.ms", "int", 6000),
     Key("group.max.session.timeout.ms", "int", 1800000),
@@ -127,8 +127,35 @@ BROKER_KEYS = keys(
     Key("zookeeper.set.acl", "bool", False),
     Key("zookeeper.max.in.flight.requests", "int", 10, at_least(1)),
     Key("cluster.id", "string", None),
-    Key("metric.reporters", "list", []),
+    Key("metric.reporters", "list", [], dynamic=True),
     Key("group.coordinator.rebalance.protocols", "list", ["classic"]),
+    # Accepted (and dynamic where Kafka 3.9 has them dynamic) with no effect yet: GAPS.md says which.
+    Key("compression.gzip.level", "int", -1, dynamic=True),
+    Key("compression.lz4.level", "int", 9, dynamic=True),
+    Key("compression.zstd.level", "int", 3, dynamic=True),
+    Key("log.local.retention.ms", "long", -2, dynamic=True),
+    Key("log.local.retention.bytes", "long", -2, dynamic=True),
+    Key("log.message.downconversion.enable", "bool", True, dynamic=True),
+    Key("log.cleaner.dedupe.buffer.size", "long", 134217728, dynamic=True),
+    Key("log.cleaner.io.buffer.size", "int", 524288, at_least(0), dynamic=True),
+    Key("log.cleaner.io.buffer.load.factor", "double", 0.9, dynamic=True),
+    Key("log.cleaner.io.max.bytes.per.second", "double", 1.7976931348623157e308, dynamic=True),
+    Key("max.connections", "int", INT_MAX, at_least(0), dynamic=True),
+    Key("max.connections.per.ip", "int", INT_MAX, at_least(0), dynamic=True),
+    Key("max.connections.per.ip.overrides", "string", "", dynamic=True),
+    Key("max.connection.creation.rate", "int", INT_MAX, at_least(0), dynamic=True),
+    Key("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI", dynamic=True),
+    Key("sasl.enabled.mechanisms", "list", ["GSSAPI"], dynamic=True),
+    Key("sasl.kerberos.service.name", "string", None, dynamic=True),
+    Key("sasl.kerberos.kinit.cmd", "string", "/usr/bin/kinit", dynamic=True),
+    Key("sasl.kerberos.ticket.renew.window.factor", "double", 0.8, dynamic=True),
+    Key("sasl.kerberos.ticket.renew.jitter", "double", 0.05, dynamic=True),
+    Key("sasl.kerberos.min.time.before.relogin", "long", 60000, dynamic=True),
+    Key("sasl.kerberos.principal.to.local.rules", "list", ["DEFAULT"], dynamic=True),
+    Key("sasl.login.refresh.window.factor", "double", 0.8, dynamic=True),
+    Key("sasl.login.refresh.window.jitter", "double", 0.05, dynamic=True),
+    Key("sasl.login.refresh.min.period.seconds", "int", 60, dynamic=True),
+    Key("sasl.login.refresh.buffer.seconds", "int", 300, dynamic=True),
 )
 
 
@@ -139,6 +166,11 @@ BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {
     "log.flush.interval.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
     "log.dirs": ("log.dirs", "log.dir"),
 }
+
+
+def _no_tiered_storage(v: Any) -> str | None:
+    return ("Tiered Storage functionality is disabled in the broker. Topic cannot be configured with "
+            "remote log storage.") if v else None
 
 
 # Topic-level configs: name -> (broker key that supplies the default, type).
@@ -173,7 +205,21 @@ TOPIC_KEYS: dict[str, tuple[str | None, Key]] = {
     "segment.ms": ("log.roll.ms", Key("segment.ms", "long", 604800000, at_least(1))),
     "unclean.leader.election.enable": ("unclean.leader.election.enable",
                                        Key("unclean.leader.election.enable", "bool", False)),
-    "message.downconversion.enable": (None, Key("message.downconversion.enable", "bool", True)),
+    "message.downconversion.enable": ("log.message.downconversion.enable",
+                                      Key("message.downconversion.enable", "bool", True)),
+    # Accepted with no effect yet (GAPS.md): compression levels, throttled replicas, tiered storage.
+    "message.format.version": ("log.message.format.version",  # deprecated in Kafka 3.x, ignored there too
+                               Key("message.format.version", "string", "3.0-IV1")),
+    "compression.gzip.level": ("compression.gzip.level", Key("compression.gzip.level", "int", -1)),
+    "compression.lz4.level": ("compression.lz4.level", Key("compression.lz4.level", "int", 9)),
+    "compression.zstd.level": ("compression.zstd.level", Key("compression.zstd.level", "int", 3)),
+    "leader.replication.throttled.replicas": (None, Key("leader.replication.throttled.replicas", "list", [])),
+    "follower.replication.throttled.replicas": (None, Key("follower.replication.throttled.replicas", "list", [])),
+    "local.retention.ms": ("log.local.retention.ms", Key("local.retention.ms", "long", -2)),
+    "local.retention.bytes": ("log.local.retention.bytes", Key("local.retention.bytes", "long", -2)),
+    "remote.storage.enable": (None, Key("remote.storage.enable", "bool", False, _no_tiered_storage)),
+    "remote.log.copy.disable": (None, Key("remote.log.copy.disable", "bool", False)),
+    "remote.log.delete.on.disable": (None, Key("remote.log.delete.on.disable", "bool", False)),
 }
 
 

@@ -607,3 +607,21 @@ def test_keyless_records_on_a_compacted_topic_fail_alone(broker, topic_name):
     p2 = producer(broker.bootstrap)
     p2.produce(topic_name, b"keyed", key=b"k", partition=0)
     assert p2.flush(WAIT) == 0  # the partition goes on taking good batches
+
+
+def test_config_keys_kafka_accepts(broker, topic_name):
+    """Keys Kafka 3.9 takes (deprecated or without effect here) are accepted as Kafka accepts them."""
+    a = admin(broker.bootstrap)
+    create_topic(broker.bootstrap, topic_name, 1)
+    topic = ConfigResource(ConfigResource.Type.TOPIC, topic_name,
+                           set_config={"message.format.version": "0.10.0", "compression.zstd.level": "5"})
+    a.alter_configs([topic], request_timeout=WAIT)[topic].result(WAIT)  # librdkafka's 0092 does this
+    node = ConfigResource(ConfigResource.Type.BROKER, "0", set_config={"sasl.kerberos.min.time.before.relogin": "58000",
+                                                                       "background.threads": "9"})
+    a.alter_configs([node], request_timeout=WAIT)[node].result(WAIT)  # librdkafka's 0081 does this
+    static = ConfigResource(ConfigResource.Type.BROKER, "0", set_config={"auto.create.topics.enable": "false"})
+    with pytest.raises(Exception, match="auto.create.topics.enable"):
+        a.alter_configs([static], request_timeout=WAIT)[static].result(WAIT)
+    tiered = ConfigResource(ConfigResource.Type.TOPIC, topic_name, set_config={"remote.storage.enable": "true"})
+    with pytest.raises(Exception, match="Tiered Storage"):
+        a.alter_configs([tiered], request_timeout=WAIT)[tiered].result(WAIT)

@@ -159,7 +159,7 @@ def test_describe_and_alter_topic_configs(admin, topic):
 def test_broker_configs(admin, topic):
     res = ConfigResource("broker", "0")
     entries = admin.describe_configs([res], include_synonyms=True)[res]
-    assert entries["num.io.threads"].read_only and not entries["log.retention.ms"].read_only
+    assert entries["auto.create.topics.enable"].read_only and not entries["log.retention.ms"].read_only
     admin.incremental_alter_configs({res: [AlterConfigOp("log.retention.ms", "7777")]})
     try:
         assert admin.describe_configs([res])[res]["log.retention.ms"].source == "DYNAMIC_BROKER_CONFIG"
@@ -167,8 +167,8 @@ def test_broker_configs(admin, topic):
         assert topic_entry["retention.ms"].value == "7777"
     finally:
         admin.incremental_alter_configs({res: [AlterConfigOp("log.retention.ms", op="delete")]})
-    with pytest.raises(errors.InvalidConfigError, match="num.io.threads"):
-        admin.incremental_alter_configs({res: [AlterConfigOp("num.io.threads", "2")]})
+    with pytest.raises(errors.InvalidConfigError, match="auto.create.topics.enable"):
+        admin.incremental_alter_configs({res: [AlterConfigOp("auto.create.topics.enable", "false")]})
     default = ConfigResource("broker", "")
     admin.incremental_alter_configs({default: [AlterConfigOp("log.retention.bytes", "12345")]})
     try:
