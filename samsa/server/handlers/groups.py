@@ -32,8 +32,8 @@ async def _later(reply: Awaitable[Any], to_wire: Callable[[Any], dict]) -> dict:
 
 def _coordinator(ctx, key: str, key_type: int) -> dict:
     try:
-        if key_type == TRANSACTION_KEY:
-            raise errors.CoordinatorNotAvailableError("transactions are not supported by Samsa yet")
+        if key_type == TRANSACTION_KEY:  # a final answer, so transactional clients fail at once, not at a timeout
+            raise errors.TransactionalIdAuthorizationFailedError("transactions are not supported by Samsa yet")
         if key_type != GROUP_KEY:
             raise errors.InvalidRequestError(f"unknown coordinator key type {key_type}")
         if not key:
