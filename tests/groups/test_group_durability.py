@@ -179,3 +179,23 @@ def test_deletions_survive_restart(own_broker, names):
     listed = {g["group_id"] for g in raw.call(16, 4, {"states_filter": []})["groups"]}
     assert kept in listed and gone not in listed
     raw.close()
+
+
+def test_taking_over_the_offsets_topic_is_one_log_line(tmp_path, caplog):
+    """A broker that leads every __consumer_offsets partition says so once, not once a partition."""
+    import logging
+
+    import samsa.embedded
+    from samsa import Consumer as SamsaConsumer
+
+    config = {"log.dirs": str(tmp_path), "offsets.topic.num.partitions": 10}
+    with samsa.embedded.Broker(config) as b, SamsaConsumer({"bootstrap.servers": b.bootstrap_servers,
+                                                            "group.id": "g", "auto.offset.reset": "earliest"}) as c:
+        c.subscribe(["t"])
+        c.poll(0.5)  # the group's FindCoordinator creates __consumer_offsets
+    caplog.set_level(logging.INFO, logger="samsa")
+    with samsa.embedded.Broker(config):
+        pass
+    loaded = [r.getMessage() for r in caplog.records if "__consumer_offsets" in r.getMessage()
+              and r.getMessage().startswith("loaded")]
+    assert len(loaded) == 1 and "of 10 __consumer_offsets partitions" in loaded[0], loaded

@@ -106,6 +106,7 @@ class GroupCoordinator:
         self.offsets = OffsetStore()
         self.offsets_topic = OffsetsTopicWriter(host, lambda: self.num_partitions)
         self._expiry_task: asyncio.Task | None = None
+        self._loaded: list[int] | None = None  # [partitions, records] taken over since the last report
 
     @property
     def groups(self) -> dict[str, Group]:
@@ -141,7 +142,26 @@ class GroupCoordinator:
         for loaded in persistence.read_partition(self.host.partition(topic, index)):
             self._replay(loaded)
             count += 1
-        log.info("loaded %d records of %s-%d", count, OFFSETS_TOPIC, index)
+        log.debug("loaded %d records of %s-%d", count, OFFSETS_TOPIC, index)
+        self._report_loaded(count)
+
+    def _report_loaded(self, records: int) -> None:
+        """One log line for the offsets partitions taken over together (50 at a start), not one each."""
+        if self._loaded is None:
+            self._loaded = [0, 0]
+            try:
+                asyncio.get_running_loop().call_soon(self._log_loaded)
+            except RuntimeError:  # no event loop (a unit test): report at once
+                self._loaded[0], self._loaded[1] = 1, records
+                self._log_loaded()
+                return
+        self._loaded[0] += 1
+        self._loaded[1] += records
+
+    def _log_loaded(self) -> None:
+        partitions, records = self._loaded or (0, 0)
+        self._loaded = None
+        log.info("loaded %d records of %d %s partitions now led here", records, partitions, OFFSETS_TOPIC)
 
     def on_follower(self, topic: str, index: int) -> None:
         """This broker no longer leads an offsets partition: forget the groups it holds."""
