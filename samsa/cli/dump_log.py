@@ -17,11 +17,11 @@ import json
 import struct
 import sys
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 from samsa.cli.common import Parser, UsageError, arguments
 from samsa.protocol import group_records
-from samsa.protocol.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, compute_crc, read_header
+from samsa.protocol.batch import DELETE_HORIZON_BIT, BatchHeader, compute_crc, iter_headers
 from samsa.protocol.errors import CorruptRecordError, KafkaError
 from samsa.protocol.records import Record, decode_batch
 
@@ -29,9 +29,6 @@ DESCRIPTION = ("This tool helps to parse a log file and dump its contents to the
                "useful for debugging a seemingly corrupt log segment.")
 INT_MAX = 2**31 - 1
 CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
-DELETE_HORIZON_BIT = 0x40
-MAGIC_OFFSET = 16
-RECORD_OVERHEAD_V0 = 14  # Kafka's smallest legal batch size field
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 _TXN_ENTRY = struct.Struct(">hqqqq")
@@ -143,19 +140,6 @@ def _sequence(base: int, delta: int) -> int:
     return -1 if base == -1 else (base + delta) & 0x7FFFFFFF
 
 
-def iter_file_batches(data: bytes, end: int) -> Iterator[tuple[int, BatchHeader]]:
-    """(position, header) of each whole batch in ``data[:end]``, as Kafka's FileRecords reads them."""
-    pos = 0
-    while pos + MAGIC_OFFSET + 1 < end:
-        _, size = struct.unpack_from(">qi", data, pos)
-        if size < RECORD_OVERHEAD_V0 or pos + LOG_OVERHEAD + size > end:
-            return
-        if data[pos + MAGIC_OFFSET] != 2 or size + LOG_OVERHEAD < HEADER_SIZE:
-            return  # message format v0/v1: not written by Samsa, not read here
-        yield pos, read_header(data, pos)
-        pos += LOG_OVERHEAD + size
-
-
 def batch_line(h: BatchHeader, position: int, valid: bool) -> str:
     horizon = f"OptionalLong[{h.base_timestamp}]" if h.attributes & DELETE_HORIZON_BIT else "OptionalLong.empty"
     ts_type = "LogAppendTime" if h.log_append_time else "CreateTime"
@@ -209,7 +193,7 @@ def dump_log(path: Path, opts: argparse.Namespace, parser: PayloadDecoder, print
     deep = opts.deep_iteration or print_data
     valid_bytes = 0
     last_offset = -1
-    for pos, h in iter_file_batches(data, end):
+    for pos, h in iter_headers(data, 0, end):
         valid = compute_crc(data, pos, h.size) == h.crc
         print(batch_line(h, pos, valid))
         if deep:
@@ -241,7 +225,7 @@ def _read_entries(path: Path, entry: struct.Struct) -> list[tuple[int, int]]:
 
 
 def _first_batch_at(log: bytes, position: int) -> BatchHeader | None:
-    for _, h in iter_file_batches(log[position:], len(log) - position):
+    for _, h in iter_headers(log, position):
         return h
     return None
 
@@ -337,14 +321,14 @@ def _check_time_entry(log: bytes, offset_entries: list[tuple[int, int]], timesta
         if o > offset:
             break
         position = p
-    for pos, h in iter_file_batches(log[position:], len(log) - position):
+    for pos, h in iter_headers(log, position):
         if h.last_offset < offset:
             continue
         if h.last_offset != offset:
             errs.not_found.setdefault(key, []).append((offset, h.last_offset))
             return
         try:
-            _, records = decode_batch(log, position + pos)
+            _, records = decode_batch(log, pos)
             max_ts = max((r.timestamp for r in records), default=-1)
         except CorruptRecordError:
             max_ts = h.max_timestamp

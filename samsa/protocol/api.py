@@ -17,6 +17,7 @@ from functools import lru_cache
 from samsa.protocol import codec
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.errors import InvalidRequestError
+from samsa.protocol.varint import decode_uvarint
 
 _SIZE = struct.Struct(">i")
 _REQ_HEADER = struct.Struct(">hhi")
@@ -105,10 +106,10 @@ def decode_request_header(frame, header_version: int) -> tuple[RequestHeader, in
 
 
 def skip_tagged_fields(buf, pos: int) -> int:
-    n, pos = codec.read_uvarint(buf, pos)
+    n, pos = decode_uvarint(buf, pos)
     for _ in range(n):
-        _tag, pos = codec.read_uvarint(buf, pos)
-        size, pos = codec.read_uvarint(buf, pos)
+        _tag, pos = decode_uvarint(buf, pos)
+        size, pos = decode_uvarint(buf, pos)
         pos += size
     return pos
 

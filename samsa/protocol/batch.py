@@ -36,12 +36,13 @@ COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_BIT = 0x08  # 1 = LogAppendTime
 TRANSACTIONAL_BIT = 0x10
 CONTROL_BIT = 0x20
+DELETE_HORIZON_BIT = 0x40  # KIP-534: base_timestamp holds the batch's delete horizon (set by the cleaner)
 
 NO_PRODUCER_ID = -1
 LONG_MAX_TS = 9223372036854775807
 NO_SEQUENCE = -1
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")  # the one layout of a v2 batch header (BatchHeader)
 _BASE_OFFSET = struct.Struct(">q")
 _LENGTH = struct.Struct(">qi")
 _EPOCH = struct.Struct(">i")
@@ -103,20 +104,47 @@ class BatchHeader(NamedTuple):
 
 def read_header(buf, pos: int = 0) -> BatchHeader:
     """Parse the header at ``pos``. The caller checks that HEADER_SIZE bytes are there."""
-    return BatchHeader._make(_HEADER.unpack_from(buf, pos))
+    return BatchHeader._make(HEADER_STRUCT.unpack_from(buf, pos))
 
 
 def compute_crc(buf, pos: int, size: int) -> int:
     return crc32c(memoryview(buf)[pos + CRC_START:pos + size])
 
 
-def iter_headers(buf, pos: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
-    """Yield ``(position, header)`` of each whole batch; stop silently at a partial tail."""
+MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD  # a batch_length that cannot even hold the header
+
+
+def batch_problem(buf, pos: int, end: int) -> str | None:
+    """Why ``buf[pos:end]`` does not start with a whole v2 batch, or None if it does
+    (the CRC is not checked: that needs the batch's bytes, which may not all be here)."""
+    if pos + HEADER_SIZE > end:
+        return "the data ends inside a batch header"
+    h = read_header(buf, pos)
+    if h.magic != MAGIC:
+        return f"record batch magic {h.magic} is not supported (only v2)"
+    if h.batch_length < MIN_BATCH_LENGTH or h.last_offset_delta < 0:
+        return f"invalid record batch (length {h.batch_length}, last offset delta {h.last_offset_delta})"
+    if pos + h.size > end:
+        return "the data ends inside a record batch"
+    return None
+
+
+def iter_headers(buf, pos: int = 0, end: int | None = None, *,
+                 strict: bool = False) -> Iterator[tuple[int, BatchHeader]]:
+    """``(position, header)`` of each whole v2 batch in ``buf[pos:end]``: the one scanner of
+    record sets in memory (segment files are read through ``storage.segment.scan_batches``).
+
+    At anything else (a partial tail, an impossible length, another magic) it stops
+    silently, or with ``strict`` raises CorruptRecordError.
+    """
     end = len(buf) if end is None else end
-    while pos + HEADER_SIZE <= end:
-        header = read_header(buf, pos)
-        if header.batch_length < HEADER_SIZE - LOG_OVERHEAD or pos + header.size > end:
+    while pos < end:
+        problem = batch_problem(buf, pos, end)
+        if problem is not None:
+            if strict:
+                raise CorruptRecordError(f"{problem} at position {pos}")
             return
+        header = read_header(buf, pos)
         yield pos, header
         pos += header.size
 

@@ -23,6 +23,7 @@ from importlib import resources
 from typing import Any, Callable
 
 from samsa.protocol.errors import InvalidRequestError
+from samsa.protocol.varint import decode_uvarint, encode_uvarint
 
 Decoder = Callable[[Any, int], tuple[dict, int]]
 Encoder = Callable[[dict, bytearray, list], bytearray]
@@ -80,38 +81,6 @@ def _in(spec: str | None, version: int) -> bool:
 def schemas() -> dict[str, dict]:
     text = resources.files("samsa.protocol").joinpath("schema/messages.json").read_text()
     return json.loads(text)
-
-
-# ---------------------------------------------------------------- varints (used by the generated code)
-
-def read_uvarint(buf, pos: int) -> tuple[int, int]:
-    b = buf[pos]
-    if b < 0x80:
-        return b, pos + 1
-    result, shift = b & 0x7F, 7
-    while True:
-        pos += 1
-        b = buf[pos]
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos + 1
-        shift += 7
-        if shift > 63:
-            raise InvalidRequestError("varint too long")
-
-
-_UVARINT_SMALL = [bytes([i]) for i in range(128)]
-
-
-def uvarint(n: int) -> bytes:
-    if n < 128:
-        return _UVARINT_SMALL[n]
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _records_chunk(b: bytearray, chunks: list, value) -> bytearray:
@@ -407,8 +376,8 @@ class _Gen:
         dec = self.decode_struct(fields)
         enc = self.encode_struct(fields)
         namespace: dict[str, Any] = {
-            "read_uvarint": read_uvarint,
-            "uvarint": uvarint,
+            "read_uvarint": decode_uvarint,
+            "uvarint": encode_uvarint,
             "InvalidRequestError": InvalidRequestError,
             "_records_chunk": _records_chunk,
             "_refuse_unknown": _refuse_unknown,
@@ -441,7 +410,7 @@ def codec(message_name: str, version: int) -> tuple[Decoder, Encoder]:
 def decode(message_name: str, version: int, buf, pos: int = 0) -> tuple[dict, int]:
     try:
         return codec(message_name, version)[0](buf, pos)
-    except (struct.error, IndexError, UnicodeDecodeError) as e:
+    except (struct.error, IndexError, ValueError, UnicodeDecodeError) as e:
         raise InvalidRequestError(f"malformed {message_name} v{version}: {e}") from None
 
 

@@ -1,4 +1,4 @@
-"""Records inside a v2 record batch: varints, building batches, decoding them.
+"""Records inside a v2 record batch: building batches, decoding them (varints: protocol/varint.py).
 
 A record (all varints zig-zag signed)::
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 import struct
 import time
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from crc32c import crc32c
 
@@ -42,6 +42,8 @@ from samsa.protocol.batch import (
     read_header,
 )
 from samsa.protocol.errors import CorruptRecordError
+from samsa.protocol.varint import (UVARINT_BYTES, UVARINT_TABLE_SIZE, decode_uvarint, decode_varint, encode_long_uvarint,
+                                   encode_varint)
 
 NO_TIMESTAMP = -1
 # Worst-case bytes a record takes beyond its key, value and headers: length (5),
@@ -63,72 +65,6 @@ class Record:
     key: bytes | None
     value: bytes | None
     headers: list[tuple[str, bytes | None]]
-
-
-# ---------------------------------------------------------------------------- varints
-
-_TABLE_SIZE = 1 << 14  # every unsigned value that fits in two varint bytes
-
-
-def _uvarint_slow(u: int) -> bytes:
-    if u < 0:
-        raise ValueError(f"unsigned varint cannot hold {u}")
-    out = bytearray()
-    while u > 0x7F:
-        out.append((u & 0x7F) | 0x80)
-        u >>= 7
-    out.append(u)
-    return bytes(out)
-
-
-_UV: list[bytes] = [_uvarint_slow(u) for u in range(_TABLE_SIZE)]
-
-
-def encode_uvarint(u: int) -> bytes:
-    """Unsigned LEB128, as the protocol's compact lengths and tagged fields use."""
-    if 0 <= u < _TABLE_SIZE:
-        return _UV[u]
-    return _uvarint_slow(u)
-
-
-def encode_varint(n: int) -> bytes:
-    """Zig-zag signed varint/varlong; ``n`` must fit in an int64."""
-    z = (n << 1) ^ (n >> 63)
-    if z < _TABLE_SIZE:
-        return _UV[z]
-    return _uvarint_slow(z)
-
-
-def decode_uvarint(buf, pos: int) -> tuple[int, int]:
-    """``(value, next_pos)``. IndexError if ``buf`` ends inside; ValueError past 10 bytes."""
-    b = buf[pos]
-    if b < 0x80:
-        return b, pos + 1
-    result = b & 0x7F
-    shift = 7
-    pos += 1
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint is longer than 10 bytes")
-
-
-def decode_varint(buf, pos: int) -> tuple[int, int]:
-    """Zig-zag signed ``(value, next_pos)``."""
-    b = buf[pos]
-    if b < 0x80:
-        return (b >> 1) ^ -(b & 1), pos + 1
-    u, pos = decode_uvarint(buf, pos)
-    return (u >> 1) ^ -(u & 1), pos
-
-
-def varint_size(n: int) -> int:
-    return len(encode_varint(n))
 
 
 # ---------------------------------------------------------------------------- building
@@ -238,28 +174,28 @@ class BatchBuilder:
         if n:
             delta = timestamp - self.base_timestamp
             z = (delta << 1) ^ (delta >> 63)
-            ts = _UV[z] if z < _TABLE_SIZE else _uvarint_slow(z)
+            ts = UVARINT_BYTES[z] if z < UVARINT_TABLE_SIZE else encode_long_uvarint(z)
         else:
             ts = b"\x00"
         z = n << 1
-        od = _UV[z] if z < _TABLE_SIZE else _uvarint_slow(z)
+        od = UVARINT_BYTES[z] if z < UVARINT_TABLE_SIZE else encode_long_uvarint(z)
         if key is None:
             kl = b"\x01"
             key = b""
         else:
             z = len(key) << 1
-            kl = _UV[z] if z < _TABLE_SIZE else _uvarint_slow(z)
+            kl = UVARINT_BYTES[z] if z < UVARINT_TABLE_SIZE else encode_long_uvarint(z)
         if value is None:
             vl = b"\x01"
             value = b""
         else:
             z = len(value) << 1
-            vl = _UV[z] if z < _TABLE_SIZE else _uvarint_slow(z)
+            vl = UVARINT_BYTES[z] if z < UVARINT_TABLE_SIZE else encode_long_uvarint(z)
         # Joining first means a wrong type fails before the builder is touched.
         body = b"".join((b"\x00", ts, od, kl, key, vl, value, _encode_headers(headers) if headers else b"\x00"))
         z = len(body) << 1
         buf = self._buf
-        buf += _UV[z] if z < _TABLE_SIZE else _uvarint_slow(z)
+        buf += UVARINT_BYTES[z] if z < UVARINT_TABLE_SIZE else encode_long_uvarint(z)
         buf += body
         if n:
             if timestamp > self.max_timestamp:
@@ -390,101 +326,202 @@ def decode_batch(buf, pos: int = 0) -> tuple[BatchHeader, list[Record]]:
             data = bytes(section)
         start, stop = 0, len(data)
     log_append = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_BIT else None
+    if header.record_count < 0:
+        raise CorruptRecordError(f"negative record count {header.record_count}")
     try:
-        records = _decode_records(
-            data, start, stop, header.record_count, header.base_offset, header.base_timestamp, log_append
-        )
+        rows, end = decode_records(data, start, header.record_count, header.base_offset, header.base_timestamp,
+                                   log_append, "", -1, None)
     except (IndexError, ValueError) as e:
         raise CorruptRecordError(f"malformed record in batch at offset {header.base_offset}: {e}") from None
-    return header, records
+    if end != stop:
+        raise CorruptRecordError(f"{stop - end} bytes left after the batch's {header.record_count} records")
+    return header, [Record(r[2], r[3], r[5], r[6], list(r[7])) for r in rows]
 
 
-def _decode_records(
-    data: bytes, p: int, end: int, count: int, base_offset: int, base_ts: int, log_append_ts: int | None
-) -> list[Record]:
-    # The hot loop of consumers. Varints of one or two bytes (nearly all of them) are
-    # decoded inline, zig-zag included; longer ones go through decode_uvarint.
-    if count < 0:
-        raise CorruptRecordError(f"negative record count {count}")
-    uvarint = decode_uvarint
-    out: list[Record] = []
+# Records decode into rows (topic, partition, offset, timestamp, timestamp_type, key, value,
+# headers, leader_epoch) built by a ``make`` callable: the consumer's ConsumerRecord is made
+# straight from them in C (tuple.__new__), with no per-record Python call in between.
+MakeRow = Callable[[tuple], Any]
+NO_HEADERS: tuple = ()  # shared: a record without headers allocates nothing for them
+# Java's TimestampType ids.
+NO_TIMESTAMP_TYPE, CREATE_TIME, LOG_APPEND_TIME = -1, 0, 1
+
+
+def decode_records(data: bytes, p: int, n: int, base_offset: int, base_ts: int, log_append_ts: int | None,
+                   topic: str, partition: int, epoch: int | None, make: MakeRow = tuple) -> tuple[list, int]:
+    """``n`` records of a batch from ``p``, any layout: (rows built by ``make``, position after them)."""
+    out: list = []
     append = out.append
-    for _ in range(count):
-        b = data[p]
-        if b < 0x80:
-            p += 1
-        elif data[p + 1] < 0x80:
-            b = (b & 0x7F) | (data[p + 1] << 7)
-            p += 2
-        else:
-            b, p = uvarint(data, p)
-        rec_end = p + ((b >> 1) ^ -(b & 1))
-        if rec_end > end:
-            raise CorruptRecordError("record runs past the end of its batch")
-        b = data[p + 1]  # skip attributes: unused
-        if b < 0x80:
-            p += 2
-        elif data[p + 2] < 0x80:
-            b = (b & 0x7F) | (data[p + 2] << 7)
-            p += 3
-        else:
-            b, p = uvarint(data, p + 1)
-        timestamp = base_ts + ((b >> 1) ^ -(b & 1)) if log_append_ts is None else log_append_ts
-        b = data[p]
-        if b < 0x80:
-            p += 1
-        elif data[p + 1] < 0x80:
-            b = (b & 0x7F) | (data[p + 1] << 7)
-            p += 2
-        else:
-            b, p = uvarint(data, p)
+    uvarint = decode_uvarint
+    ts_type = CREATE_TIME if log_append_ts is None else LOG_APPEND_TIME
+    for _ in range(n):
+        b, p = uvarint(data, p)  # record length
+        rec_end = p + (b >> 1)
+        b, p = uvarint(data, p + 1)  # after the attributes byte: timestamp delta
+        ts = base_ts + ((b >> 1) ^ -(b & 1)) if log_append_ts is None else log_append_ts
+        b, p = uvarint(data, p)
         offset = base_offset + ((b >> 1) ^ -(b & 1))
-        b = data[p]
-        if b == 1:
-            key = None
-            p += 1
+        key, p = _nullable_bytes(data, p)
+        value, p = _nullable_bytes(data, p)
+        if data[p]:
+            headers, p = decode_header_tuple(data, p)
         else:
-            if b < 0x80:
-                p += 1
-            elif data[p + 1] < 0x80:
-                b = (b & 0x7F) | (data[p + 1] << 7)
-                p += 2
-            else:
-                b, p = uvarint(data, p)
-            if b & 1:
-                key = None  # any negative length means null, as in Java
-            else:
-                b = p + (b >> 1)
-                key = data[p:b]
-                p = b
-        b = data[p]
-        if b == 1:
-            value = None
+            headers = NO_HEADERS
             p += 1
-        else:
-            if b < 0x80:
-                p += 1
-            elif data[p + 1] < 0x80:
-                b = (b & 0x7F) | (data[p + 1] << 7)
-                p += 2
-            else:
-                b, p = uvarint(data, p)
-            if b & 1:
-                value = None
-            else:
-                b = p + (b >> 1)
-                value = data[p:b]
-                p = b
-        if data[p] == 0:
-            p += 1
-            headers = []
-        else:
-            headers, p = decode_headers(data, p)
         if p != rec_end:
-            raise CorruptRecordError(f"record fields end {p - rec_end:+} bytes from where its length says")
-        append(Record(offset, timestamp, key, value, headers))
+            raise ValueError(f"record at offset {offset} ends {p - rec_end:+} bytes from where its length says")
+        append(make((topic, partition, offset, ts, ts_type, key, value, headers, epoch)))
+    return out, p
+
+
+def _nullable_bytes(data: bytes, p: int) -> tuple[bytes | None, int]:
+    """A varint length then that many bytes; any negative length is null, as in Java."""
+    n, p = decode_uvarint(data, p)
+    if n & 1:
+        return None, p
+    end = p + (n >> 1)
+    return data[p:end], end
+
+
+# Bytes of the zig-zag varint of offset delta i, for i below each bound.
+_DELTA_SIZES = ((64, 1), (8192, 2), (1 << 20, 3), (1 << 27, 4), (1 << 31, 5))
+
+
+def decode_dense(data: bytes, p: int, i: int, stop: int, base_offset: int, base_ts: int,
+                 topic: str, partition: int, epoch: int | None, make: MakeRow = tuple) -> tuple[list, int]:
+    """The hot loop of the consumer: records ``i`` to ``stop`` of a batch whose offset
+    deltas run 0, 1, 2 ... (every batch a producer writes) with CreateTime timestamps.
+
+    The offset of record i is ``base_offset + i``, so its delta's bytes are skipped (one
+    byte below 64, two below 8192 ...). Record lengths are skipped too: a walk that goes
+    wrong anywhere cannot end exactly at the batch's end, which the caller checks. One-
+    and two-byte varints (nearly all of them) are decoded inline.
+    """
+    out: list = []
+    append = out.append
+    uvarint = decode_uvarint
+    for bound, delta_size in _DELTA_SIZES:
+        seg_stop = bound if bound < stop else stop
+        if i >= seg_stop:
+            continue
+        for i in range(i, seg_stop):
+            b = data[p]  # record length
+            if b < 0x80:
+                p += 1
+            elif data[p + 1] < 0x80:
+                p += 2
+            else:
+                _, p = uvarint(data, p)
+            t = data[p + 1]  # timestamp delta, after the attributes byte
+            if t < 0x80:
+                p += 2
+            else:
+                c = data[p + 2]
+                if c < 0x80:
+                    t = (t & 0x7F) | (c << 7)
+                    p += 3
+                else:
+                    t, p = uvarint(data, p + 1)
+            p += delta_size
+            # Key and value are decoded inline (no call per field): this loop is the consumer's hot path.
+            b = data[p]  # key length: 1 is -1, null
+            if b == 1:
+                key = None
+                p += 1
+            else:
+                if b < 0x80:
+                    p += 1
+                else:
+                    c = data[p + 1]
+                    if c < 0x80:
+                        b = (b & 0x7F) | (c << 7)
+                        p += 2
+                    else:
+                        b, p = uvarint(data, p)
+                if b & 1:
+                    key = None
+                else:
+                    b = p + (b >> 1)
+                    key = data[p:b]
+                    p = b
+            b = data[p]  # value length
+            if b >= 0x80:
+                c = data[p + 1]
+                if c < 0x80:
+                    b = (b & 0x7F) | (c << 7)
+                    p += 2
+                else:
+                    b, p = uvarint(data, p)
+                if b & 1:
+                    value = None
+                else:
+                    b = p + (b >> 1)
+                    value = data[p:b]
+                    p = b
+            elif b & 1:
+                value = None
+                p += 1
+            else:
+                b = p + 1 + (b >> 1)
+                value = data[p + 1:b]
+                p = b
+            if data[p]:
+                headers, p = decode_header_tuple(data, p)
+            else:
+                headers = NO_HEADERS
+                p += 1
+            append(make((topic, partition, base_offset + i, base_ts + ((t >> 1) ^ -(t & 1)), CREATE_TIME, key,
+                         value, headers, epoch)))
+        i = seg_stop
+        if i >= stop:
+            break
+    return out, p
+
+
+def decode_header_tuple(data: bytes, p: int) -> tuple[tuple[tuple[str, bytes | None], ...], int]:
+    headers, p = decode_headers(data, p)
+    return tuple(headers), p
+
+
+class RecordLocation:
+    """Where one record lies in a batch's records section, with what rewriting it needs
+    (the log cleaner keeps or drops records by key and re-bases their deltas)."""
+
+    __slots__ = ("start", "end", "attrs_pos", "fields_pos", "ts_delta", "offset_delta", "key", "null_value")
+
+    def __init__(self, start: int, end: int, attrs_pos: int, fields_pos: int, ts_delta: int, offset_delta: int,
+                 key: bytes | None, null_value: bool):
+        self.start, self.end, self.attrs_pos, self.fields_pos = start, end, attrs_pos, fields_pos
+        self.ts_delta, self.offset_delta, self.key, self.null_value = ts_delta, offset_delta, key, null_value
+
+
+def locate_records(data: bytes, count: int, last_offset_delta: int) -> list[RecordLocation]:
+    """The records of a (decompressed) records section, located; CorruptRecordError if malformed."""
+    out = []
+    p, end = 0, len(data)
+    try:
+        for _ in range(count):
+            start = p
+            length, p = decode_varint(data, p)
+            rec_end = p + length
+            if length < 0 or rec_end > end:
+                raise CorruptRecordError("record runs past the end of its batch")
+            attrs_pos = p
+            ts_delta, p = decode_varint(data, p + 1)
+            offset_delta, p = decode_varint(data, p)
+            if not 0 <= offset_delta <= last_offset_delta:
+                raise CorruptRecordError(f"record offset delta {offset_delta} outside the batch")
+            fields_pos = p
+            n, p = decode_varint(data, p)
+            key = data[p:p + n] if n >= 0 else None
+            p += max(n, 0)
+            n, p = decode_varint(data, p)
+            out.append(RecordLocation(start, rec_end, attrs_pos, fields_pos, ts_delta, offset_delta, key, n < 0))
+            p = rec_end
+    except (IndexError, ValueError) as e:
+        raise CorruptRecordError(f"malformed record: {e}") from None
     if p != end:
-        raise CorruptRecordError(f"{end - p} bytes left after the batch's {count} records")
+        raise CorruptRecordError(f"{end - p} bytes after its records")
     return out
 
 

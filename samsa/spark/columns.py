@@ -14,9 +14,10 @@ from typing import Sequence
 import numpy as np
 import pyarrow as pa
 
-from samsa.client.consumer_internals.records import FetchedBatch, decode_records
+from samsa.client.consumer_internals.records import ConsumerRecord, FetchedBatch
+from samsa.protocol.records import decode_records
 from samsa.protocol.errors import CorruptRecordError
-from samsa.protocol.records import decode_uvarint
+from samsa.protocol.varint import decode_uvarint
 from samsa.spark.schema import ARROW_HEADER, TS_MICROS, constant_string, to_arrow
 
 _INT32_MAX = 2**31 - 1
@@ -169,7 +170,7 @@ def _with_records(batches: Sequence[FetchedBatch], topic: str, partition: int, s
     records = []
     for b in batches:
         decoded, p = decode_records(b.data, b.start, b.count, b.base_offset, b.base_timestamp, b.log_append_time,
-                                    topic, partition, b.leader_epoch)
+                                    topic, partition, b.leader_epoch, ConsumerRecord._make)
         if p != b.end:
             raise ValueError(f"the records of the batch at offset {b.base_offset} end {p - b.end:+} bytes from it")
         records += [r for r in decoded if start <= r.offset < end]

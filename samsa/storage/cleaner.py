@@ -74,43 +74,32 @@ from samsa.protocol.batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC,
+    DELETE_HORIZON_BIT,
+    HEADER_STRUCT,
     BatchHeader,
     compute_crc,
     read_header,
 )
 from samsa.protocol.errors import CorruptRecordError, KafkaStorageError
-from samsa.protocol.records import decode_varint, encode_varint
+from samsa.protocol.records import RecordLocation, locate_records
+from samsa.protocol.varint import encode_varint
 from samsa.storage.config import LogConfig
-from samsa.storage.files import (
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    fsync_dir,
-    parse_offset_name,
-    pwrite_all,
-    segment_file,
-)
+from samsa.storage.files import (CLEANED_SUFFIX, CLEANER_OFFSET_CHECKPOINT, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
+                                 TIME_INDEX_SUFFIX, fsync_dir, pwrite_all, segment_file)
 from samsa.storage.index import IndexCorruptError, OffsetIndex, TimeIndex
-from samsa.storage.segment import INT32_MAX, LogSegment
+from samsa.storage.segment import INT32_MAX, LogSegment, scan_batches
 
 if TYPE_CHECKING:
     from samsa.storage.log import PartitionLog
 
 log = logging.getLogger(__name__)
 
-DELETE_HORIZON_BIT = 0x40  # KIP-534: baseTimestamp holds the batch's delete horizon
-CLEANED_SUFFIX = ".cleaned"
-SWAP_SUFFIX = ".swap"
-CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"  # per log directory, as in Kafka
 LONG_MAX = 0x7FFFFFFFFFFFFFFF
 DEFAULT_MAX_MAP_ENTRIES = 2_000_000
-READ_CHUNK = 1 << 20
 WRITE_CHUNK = 1 << 20
 _MAX_RAW_KEY = 32  # longer keys are hashed in the offset map
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")  # batch.BatchHeader's layout
 _CRC = struct.Struct(">I")
-_MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 
 
 class CleanerAbortedError(Exception):
@@ -140,86 +129,22 @@ class CleanResult:
 
 
 def _read_batches(fd: int, size: int) -> Iterator[tuple[int, BatchHeader, bytes, int]]:
-    """``(position, header, buf, offset_in_buf)`` of every batch of a segment file that
-    must hold whole v2 batches only; CorruptRecordError otherwise."""
-    pos = 0
-    while pos < size:
-        chunk = os.pread(fd, min(READ_CHUNK, size - pos), pos)
-        n = len(chunk)
-        if n < HEADER_SIZE:
-            raise CorruptRecordError(f"segment ends inside a batch header at position {pos}")
-        off = 0
-        while off + HEADER_SIZE <= n:
-            h = read_header(chunk, off)
-            if h.batch_length < _MIN_BATCH_LENGTH or h.magic != MAGIC or h.last_offset_delta < 0:
-                raise CorruptRecordError(f"invalid batch at position {pos + off}")
-            if off + h.size > n:
-                break
-            yield pos + off, h, chunk, off
-            off += h.size
-        if off == 0:  # one batch bigger than the chunk
-            h = read_header(chunk, 0)
-            data = os.pread(fd, h.size, pos)
-            if len(data) < h.size:
-                raise CorruptRecordError(f"batch at position {pos} is cut short")
-            yield pos, h, data, 0
-            off = h.size
-        pos += off
+    """Every batch of a segment file that must hold whole v2 batches only; CorruptRecordError otherwise."""
+    return scan_batches(fd, 0, size, strict=True)
 
 
-class _RawRecord:
-    __slots__ = ("start", "end", "attrs_pos", "fields_pos", "ts_delta", "offset_delta", "key", "null_value")
-
-    def __init__(self, start, end, attrs_pos, fields_pos, ts_delta, offset_delta, key, null_value):
-        self.start = start
-        self.end = end
-        self.attrs_pos = attrs_pos
-        self.fields_pos = fields_pos
-        self.ts_delta = ts_delta
-        self.offset_delta = offset_delta
-        self.key = key
-        self.null_value = null_value
-
-
-def _batch_records(h: BatchHeader, buf, off: int) -> tuple[bytes, list[_RawRecord]]:
-    """The records section of the batch (decompressed) and where each record lies in
-    it, with what the cleaner needs: deltas, key, whether the value is null."""
+def _batch_records(h: BatchHeader, buf, off: int) -> tuple[bytes, list[RecordLocation]]:
+    """The records section of the batch (decompressed) and where each record lies in it."""
     if compute_crc(buf, off, h.size) != h.crc:
         raise CorruptRecordError(f"batch at offset {h.base_offset}: CRC32C mismatch")
     section = memoryview(buf)[off + HEADER_SIZE:off + h.size]
     codec = h.attributes & COMPRESSION_MASK
     data = _compression.decompress(codec, section) if codec else bytes(section)
     section.release()
-    out = []
-    p, end = 0, len(data)
-    lod = h.last_offset_delta
     try:
-        for _ in range(h.record_count):
-            start = p
-            length, p = decode_varint(data, p)
-            rec_end = p + length
-            if length < 0 or rec_end > end:
-                raise CorruptRecordError("record runs past the end of its batch")
-            attrs_pos = p
-            ts_delta, p = decode_varint(data, p + 1)
-            offset_delta, p = decode_varint(data, p)
-            if not 0 <= offset_delta <= lod:
-                raise CorruptRecordError(f"record offset delta {offset_delta} outside the batch")
-            fields_pos = p
-            n, p = decode_varint(data, p)
-            if n >= 0:
-                key = data[p:p + n]
-                p += n
-            else:
-                key = None
-            n, p = decode_varint(data, p)
-            out.append(_RawRecord(start, rec_end, attrs_pos, fields_pos, ts_delta, offset_delta, key, n < 0))
-            p = rec_end
-    except (IndexError, ValueError) as e:
-        raise CorruptRecordError(f"malformed record in batch at offset {h.base_offset}: {e}") from None
-    if p != end:
-        raise CorruptRecordError(f"batch at offset {h.base_offset}: {end - p} bytes after its records")
-    return data, out
+        return data, locate_records(data, h.record_count, h.last_offset_delta)
+    except CorruptRecordError as e:
+        raise CorruptRecordError(f"batch at offset {h.base_offset}: {e}") from None
 
 
 def _map_key(key: bytes) -> bytes:
@@ -236,7 +161,7 @@ def _encode_batch(
     records section, already compressed if ``attributes`` says so)."""
     out = bytearray(HEADER_SIZE)
     out += payload
-    _HEADER.pack_into(
+    HEADER_STRUCT.pack_into(
         out, 0, h.base_offset, len(out) - LOG_OVERHEAD, h.partition_leader_epoch, MAGIC, 0, attributes,
         h.last_offset_delta, base_timestamp, max_timestamp, h.producer_id, h.producer_epoch,
         h.base_sequence, count,
@@ -404,56 +329,6 @@ class _CleanedSegment:
 
 
 # ---------------------------------------------------------------------------- recovery
-
-
-def _swap_end(path: Path, base: int) -> int | None:
-    """One past the last offset of a ``.log.swap`` file (``base + 1`` if empty), or None
-    if it is not wholly made of valid batches (then it was never a finished swap)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        size = os.fstat(fd).st_size
-        end = base + 1
-        prev = base - 1
-        for _, h, buf, off in _read_batches(fd, size):
-            if h.base_offset <= prev or h.base_offset < base or compute_crc(buf, off, h.size) != h.crc:
-                return None
-            prev = h.last_offset
-            end = h.last_offset + 1
-        return end
-    except CorruptRecordError:
-        return None
-    finally:
-        os.close(fd)
-
-
-def complete_swaps(dir: Path) -> None:
-    """Finish the swaps a crash interrupted (called when a log is opened, before its
-    directory is listed): each valid ``<base>.log.swap`` replaces the segments whose base
-    offsets lie in its offset range and becomes ``<base>.log``, its indexes left to be
-    rebuilt. An invalid one is deleted. Other ``.cleaned``/``.swap`` files are left for
-    the caller to delete."""
-    suffix = LOG_SUFFIX + SWAP_SUFFIX
-    swaps = sorted(off for name in os.listdir(dir) if (off := parse_offset_name(name, suffix)) is not None)
-    for base in swaps:
-        path = segment_file(dir, base, suffix)
-        end = _swap_end(path, base)
-        if end is None:
-            log.warning("%s: deleting %s, which is not a complete cleaned segment", dir, path.name)
-            path.unlink(missing_ok=True)
-            continue
-        log.info("%s: completing the swap of cleaned segment %s (offsets %d..%d)", dir, path.name, base, end - 1)
-        for name in os.listdir(dir):
-            off = parse_offset_name(name, LOG_SUFFIX)
-            if off is not None and base <= off < end:
-                for s in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                    segment_file(dir, off, s).unlink(missing_ok=True)
-        for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-            segment_file(dir, base, s).unlink(missing_ok=True)  # rebuilt from the log
-        os.replace(path, segment_file(dir, base, LOG_SUFFIX))
-        fsync_dir(dir)
 
 
 # ---------------------------------------------------------------------------- cleaner

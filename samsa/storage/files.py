@@ -10,8 +10,13 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 SNAPSHOT_SUFFIX = ".snapshot"
+TXN_INDEX_SUFFIX = ".txnindex"
+DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"  # a cleaned segment being written (storage/cleaner.py)
+SWAP_SUFFIX = ".swap"  # a cleaned segment ready to replace the old ones (storage/swap.py)
+TMP_SUFFIX = ".tmp"
 # Left behind by an interrupted operation (Kafka's own suffixes); removed when loading.
-TEMP_SUFFIXES = (".deleted", ".cleaned", ".swap", ".tmp")
+TEMP_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX, TMP_SUFFIX)
 
 DELETE_DIR_SUFFIX = "-delete"
 FUTURE_DIR_SUFFIX = "-future"
@@ -23,6 +28,7 @@ RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 
 _TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 _OFFSET_RE = re.compile(r"^[0-9]{20}$")

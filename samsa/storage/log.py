@@ -26,7 +26,6 @@ from samsa.protocol.batch import (
     set_partition_leader_epoch,
 )
 from samsa.protocol.errors import CorruptRecordError, KafkaStorageError, OffsetOutOfRangeError
-from samsa.storage.cleaner import complete_swaps
 from samsa.storage.config import LogConfig
 from samsa.storage.files import (
     DELETE_DIR_SUFFIX,
@@ -42,6 +41,7 @@ from samsa.storage.leader_epoch import LeaderEpochCache
 from samsa.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
 from samsa.storage.segment import INT32_MAX, LogSegment
 from samsa.storage.segment import now_ms as wall_ms
+from samsa.storage.swap import complete_swaps
 
 log = logging.getLogger(__name__)
 

@@ -15,15 +15,15 @@ from array import array
 from pathlib import Path
 from typing import Iterator
 
-from samsa.protocol.batch import HEADER_SIZE, LOG_OVERHEAD, MAGIC, BatchHeader, compute_crc, read_header
-from samsa.protocol.errors import KafkaStorageError
+from samsa.protocol.batch import (HEADER_SIZE, LOG_OVERHEAD, MAGIC, MIN_BATCH_LENGTH, BatchHeader, batch_problem,
+                                  compute_crc, iter_headers, read_header)
+from samsa.protocol.errors import CorruptRecordError, KafkaStorageError
 from samsa.storage.config import LogConfig
 from samsa.storage.files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, pwrite_all, segment_file
 from samsa.storage.index import IndexCorruptError, OffsetIndex, TimeIndex
 
 log = logging.getLogger(__name__)
 
-MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 INT32_MAX = 0x7FFFFFFF
 # base_offset int64, batch_length int32, (epoch, magic, crc, attributes), last_offset_delta int32
 _PEEK = struct.Struct(">qi11xi")
@@ -35,6 +35,36 @@ SCAN_CHUNK = 1 << 20  # read while scanning a whole segment
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def scan_batches(fd: int, start: int, end: int, *, with_data: bool = True,
+                 strict: bool = False) -> Iterator[tuple[int, BatchHeader, bytes | None, int]]:
+    """``(position, header, buf, offset_in_buf)`` of each whole v2 batch of a segment file in
+    [start, end), read in big chunks: the one scanner of segment files (recovery, reads,
+    the cleaner, dump-log). ``buf`` holds the batch at ``offset_in_buf`` (None for a batch
+    larger than a chunk when ``with_data`` is off). At a torn or impossible batch it stops
+    silently, or with ``strict`` raises CorruptRecordError."""
+    pos = start
+    while pos < end:
+        chunk = os.pread(fd, min(SCAN_CHUNK, end - pos), pos)
+        off = 0
+        for at, h in iter_headers(chunk, 0, len(chunk)):
+            yield pos + at, h, chunk, at
+            off = at + h.size
+        if off == 0:  # the batch at pos is larger than a chunk, or not a whole batch at all
+            problem = batch_problem(chunk, 0, end - pos) if len(chunk) >= HEADER_SIZE else "torn batch header"
+            if problem is None:
+                h = read_header(chunk, 0)
+                data = os.pread(fd, h.size, pos) if with_data else None
+                if data is None or len(data) == h.size:
+                    yield pos, h, data, 0
+                    pos += h.size
+                    continue
+                problem = "the file ends inside a record batch"
+            if strict:
+                raise CorruptRecordError(f"{problem} at position {pos}")
+            return
+        pos += off
 
 
 class LogSegment:
@@ -185,39 +215,8 @@ class LogSegment:
         return cut
 
     def _scan(self, start: int, end: int, with_data: bool) -> Iterator[tuple[int, BatchHeader, bytes | None, int]]:
-        """Yield ``(position, header, buf, offset_in_buf)`` of each whole batch in
-        [start, end), reading big chunks; ``buf`` holds the batch when ``with_data``.
-        Stops silently at a batch that is cut short or has an impossible length."""
-        fd = self.fd
-        pos = start
-        while pos + HEADER_SIZE <= end:
-            chunk = os.pread(fd, min(SCAN_CHUNK, end - pos), pos)
-            n = len(chunk)
-            off = 0
-            while off + HEADER_SIZE <= n:
-                h = read_header(chunk, off)
-                if h.batch_length < MIN_BATCH_LENGTH:
-                    return
-                size = h.batch_length + LOG_OVERHEAD
-                if off + size > n:
-                    break
-                yield pos + off, h, chunk, off
-                off += size
-            if off == 0:  # a batch larger than the chunk, or a cut tail
-                if n < HEADER_SIZE:
-                    return
-                h = read_header(chunk, 0)
-                if h.batch_length < MIN_BATCH_LENGTH or pos + h.size > end:
-                    return
-                if with_data:
-                    data = os.pread(fd, h.size, pos)
-                    if len(data) < h.size:
-                        return
-                    yield pos, h, data, 0
-                else:
-                    yield pos, h, None, 0
-                off = h.size
-            pos += off
+        """The whole batches in [start, end); stops silently at a torn or impossible one."""
+        return scan_batches(self.fd, start, end, with_data=with_data)
 
     def iter_headers(self, from_offset: int) -> Iterator[BatchHeader]:
         """Headers of the batches holding offsets >= ``from_offset``."""

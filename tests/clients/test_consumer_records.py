@@ -11,7 +11,8 @@ from samsa.client.consumer_internals.records import (CREATE_TIME, LOG_APPEND_TIM
                                                      RecordDeserializationError)
 from samsa.client.types import TopicPartition
 from samsa.protocol.errors import CorruptRecordError
-from samsa.protocol.records import build_batch, encode_varint
+from samsa.protocol.records import build_batch
+from samsa.protocol.varint import encode_varint
 from samsa.serialization import IntegerDeserializer, StringDeserializer
 
 TP = TopicPartition("t", 3)

@@ -13,20 +13,9 @@ from crc32c import crc32c
 from samsa.protocol import batch
 from samsa.protocol import compression as comp
 from samsa.protocol.errors import CorruptRecordError
-from samsa.protocol.records import (
-    BatchBuilder,
-    Record,
-    build_batch,
-    decode_batch,
-    decode_uvarint,
-    decode_varint,
-    encode_uvarint,
-    encode_varint,
-    estimate_record_size,
-    iter_batches,
-    iter_records,
-    varint_size,
-)
+from samsa.protocol.records import (BatchBuilder, Record, build_batch, decode_batch, estimate_record_size,
+                                    iter_batches, iter_records)
+from samsa.protocol.varint import decode_uvarint, decode_varint, encode_uvarint, encode_varint, varint_size
 
 CODECS = [comp.NONE, comp.GZIP, comp.SNAPPY, comp.LZ4, comp.ZSTD]
 INT32 = (-(1 << 31), (1 << 31) - 1)

@@ -10,12 +10,9 @@ import pytest
 from samsa.protocol.batch import iter_headers, validate
 from samsa.protocol.records import build_batch, decode_batch, iter_batches, iter_records
 from samsa.storage import LogConfig, LogManager, PartitionLog
-from samsa.storage.cleaner import (
-    CLEANER_OFFSET_CHECKPOINT,
-    DELETE_HORIZON_BIT,
-    Cleaner,
-    _CleanedSegment,
-)
+from samsa.protocol.batch import DELETE_HORIZON_BIT
+from samsa.storage.cleaner import Cleaner, _CleanedSegment
+from samsa.storage.files import CLEANER_OFFSET_CHECKPOINT
 
 T0 = 1_700_000_000_000
 DAY = 86_400_000

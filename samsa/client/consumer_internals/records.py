@@ -16,17 +16,14 @@ from crc32c import crc32c
 
 from samsa.client.types import TopicPartition
 from samsa.protocol import compression
-from samsa.protocol.batch import COMPRESSION_MASK, CONTROL_BIT, CRC_START, HEADER_SIZE, LOG_OVERHEAD, \
-    TIMESTAMP_TYPE_BIT, TRANSACTIONAL_BIT
+from samsa.protocol.batch import (COMPRESSION_MASK, CONTROL_BIT, CRC_START, HEADER_SIZE, HEADER_STRUCT, LOG_OVERHEAD,
+                                  TIMESTAMP_TYPE_BIT, TRANSACTIONAL_BIT)
 from samsa.protocol.errors import CorruptRecordError
-from samsa.protocol.records import decode_headers, decode_uvarint
-
-# Java's TimestampType ids.
-NO_TIMESTAMP_TYPE, CREATE_TIME, LOG_APPEND_TIME = -1, 0, 1
+from samsa.protocol.records import (CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP_TYPE, decode_dense,
+                                    decode_records)
 TIMESTAMP_TYPE_NAMES = {NO_TIMESTAMP_TYPE: "NoTimestampType", CREATE_TIME: "CreateTime",
                         LOG_APPEND_TIME: "LogAppendTime"}
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
 _CONTROL_KEY = struct.Struct(">hh")
 ABORT_MARKER = 0
 
@@ -48,7 +45,6 @@ class ConsumerRecord(NamedTuple):
 
 
 _make_record = partial(tuple.__new__, ConsumerRecord)
-NO_HEADERS: tuple = ()  # shared: a record without headers allocates nothing for them
 
 
 class OffsetAndMetadata(NamedTuple):
@@ -133,7 +129,7 @@ class CompletedFetch:
         batches = []
         pos, end = 0, len(data)
         next_offset = fetch_offset
-        unpack = _HEADER.unpack_from
+        unpack = HEADER_STRUCT.unpack_from
         while pos + HEADER_SIZE <= end:
             h = unpack(data, pos)
             size = h[1] + LOG_OVERHEAD
@@ -221,10 +217,10 @@ class CompletedFetch:
         try:
             if cur.dense:
                 records, p = decode_dense(cur.data, cur.p, cur.i, stop, cur.base_offset, cur.base_ts, tp.topic,
-                                          tp.partition, cur.epoch)
+                                          tp.partition, cur.epoch, _make_record)
             else:
                 records, p = decode_records(cur.data, cur.p, stop - cur.i, cur.base_offset, cur.base_ts,
-                                            cur.log_append_ts, tp.topic, tp.partition, cur.epoch)
+                                            cur.log_append_ts, tp.topic, tp.partition, cur.epoch, _make_record)
         except (IndexError, ValueError, CorruptRecordError) as e:
             self._cur = None
             raise CorruptRecordError(f"Malformed record in the batch at offset {cur.base_offset} of {tp}: {e}") from None
@@ -268,148 +264,8 @@ class CompletedFetch:
 
     def _is_abort_marker(self, pos: int, h: tuple) -> bool:
         try:
-            records, _ = decode_records(self.data, pos + HEADER_SIZE, 1, h[0], h[7], None, "", 0, None)
+            records, _ = decode_records(self.data, pos + HEADER_SIZE, 1, h[0], h[7], None, "", 0, None, _make_record)
         except (IndexError, ValueError):
             return False
         key = records[0].key if records else None
         return key is not None and len(key) >= 4 and _CONTROL_KEY.unpack_from(key)[1] == ABORT_MARKER
-
-
-def decode_records(data: bytes, p: int, n: int, base_offset: int, base_ts: int, log_append_ts: int | None,
-                   topic: str, partition: int, epoch: int | None) -> tuple[list[ConsumerRecord], int]:
-    """``n`` records of a batch from ``p``, any layout: (records, position after them)."""
-    out: list[ConsumerRecord] = []
-    append = out.append
-    make = _make_record
-    uvarint = decode_uvarint
-    ts_type = CREATE_TIME if log_append_ts is None else LOG_APPEND_TIME
-    for _ in range(n):
-        b, p = uvarint(data, p)  # record length
-        rec_end = p + (b >> 1)
-        b, p = uvarint(data, p + 1)  # after the attributes byte: timestamp delta
-        ts = base_ts + ((b >> 1) ^ -(b & 1)) if log_append_ts is None else log_append_ts
-        b, p = uvarint(data, p)
-        offset = base_offset + ((b >> 1) ^ -(b & 1))
-        b, p = uvarint(data, p)
-        if b & 1:
-            key = None  # any negative length means null, as in Java
-        else:
-            b = p + (b >> 1)
-            key = data[p:b]
-            p = b
-        b, p = uvarint(data, p)
-        if b & 1:
-            value = None
-        else:
-            b = p + (b >> 1)
-            value = data[p:b]
-            p = b
-        if data[p]:
-            headers, p = _decode_headers(data, p)
-        else:
-            headers = NO_HEADERS
-            p += 1
-        if p != rec_end:
-            raise ValueError(f"record at offset {offset} ends {p - rec_end:+} bytes from where its length says")
-        append(make((topic, partition, offset, ts, ts_type, key, value, headers, epoch)))
-    return out, p
-
-
-# Bytes of the zig-zag varint of offset delta i, for i below each bound.
-_DELTA_SIZES = ((64, 1), (8192, 2), (1 << 20, 3), (1 << 27, 4), (1 << 31, 5))
-
-
-def decode_dense(data: bytes, p: int, i: int, stop: int, base_offset: int, base_ts: int,
-                 topic: str, partition: int, epoch: int | None) -> tuple[list[ConsumerRecord], int]:
-    """The hot loop of the consumer: records ``i`` to ``stop`` of a batch whose offset
-    deltas run 0, 1, 2 ... (every batch a producer writes) with CreateTime timestamps.
-
-    The offset of record i is ``base_offset + i``, so its delta's bytes are skipped (one
-    byte below 64, two below 8192 ...). Record lengths are skipped too: a walk that goes
-    wrong anywhere cannot end exactly at the batch's end, which the caller checks. One-
-    and two-byte varints (nearly all of them) are decoded inline.
-    """
-    out: list[ConsumerRecord] = []
-    append = out.append
-    make = _make_record
-    uvarint = decode_uvarint
-    for bound, delta_size in _DELTA_SIZES:
-        seg_stop = bound if bound < stop else stop
-        if i >= seg_stop:
-            continue
-        for i in range(i, seg_stop):
-            b = data[p]  # record length
-            if b < 0x80:
-                p += 1
-            elif data[p + 1] < 0x80:
-                p += 2
-            else:
-                _, p = uvarint(data, p)
-            t = data[p + 1]  # timestamp delta, after the attributes byte
-            if t < 0x80:
-                p += 2
-            else:
-                c = data[p + 2]
-                if c < 0x80:
-                    t = (t & 0x7F) | (c << 7)
-                    p += 3
-                else:
-                    t, p = uvarint(data, p + 1)
-            p += delta_size
-            b = data[p]  # key length: 1 is -1, null
-            if b == 1:
-                key = None
-                p += 1
-            else:
-                if b < 0x80:
-                    p += 1
-                else:
-                    c = data[p + 1]
-                    if c < 0x80:
-                        b = (b & 0x7F) | (c << 7)
-                        p += 2
-                    else:
-                        b, p = uvarint(data, p)
-                if b & 1:
-                    key = None
-                else:
-                    b = p + (b >> 1)
-                    key = data[p:b]
-                    p = b
-            b = data[p]  # value length
-            if b >= 0x80:
-                c = data[p + 1]
-                if c < 0x80:
-                    b = (b & 0x7F) | (c << 7)
-                    p += 2
-                else:
-                    b, p = uvarint(data, p)
-                if b & 1:
-                    value = None
-                else:
-                    b = p + (b >> 1)
-                    value = data[p:b]
-                    p = b
-            elif b & 1:
-                value = None
-                p += 1
-            else:
-                b = p + 1 + (b >> 1)
-                value = data[p + 1:b]
-                p = b
-            if data[p]:
-                headers, p = _decode_headers(data, p)
-            else:
-                headers = NO_HEADERS
-                p += 1
-            append(make((topic, partition, base_offset + i, base_ts + ((t >> 1) ^ -(t & 1)), CREATE_TIME, key,
-                         value, headers, epoch)))
-        i = seg_stop
-        if i >= stop:
-            break
-    return out, p
-
-
-def _decode_headers(data: bytes, p: int) -> tuple[tuple[tuple[str, bytes | None], ...], int]:
-    headers, p = decode_headers(data, p)
-    return tuple(headers), p
