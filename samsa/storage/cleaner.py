@@ -85,8 +85,8 @@ from samsa.protocol.records import RecordLocation, locate_records
 from samsa.protocol.varint import encode_varint
 from samsa.storage.config import LogConfig
 from samsa.storage.files import (CLEANED_SUFFIX, CLEANER_OFFSET_CHECKPOINT, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
-                                 TIME_INDEX_SUFFIX, fsync_dir, pwrite_all, segment_file)
-from samsa.storage.index import IndexCorruptError, OffsetIndex, TimeIndex
+                                 TIME_INDEX_SUFFIX, fsync_dir, segment_file)
+from samsa.storage.index import IndexCorruptError, TimeIndex
 from samsa.storage.segment import INT32_MAX, LogSegment, scan_batches
 
 if TYPE_CHECKING:
@@ -262,62 +262,43 @@ def _clean_batch(h: BatchHeader, buf, off: int, ctx: _Context) -> bytes | memory
 
 
 class _CleanedSegment:
-    """``<base>.log.cleaned`` and its two indexes, written like an active segment."""
+    """``<base>.log.cleaned`` and its two indexes: a LogSegment of the ``.cleaned`` kind,
+    written in big chunks."""
 
     def __init__(self, dir: Path, base_offset: int, config: LogConfig):
         self.dir = dir
         self.base_offset = base_offset
-        self.path = segment_file(dir, base_offset, LOG_SUFFIX + CLEANED_SUFFIX)
-        self.index_path = segment_file(dir, base_offset, INDEX_SUFFIX + CLEANED_SUFFIX)
-        self.time_index_path = segment_file(dir, base_offset, TIME_INDEX_SUFFIX + CLEANED_SUFFIX)
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-        self.offset_index = OffsetIndex(self.index_path, base_offset, config.segment_index_bytes, new=True)
-        self.time_index = TimeIndex(self.time_index_path, base_offset, config.segment_index_bytes, new=True)
-        self.interval = config.index_interval_bytes
+        self.segment = LogSegment.create(dir, base_offset, config, kind=CLEANED_SUFFIX)
+        self.path = self.segment.path
+        self.index_path = self.segment.offset_index.path
+        self.time_index_path = self.segment.time_index.path
         self.size = 0
-        self.since_index = 0
-        self.max_timestamp = -1
-        self.offset_of_max_timestamp = base_offset
         self._pending = bytearray()
-        self._pending_pos = 0
+        self._metas: list[tuple[int, int, int, int]] = []  # (position in pending, size, last offset, max ts)
         self.committed = False  # renamed to .swap: from then on it must not be deleted
 
     def append(self, batch, h_last_offset: int, max_timestamp: int) -> None:
-        if max_timestamp > self.max_timestamp:
-            self.max_timestamp, self.offset_of_max_timestamp = max_timestamp, h_last_offset
-        if self.since_index > self.interval:
-            self.offset_index.append(h_last_offset, self.size)
-            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-            self.since_index = 0
         n = len(batch)
-        self.since_index += n
-        self.size += n
+        self._metas.append((len(self._pending), n, h_last_offset, max_timestamp))
         self._pending += batch
+        self.size += n
         if len(self._pending) >= WRITE_CHUNK:
             self._write_pending()
 
     def _write_pending(self) -> None:
         if self._pending:
-            pwrite_all(self.fd, self._pending, self._pending_pos)
-            self._pending_pos += len(self._pending)
-            self._pending = bytearray()
+            self.segment.append(self._pending, self._metas)
+            self._pending, self._metas = bytearray(), []
 
     def finish(self, mtime_ns: int | None) -> None:
         """Write everything and fsync (data, then the indexes)."""
         self._write_pending()
-        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-        os.fsync(self.fd)
-        os.close(self.fd)
-        self.fd = -1
-        self.offset_index.flush(fsync=True)
-        self.time_index.flush(fsync=True)
+        self.segment.close()
         if mtime_ns is not None:
             os.utime(self.path, ns=(mtime_ns, mtime_ns))  # retention falls back to mtime
 
     def discard(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        self.segment.close_handle()
         if self.committed:
             return
         for path in (self.path, self.index_path, self.time_index_path, self.swap_path):

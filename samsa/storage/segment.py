@@ -75,16 +75,20 @@ class LogSegment:
     __slots__ = (
         "dir", "base_offset", "fd", "size", "offset_index", "time_index", "index_interval_bytes",
         "next_offset", "max_timestamp", "offset_of_max_timestamp", "rolling_base_timestamp",
-        "created_ms", "bytes_since_index", "dirty",
+        "created_ms", "bytes_since_index", "dirty", "kind",
     )
 
-    def __init__(self, dir: Path, base_offset: int, fd: int, size: int, config: LogConfig, *, new: bool):
+    def __init__(self, dir: Path, base_offset: int, fd: int, size: int, config: LogConfig, *, new: bool,
+                 kind: str = ""):
         self.dir = dir
         self.base_offset = base_offset
         self.fd = fd
         self.size = size
-        self.offset_index = OffsetIndex(segment_file(dir, base_offset, INDEX_SUFFIX), base_offset, config.segment_index_bytes, new=new)
-        self.time_index = TimeIndex(segment_file(dir, base_offset, TIME_INDEX_SUFFIX), base_offset, config.segment_index_bytes, new=new)
+        self.kind = kind  # "" for a segment of the log; ".cleaned" for one the cleaner is writing
+        self.offset_index = OffsetIndex(segment_file(dir, base_offset, INDEX_SUFFIX + kind), base_offset,
+                                        config.segment_index_bytes, new=new)
+        self.time_index = TimeIndex(segment_file(dir, base_offset, TIME_INDEX_SUFFIX + kind), base_offset,
+                                    config.segment_index_bytes, new=new)
         self.index_interval_bytes = config.index_interval_bytes
         self.next_offset = base_offset
         self.max_timestamp = -1
@@ -98,14 +102,15 @@ class LogSegment:
 
     @property
     def path(self) -> Path:
-        return segment_file(self.dir, self.base_offset, LOG_SUFFIX)
+        return segment_file(self.dir, self.base_offset, LOG_SUFFIX + self.kind)
 
     # ------------------------------------------------------------------ open / create
 
     @classmethod
-    def create(cls, dir: Path, base_offset: int, config: LogConfig, created_ms: int | None = None) -> LogSegment:
-        fd = os.open(segment_file(dir, base_offset, LOG_SUFFIX), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-        seg = cls(dir, base_offset, fd, 0, config, new=True)
+    def create(cls, dir: Path, base_offset: int, config: LogConfig, created_ms: int | None = None, *,
+               kind: str = "") -> LogSegment:
+        fd = os.open(segment_file(dir, base_offset, LOG_SUFFIX + kind), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        seg = cls(dir, base_offset, fd, 0, config, new=True, kind=kind)
         if created_ms is not None:
             seg.created_ms = created_ms
         return seg
