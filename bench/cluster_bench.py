@@ -25,6 +25,7 @@ from confluent_kafka import Producer  # noqa: E402
 
 from cluster_harness import SESSION_TIMEOUT_MS, Cluster  # noqa: E402
 from samsa.client.types import NewTopic  # noqa: E402
+from waiting import wait_until  # noqa: E402
 
 
 def throughput(bootstrap: str, topic: str, acks: str, n: int) -> float:
@@ -75,7 +76,7 @@ def failover(cluster: Cluster, topic: str, graceful: bool) -> float:
     p.flush(60)
     elapsed = done[0] - t0 if done else float("nan")
     cluster.brokers[leader].start()
-    cluster.wait_for(lambda: len(cluster.partition(topic, 0)[2]) == 3, "ISR back", 60)
+    wait_until(lambda: len(cluster.partition(topic, 0)[2]) == 3, "ISR back", 60)
     return elapsed
 
 
@@ -89,7 +90,7 @@ def run_once(records: int, rate: int) -> dict[str, float]:
                 admin.create_topics([NewTopic("bench", 3, 3), NewTopic("fail", 1, 3)])
             for t, n in (("bench", 3), ("fail", 1)):
                 for i in range(n):
-                    cluster.wait_for(lambda t=t, i=i: len(cluster.partition(t, i)[2]) == 3, "ISR", 30)
+                    wait_until(lambda t=t, i=i: len(cluster.partition(t, i)[2]) == 3, "ISR", 30)
             out["produce acks=1, RF 3 (records/s)"] = throughput(cluster.bootstrap, "bench", "1", records)
             out["produce acks=all, RF 3 (records/s)"] = throughput(cluster.bootstrap, "bench", "all", records)
             p50, p99 = latency(cluster.bootstrap, "bench", rate, 10)

@@ -37,7 +37,6 @@ import socket
 import stat
 import struct
 import sys
-from collections import deque
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 

@@ -15,6 +15,7 @@ from confluent_kafka import Producer
 
 from cli_tools import one_error_line, samsa
 from samsa.client.types import NewTopic
+from waiting import wait_until
 
 
 def produce(broker, topic: str, values: list[bytes], partition: int | None = None, **kw) -> None:
@@ -82,18 +83,15 @@ def test_default_is_the_end_live_tail_two_terminals(broker, topics):
     reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
     reader.start()
     try:
-        deadline = time.time() + 30
-        n = 0
-        while not lines and time.time() < deadline:  # until the consumer has its position, lines may be missed
-            produce(broker, "tail", [b"live-%d" % n])
-            n += 1
-            time.sleep(0.3)
+        probes = iter(range(1000))
+
+        def probe_seen() -> bool:  # until the consumer has its position, a probe may be missed: send another
+            produce(broker, "tail", [b"live-%d" % next(probes)])
+            return bool(lines) or proc.poll() is not None
+        wait_until(probe_seen, "the consumer to print a probe", 30, interval=0.3)
         assert lines, proc.stderr.read() if proc.poll() is not None else "no output"
         produce(broker, "tail", [b"hello from terminal 2"])
-        deadline = time.time() + 10
-        while "hello from terminal 2\n" not in lines and time.time() < deadline:
-            time.sleep(0.05)
-        assert "hello from terminal 2\n" in lines
+        wait_until(lambda: "hello from terminal 2\n" in lines, "the live line", 10)
         assert not any(line.startswith("old-") for line in lines)  # it started at the end
     finally:
         proc.send_signal(signal.SIGINT)
@@ -141,14 +139,12 @@ def wait_for_members(broker, group: str, n: int, timeout: float = 30) -> None:
     """Until the group is stable with ``n`` members holding partitions (asked with confluent-kafka)."""
     from confluent_kafka.admin import AdminClient
     admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
-    deadline = time.time() + timeout
-    while time.time() < deadline:
+
+    def stable() -> bool:
         desc = admin.describe_consumer_groups([group])[group].result(10)
-        if str(desc.state).endswith("STABLE") and len(desc.members) == n and \
-                all(m.assignment.topic_partitions for m in desc.members):
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"group {group} did not get {n} members")
+        return str(desc.state).endswith("STABLE") and len(desc.members) == n and \
+            all(m.assignment.topic_partitions for m in desc.members)
+    wait_until(stable, f"group {group} Stable with {n} members", timeout, interval=0.2)
 
 
 def test_deserializers_and_isolation_level(broker, topics):

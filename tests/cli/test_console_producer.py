@@ -87,13 +87,14 @@ def test_bad_input_is_one_line(broker, topics, tmp_path):
 def test_two_terminal_live_tail(broker, topics):
     """The seeds: a console producer in one terminal, a console consumer in another, lines appear live."""
     consumer = subprocess.Popen([sys.executable, "-m", "samsa.cli.main", "console-consumer", "--bootstrap-server",
-                                 broker.bootstrap_servers, "--topic", "live", "--max-messages", "3"],
+                                 broker.bootstrap_servers, "--topic", "live", "--max-messages", "3", "--from-beginning"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     producer = subprocess.Popen([sys.executable, "-m", "samsa.cli.main", "console-producer", "--bootstrap-server",
                                  broker.bootstrap_servers, "--topic", "live", "--sync"],
                                 stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        time.sleep(3)  # the consumer starts at the end of the log: let it get there first
+        # The consumer runs first; it reads the fresh topic from its beginning, so no line can
+        # slip past it however late it finds its position (no head start to sleep out).
         for line in ("hello", "world", "third line"):
             producer.stdin.write(line + "\n")
             producer.stdin.flush()

@@ -16,23 +16,13 @@ from cli_tools import error_after_unreachable_warning, one_error_line, samsa
 from confluent_kafka import Consumer, Producer
 
 from samsa.client.types import NewTopic, OffsetAndMetadata, TopicPartition
+from waiting import wait_until
 
 WAIT = 60.0
 G1_COMMITTED = {0: 4, 1: 7, 2: 10}
 TS_BASE = 1_600_000_000_000  # 2020-09-13T12:26:40Z: record i of topic "ts" is i minutes later
 OFFSETS_HEADER = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
                   "CLIENT-ID"]
-
-
-def wait_until(predicate, what: str, timeout: float = WAIT):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what} (last value {value!r})")
-        time.sleep(0.05)
 
 
 def consumer(broker, group: str, **conf) -> Consumer:

@@ -13,7 +13,7 @@ from confluent_kafka import Producer as CKProducer
 
 import samsa.embedded
 from samsa.client.admin import Admin
-from samsa.client.consumer import Consumer, TopicPartition
+from samsa.client.consumer import Consumer
 from samsa.client.types import NewTopic
 
 

@@ -17,6 +17,7 @@ from samsa.client.partitioner import partition_for_key
 from samsa.client.producer import Producer, RecordMetadata
 from samsa.protocol import errors
 from samsa.serialization import SerializationError, StringSerializer
+from waiting import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -217,10 +218,9 @@ def test_metadata_max_age_picks_up_added_partitions(broker):
         with Producer({"bootstrap.servers": broker.bootstrap_servers, "metadata.max.age.ms": 200}) as p:
             p.send("growing", b"before").result(10)
             admin.create_partitions({"growing": NewPartitions(3)})
-            deadline = time.time() + 20
-            while p.partitions_for("growing") != [0, 1, 2] and time.time() < deadline:
-                p.send("growing", b"tick").result(10)  # the sender's loop notices the metadata's age
-                time.sleep(0.1)
+            # Each send lets the sender's loop notice the metadata's age.
+            wait_until(lambda: p.send("growing", b"tick").result(10) and p.partitions_for("growing") == [0, 1, 2],
+                       "the producer to see 3 partitions", 20, interval=0.1)
             assert p.send("growing", b"on the new partition", partition=2).result(10).partition == 2
 
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from broker_process import BrokerProcess
 from zookeeper_process import ZooKeeperProcess
 
 from samsa import Admin
+from waiting import wait_until
 
 SESSION_TIMEOUT_MS = 3000
 CLUSTER_DEFAULTS = {
@@ -35,7 +35,7 @@ class Cluster:
     def start(self) -> "Cluster":
         for b in self.brokers.values():
             b.start()
-        self.wait_for(lambda: len(self.describe_cluster()) == len(self.brokers), "all brokers registered")
+        wait_until(lambda: len(self.describe_cluster()) == len(self.brokers), "all brokers registered")
         return self
 
     @property
@@ -54,20 +54,6 @@ class Cluster:
         with self.admin() as admin:
             p = admin.describe_topics([topic])[topic].partitions[index]
             return p.leader, list(p.replicas), list(p.isr)
-
-    @staticmethod
-    def wait_for(check, what: str, timeout: float = 30.0):
-        deadline = time.time() + timeout
-        last = None
-        while time.time() < deadline:
-            try:
-                last = check()
-                if last:
-                    return last
-            except Exception as e:  # a broker may be between states
-                last = e
-            time.sleep(0.2)
-        raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
 
     def stop(self) -> None:
         for b in self.brokers.values():

@@ -13,6 +13,7 @@ from cli_tools import one_error_line, samsa
 from cluster_harness import CLUSTER_DEFAULTS, Cluster
 from test_failover import create, read_all
 from zookeeper_process import ZooKeeperEnsemble
+from waiting import wait_until
 
 
 def test_duplicate_broker_id_is_refused_at_start(cluster_factory, tmp_path):
@@ -34,20 +35,20 @@ def test_controlled_shutdown_then_preferred_leader_election(cluster_factory, tmp
     r = samsa("topics", "--bootstrap-server", cluster.bootstrap, "--create", "--topic", "pref",
               "--replica-assignment", "0:1:2")
     assert r.returncode == 0, r.stderr
-    cluster.wait_for(lambda: cluster.partition("pref", 0) == (0, [0, 1, 2], [0, 1, 2]), "pref in sync")
+    wait_until(lambda: cluster.partition("pref", 0) == (0, [0, 1, 2], [0, 1, 2]), "pref in sync")
     cluster.brokers[0].proc.send_signal(signal.SIGTERM)  # leadership moves before the process exits
-    leader = cluster.wait_for(lambda: cluster.partition("pref", 0)[0] in (1, 2) and cluster.partition("pref", 0)[0],
+    leader = wait_until(lambda: cluster.partition("pref", 0)[0] in (1, 2) and cluster.partition("pref", 0)[0],
                               "leadership moved", 20)
     assert cluster.brokers[0].proc.wait(30) == 0
     assert "controlled shutdown of broker 0" in cluster.brokers[0].log_text()
     cluster.brokers[0].start()
-    cluster.wait_for(lambda: sorted(cluster.partition("pref", 0)[2]) == [0, 1, 2], "broker 0 back in sync")
+    wait_until(lambda: sorted(cluster.partition("pref", 0)[2]) == [0, 1, 2], "broker 0 back in sync")
     assert cluster.partition("pref", 0)[0] == leader
     r = samsa("leader-election", "--bootstrap-server", cluster.bootstrap, "--election-type", "preferred",
               "--topic", "pref", "--partition", "0")
     assert r.returncode == 0, r.stderr
     assert "Successfully completed leader election (PREFERRED) for partitions pref-0" in r.stdout
-    cluster.wait_for(lambda: cluster.partition("pref", 0)[0] == 0, "the preferred leader back")
+    wait_until(lambda: cluster.partition("pref", 0)[0] == 0, "the preferred leader back")
     r = samsa("leader-election", "--bootstrap-server", cluster.bootstrap, "--election-type", "preferred",
               "--topic", "pref", "--partition", "0")
     assert r.returncode == 0 and "Valid replica already elected for partitions pref-0" in r.stdout
@@ -60,9 +61,9 @@ def test_auto_leader_rebalance_moves_leadership_back_to_the_preferred_replica(cl
     create(cluster, "auto", 1, 3)
     preferred = cluster.partition("auto", 0)[1][0]
     cluster.brokers[preferred].stop()
-    cluster.wait_for(lambda: cluster.partition("auto", 0)[0] not in (preferred, None), "leadership moved away")
+    wait_until(lambda: cluster.partition("auto", 0)[0] not in (preferred, None), "leadership moved away")
     cluster.brokers[preferred].start()
-    cluster.wait_for(lambda: cluster.partition("auto", 0)[0] == preferred, "the preferred replica leading again", 30)
+    wait_until(lambda: cluster.partition("auto", 0)[0] == preferred, "the preferred replica leading again", 30)
 
 
 def test_reassign_partitions_generate_execute_verify(cluster_factory, tmp_path):
@@ -95,12 +96,12 @@ def test_reassign_partitions_generate_execute_verify(cluster_factory, tmp_path):
         v = samsa("reassign-partitions", "--bootstrap-server", cluster.bootstrap, "--verify",
                   "--reassignment-json-file", str(plan))
         return v.returncode == 0 and v.stdout
-    out = cluster.wait_for(verified, "the reassignment to complete", 30)
+    out = wait_until(verified, "the reassignment to complete", 30)
     assert "Reassignment of partition moving-0 is completed." in out
     assert cluster.partition("moving", 0)[1] == [1, 2] and cluster.partition("moving", 1)[1] == [2, 1]
     got = read_all(cluster.bootstrap, "moving", 2, 20)
     assert sorted(v for vs in got.values() for _, v in vs) == sorted(f"m{i}".encode() for i in range(20))
-    cluster.wait_for(lambda: not (cluster.brokers[0].data_dir / "logs" / "moving-0").exists(),
+    wait_until(lambda: not (cluster.brokers[0].data_dir / "logs" / "moving-0").exists(),
                      "the old replica deleted")
 
 

@@ -18,6 +18,7 @@ from cli_tools import samsa
 from cluster_harness import Cluster
 from samsa import Admin
 from samsa.client.types import NewTopic
+from waiting import wait_until
 
 pytestmark = pytest.mark.timeout(400)
 
@@ -26,7 +27,7 @@ def create(cluster: Cluster, topic: str, partitions: int, rf: int, **configs: st
     with cluster.admin() as admin:
         admin.create_topics([NewTopic(topic, partitions, rf, config=configs)])
     for p in range(partitions):
-        cluster.wait_for(lambda p=p: len(cluster.partition(topic, p)[2]) == rf, f"{topic}-{p} fully in sync")
+        wait_until(lambda p=p: len(cluster.partition(topic, p)[2]) == rf, f"{topic}-{p} fully in sync")
 
 
 def read_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 60) -> dict[int, list]:
@@ -67,7 +68,7 @@ def test_seed_walkthrough_leader_killed_new_leader_from_isr(cluster_factory):
               "--partitions", "2", "--replication-factor", "3")
     assert r.returncode == 0, r.stderr
     for p in (0, 1):
-        cluster.wait_for(lambda p=p: len(cluster.partition("my-replicated-topic", p)[2]) == 3, "ISR of 3")
+        wait_until(lambda p=p: len(cluster.partition("my-replicated-topic", p)[2]) == 3, "ISR of 3")
     out = describe(cluster, "my-replicated-topic")
     assert "ReplicationFactor: 3" in out and "Isr: " in out
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
@@ -76,13 +77,13 @@ def test_seed_walkthrough_leader_killed_new_leader_from_isr(cluster_factory):
     assert producer.flush(30) == 0
     leader, replicas, isr = cluster.partition("my-replicated-topic", 0)
     cluster.brokers[leader].kill()
-    new = cluster.wait_for(lambda: (lambda s: s[0] not in (leader, None) and s)(
+    new = wait_until(lambda: (lambda s: s[0] not in (leader, None) and s)(
         cluster.partition("my-replicated-topic", 0)), "a new leader")
     assert new[0] in isr and leader not in new[2] and new[1] == replicas
     for i, b in cluster.brokers.items():  # every live broker's metadata agrees on the new leader
         if i != leader:
             with Admin({"bootstrap.servers": b.bootstrap}) as admin:
-                cluster.wait_for(lambda: admin.describe_topics(["my-replicated-topic"])[
+                wait_until(lambda: admin.describe_topics(["my-replicated-topic"])[
                     "my-replicated-topic"].partitions[0].leader == new[0], f"broker {i} to agree", 5)
     line = next(l for l in describe(cluster, "my-replicated-topic").splitlines() if "Partition: 0" in l)
     assert f"Leader: {new[0]}" in line and str(leader) not in line.split("Isr:")[1]
@@ -127,12 +128,12 @@ def test_no_acknowledged_write_lost_across_20_kills(cluster_factory):
             victim = rng.choice(list(cluster.brokers))
             registrations = cluster.brokers[victim].log_text().count("registered broker")
             cluster.brokers[victim].kill()
-            time.sleep(rng.uniform(0.2, 1.0))
+            time.sleep(rng.uniform(0.2, 1.0))  # pacing the kills: the chaos itself, not a wait
             cluster.brokers[victim].start()
-            cluster.wait_for(lambda: cluster.brokers[victim].log_text().count("registered broker") > registrations,
+            wait_until(lambda: cluster.brokers[victim].log_text().count("registered broker") > registrations,
                              "the broker registered again", 30)
             for p in (0, 1):
-                cluster.wait_for(lambda p=p: len(cluster.partition("ledger", p)[2]) == 3, "ISR back to 3", 60)
+                wait_until(lambda p=p: len(cluster.partition("ledger", p)[2]) == 3, "ISR back to 3", 60)
     finally:
         stop.set()
         thread.join(200)
@@ -146,7 +147,9 @@ def test_no_acknowledged_write_lost_across_20_kills(cluster_factory):
         assert values == sorted(values), f"partition {p} out of order"
         assert set(v for _, v in acked[p]) <= set(values), f"acknowledged records lost from partition {p}"
         assert dict(got[p]).items() >= dict(acked[p]).items(), "a record moved from its acknowledged offset"
-    time.sleep(1.5)  # followers take the final high watermark
+    for p in (0, 1):  # the followers fetch the last batches
+        wait_until(lambda p=p: len({log_bytes(cluster, b, "ledger", p) for b in cluster.brokers}) == 1,
+                   f"the replicas of ledger-{p} to hold the same batches", 30)
     for b in cluster.brokers.values():
         b.stop()
     for p in (0, 1):
@@ -164,7 +167,7 @@ def test_stopped_follower_leaves_isr_and_acks_all_is_refused(cluster_factory):
     proc = cluster.brokers[follower].proc
     os.kill(proc.pid, signal.SIGSTOP)
     try:
-        cluster.wait_for(lambda: cluster.partition("strict", 0)[2] == [leader], "the follower out of the ISR", 20)
+        wait_until(lambda: cluster.partition("strict", 0)[2] == [leader], "the follower out of the ISR", 20)
         producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": False,
                              "retries": 0, "message.timeout.ms": 5000})
         errors = []
@@ -173,7 +176,7 @@ def test_stopped_follower_leaves_isr_and_acks_all_is_refused(cluster_factory):
         assert errors and errors[0] is not None and errors[0].code() == KafkaError.NOT_ENOUGH_REPLICAS, errors
     finally:
         os.kill(proc.pid, signal.SIGCONT)
-    cluster.wait_for(lambda: sorted(cluster.partition("strict", 0)[2]) == sorted(replicas), "the follower back", 20)
+    wait_until(lambda: sorted(cluster.partition("strict", 0)[2]) == sorted(replicas), "the follower back", 20)
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
     producer.produce("strict", b"fine again")
     assert producer.flush(20) == 0
@@ -200,18 +203,19 @@ def test_returning_old_leader_truncates_its_divergent_tail(cluster_factory):
     cluster.brokers[old_leader].kill()
     for f in followers:
         cluster.brokers[f].start()
-    new = cluster.wait_for(lambda: (lambda s: s[0] in followers and s)(cluster.partition("diverge", 0)),
+    new = wait_until(lambda: (lambda s: s[0] in followers and s)(cluster.partition("diverge", 0)),
                            "a follower elected", 30)
     after = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
     for i in range(3):
         after.produce("diverge", f"new leader {i}".encode())
     assert after.flush(30) == 0
     cluster.brokers[old_leader].start()
-    cluster.wait_for(lambda: len(cluster.partition("diverge", 0)[2]) == 3, "the old leader back in sync", 30)
+    wait_until(lambda: len(cluster.partition("diverge", 0)[2]) == 3, "the old leader back in sync", 30)
     values = [v for _, v in read_all(cluster.bootstrap, "diverge", 1, 13)[0]]
     assert values == [f"committed {i}".encode() for i in range(10)] + [f"new leader {i}".encode() for i in range(3)]
     assert new[0] != old_leader
-    time.sleep(1.0)
+    wait_until(lambda: len({log_bytes(cluster, b, "diverge", 0) for b in cluster.brokers}) == 1,
+               "the replicas of diverge-0 to hold the same batches", 30)
     for b in cluster.brokers.values():
         b.stop()
     logs = {b: log_bytes(cluster, b, "diverge", 0) for b in cluster.brokers}
@@ -241,13 +245,13 @@ def test_broker_whose_session_expired_registers_again_without_loss(cluster_facto
     proc = cluster.brokers[victim].proc
     os.kill(proc.pid, signal.SIGSTOP)
     try:
-        cluster.wait_for(lambda: victim not in cluster.describe_cluster(), "the session to expire", 15)
-        cluster.wait_for(lambda: cluster.partition("steady", 0)[0] not in (victim, None), "leadership moved", 15)
+        wait_until(lambda: victim not in cluster.describe_cluster(), "the session to expire", 15)
+        wait_until(lambda: cluster.partition("steady", 0)[0] not in (victim, None), "leadership moved", 15)
         send(50, "during")
     finally:
         os.kill(proc.pid, signal.SIGCONT)
-    cluster.wait_for(lambda: victim in cluster.describe_cluster(), "the broker registered again", 20)
-    cluster.wait_for(lambda: len(cluster.partition("steady", 0)[2]) == 3, "back in the ISR", 30)
+    wait_until(lambda: victim in cluster.describe_cluster(), "the broker registered again", 20)
+    wait_until(lambda: len(cluster.partition("steady", 0)[2]) == 3, "back in the ISR", 30)
     send(50, "after")
     assert len(acked) == 150
     values = [v for _, v in read_all(cluster.bootstrap, "steady", 1, 150)[0]]
@@ -279,10 +283,10 @@ def test_committed_offsets_survive_the_coordinator_being_killed(cluster_factory)
     committed = {tp.partition: tp.offset for tp in _committed(cluster.bootstrap, "billing")}
     assert sum(committed.values()) > 0
     with cluster.admin() as admin:
-        coordinator = cluster.wait_for(lambda: admin.describe_consumer_groups(["billing"])["billing"].coordinator,
+        coordinator = wait_until(lambda: admin.describe_consumer_groups(["billing"])["billing"].coordinator,
                                        "the coordinator")
     cluster.brokers[coordinator.id].kill()
-    after = cluster.wait_for(lambda: {tp.partition: tp.offset for tp in _committed(
+    after = wait_until(lambda: {tp.partition: tp.offset for tp in _committed(
         ",".join(b.bootstrap for i, b in cluster.brokers.items() if i != coordinator.id), "billing")},
         "offsets from the new coordinator", 30)
     assert after == committed

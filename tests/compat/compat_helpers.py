@@ -23,6 +23,7 @@ BASE_TS = (int(time.time()) - 3600) * 1000
 
 
 from broker_process import BrokerProcess  # noqa: E402,F401  (used by the tests)
+from waiting import wait_until  # noqa: F401  (the shared wait; test modules import it from here too)
 
 
 @dataclass(frozen=True)
@@ -34,19 +35,6 @@ class Rec:
     headers: tuple | None
     timestamp_type: int
     timestamp: int
-
-
-def wait_until(predicate, timeout: float = WAIT, interval: float = 0.05, what: str = "condition"):
-    """Poll ``predicate`` until it returns something truthy (returned), or fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while True:
-        last = predicate()
-        if last:
-            return last
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what} (last value: {last!r})")
-        time.sleep(interval)
 
 
 def start(b):

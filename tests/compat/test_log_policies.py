@@ -9,6 +9,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import samsa.embedded
+from waiting import wait_until
 
 
 def _read_all(bootstrap: str, topic: str, timeout: float = 20.0) -> list:
@@ -44,14 +45,9 @@ def test_segments_roll_and_time_retention_deletes_old_ones():
         _produce(b.bootstrap_servers, "ret", [(None, b"x" * 100) for _ in range(10)])
         names = _segments(b.config.log_dirs[0], "ret")
         assert len(names) > 3 and all(len(n) == len("00000000000000000000.log") for n in names)
-        deadline = time.time() + 20
-        while time.time() < deadline:
-            lo, hi = Consumer({"bootstrap.servers": b.bootstrap_servers, "group.id": "w"}).get_watermark_offsets(
-                TopicPartition("ret", 0), timeout=5)
-            if lo == hi == 10:
-                break
-            time.sleep(0.3)
-        assert (lo, hi) == (10, 10)  # every record expired, offsets go on
+        watermarks = lambda: Consumer({"bootstrap.servers": b.bootstrap_servers,  # noqa: E731
+                                       "group.id": "w"}).get_watermark_offsets(TopicPartition("ret", 0), timeout=5)
+        wait_until(lambda: watermarks() == (10, 10), "every record expired, offsets going on", 20, interval=0.3)
         _produce(b.bootstrap_servers, "ret", [(None, b"after")])
         assert [m.offset() for m in _read_all(b.bootstrap_servers, "ret")] == [10]
 
@@ -62,12 +58,10 @@ def test_size_retention_keeps_the_newest():
         admin.create_topics([NewTopic("size", 1, 1, config={"segment.bytes": "400", "retention.bytes": "800"})])[
             "size"].result()
         _produce(b.bootstrap_servers, "size", [(None, b"%03d" % i + b"y" * 100) for i in range(20)])
-        deadline = time.time() + 20
-        while time.time() < deadline:
+        def trimmed():
             msgs = _read_all(b.bootstrap_servers, "size")
-            if msgs and msgs[0].offset() > 0:
-                break
-            time.sleep(0.3)
+            return msgs if msgs and msgs[0].offset() > 0 else None
+        msgs = wait_until(trimmed, "the oldest segments deleted", 20, interval=0.3)
         assert msgs[0].offset() > 0 and msgs[-1].offset() == 19
         assert [m.value()[:3] for m in msgs] == [b"%03d" % m.offset() for m in msgs]
 
@@ -81,13 +75,11 @@ def test_compacted_topic_keeps_the_latest_value_per_key():
         records = [(b"k%d" % (i % 3), b"v%d" % i) for i in range(12)] + [(b"k0", None)]
         records += [(b"other", b"x")] * 6  # fill segments so the tombstone's segment is closed
         _produce(b.bootstrap_servers, "cmp", records)
-        deadline = time.time() + 30
-        while time.time() < deadline:
+        def compacted():
             msgs = _read_all(b.bootstrap_servers, "cmp")
             keys = [m.key() for m in msgs]
-            if keys.count(b"k1") == 1 and keys.count(b"k2") == 1 and b"k0" not in keys:
-                break
-            time.sleep(0.3)
+            return msgs if keys.count(b"k1") == 1 and keys.count(b"k2") == 1 and b"k0" not in keys else None
+        msgs = wait_until(compacted, "the log compacted", 30, interval=0.3)
         latest = {m.key(): (m.offset(), m.value()) for m in msgs}
         assert latest[b"k1"] == (10, b"v10") and latest[b"k2"] == (11, b"v11")
         assert b"k0" not in latest  # the tombstone itself went after delete.retention.ms

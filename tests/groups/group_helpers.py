@@ -38,6 +38,7 @@ ROOT = HERE.parent.parent
 
 
 from broker_process import BrokerProcess, free_port  # noqa: E402,F401  (used by the tests)
+from waiting import wait_until  # noqa: F401  (the shared wait; test modules import it from here too)
 
 # Broker settings of the group tests: quick session expiry allowed, no initial delay.
 GROUP_BROKER = {"group.min.session.timeout.ms": 1000, "group.initial.rebalance.delay.ms": 0}
@@ -47,18 +48,6 @@ FAST = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 300, "fetch.wait.ma
         "auto.offset.reset": "earliest", "enable.auto.commit": False, "enable.partition.eof": False,
         "reconnect.backoff.ms": 20, "reconnect.backoff.max.ms": 250, "retry.backoff.ms": 20,
         "retry.backoff.max.ms": 250, "log_level": 2}
-
-
-def wait_until(predicate, timeout: float = WAIT, interval: float = 0.05, what: str = "condition"):
-    """Poll ``predicate`` until it returns something truthy (returned), or fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        last = predicate()
-        if last:
-            return last
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what} (last value: {last!r})")
-        time.sleep(interval)
 
 
 def cconf(**conf) -> dict:
@@ -164,7 +153,7 @@ def wait_stable(bootstrap: str, group: str, members: int, partitions: int | None
         if partitions is not None and (len(owned) != partitions or len(set(owned)) != partitions):
             return None
         return assignment
-    return wait_until(check, timeout, interval=0.2, what=f"group {group} Stable with {members} members")
+    return wait_until(check, timeout=timeout, interval=0.2, what=f"group {group} Stable with {members} members")
 
 
 # ----------------------------------------------------------------------------------- events
@@ -337,7 +326,7 @@ def wait_consumed(log: EventLog, expected: dict[int, list[tuple[int, bytes]]], t
     def done():
         high = commit_high(log)
         return all(high.get(p, 0) >= end for p, end in ends.items() if end > 0)
-    wait_until(done, timeout, interval=0.1, what=what)
+    wait_until(done, timeout=timeout, interval=0.1, what=what)
 
 
 def merge(*acked: dict[int, list[tuple[int, bytes]]]) -> dict[int, list[tuple[int, bytes]]]:

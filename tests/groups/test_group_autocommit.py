@@ -13,6 +13,7 @@ from aiokafka import AIOKafkaConsumer
 from kafka import KafkaAdminClient, KafkaConsumer
 
 from group_helpers import WAIT, committed, create_topic, produce_ids, wait_stable
+from waiting import wait_until
 
 PARTITIONS = 3
 HALF = 20
@@ -73,12 +74,11 @@ def test_kafka_python_group_auto_commit(gbroker, names):
             t.start()
         wait_stable(b, group, 2, PARTITIONS)
         expected |= records(produce_ids(b, topic, range(PARTITIONS), HALF, start=HALF))
-        deadline = time.monotonic() + WAIT
-        while time.monotonic() < deadline and not errors:
+
+        def all_read() -> bool:
             with lock:
-                if {r for _, r in got} >= expected:
-                    break
-            time.sleep(0.05)
+                return bool(errors) or {r for _, r in got} >= expected
+        wait_until(all_read, "every record read by the group", WAIT)
     finally:
         done.set()
         for t in threads:

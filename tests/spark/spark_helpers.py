@@ -75,12 +75,3 @@ def run_available_now(df, checkpoint: str, on_batch: Callable[[Any, int], None])
     q = df.writeStream.foreachBatch(on_batch).option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
     q.awaitTermination()
 
-
-def wait_for(condition: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
-    deadline = time.time() + timeout
-    while True:
-        result = condition()
-        if result:
-            return result
-        assert time.time() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)

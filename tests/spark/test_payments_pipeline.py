@@ -24,7 +24,8 @@ from samsa.client.types import TopicPartition
 from samsa.pipelines import payments
 from samsa.pipelines.common import PipelineConfig, ensure_topics
 from samsa.pipelines.feed import send
-from spark_helpers import read_topic, wait_for
+from spark_helpers import read_topic
+from waiting import wait_until
 
 BAD = [
     (b'{"tx_id": "bad-1", "card_id": "card-00001", "amount": 12.5', "malformed JSON"),
@@ -142,14 +143,14 @@ def test_every_transaction_one_decision_across_a_killed_pipeline(spark, fresh_br
     log = open(tmp_path / "pipeline.log", "wb")
     proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        wait_for(lambda: decided() > 0 or proc.poll() is not None, timeout=240, what="the first decisions")
+        wait_until(lambda: decided() > 0 or proc.poll() is not None, timeout=240, what="the first decisions")
         assert proc.poll() is None, (tmp_path / "pipeline.log").read_text()[-3000:]
         feeder = threading.Thread(target=feed, args=(600, 300))  # more, while it runs
         feeder.start()
-        wait_for(lambda: decided() > 450 or proc.poll() is not None, timeout=240, what="decisions of the second lot")
+        wait_until(lambda: decided() > 450 or proc.poll() is not None, timeout=240, what="decisions of the second lot")
         # Every few seconds a line per query, and how long after sending the latest decision came.
         printed = lambda: (tmp_path / "pipeline.log").read_text()  # noqa: E731
-        wait_for(lambda: re.search(r"payments-decide: \d+ micro-batches, the last [\d,]+ records", printed()) and
+        wait_until(lambda: re.search(r"payments-decide: \d+ micro-batches, the last [\d,]+ records", printed()) and
                  re.search(r"latest decision: \d+ ms after it was sent", printed()) or proc.poll() is not None,
                  timeout=60, what="progress lines")
         assert proc.poll() is None, printed()[-3000:]

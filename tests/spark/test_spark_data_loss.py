@@ -12,7 +12,8 @@ from pyspark.errors import PySparkException
 from samsa.client.admin import Admin
 from samsa.client.types import AlterConfigOp, ConfigResource, TopicPartition
 from samsa.embedded import Broker
-from spark_helpers import create_topic, produce, run_available_now, source, wait_for
+from spark_helpers import create_topic, produce, run_available_now, source
+from waiting import wait_until
 
 OLD = int(time.time() * 1000) - 3_600_000  # an hour ago: older than the topic's retention.ms
 
@@ -42,7 +43,7 @@ def test_records_aged_out_before_they_were_read(spark, retaining_broker, tmp_pat
         # Now segments whose newest record is an hour old go at the next retention check.
         admin.incremental_alter_configs({ConfigResource("topic", topic): [AlterConfigOp("retention.ms", "600000")]})
         tp = TopicPartition(topic, 0)
-        wait_for(lambda: admin.list_offsets({tp: "earliest"})[tp].offset == 50, what="retention to delete offsets < 50")
+        wait_until(lambda: admin.list_offsets({tp: "earliest"})[tp].offset == 50, what="retention to delete offsets < 50")
 
     lenient = tmp_path / "cp-lenient"
     shutil.copytree(checkpoint, lenient)  # both runs resume from offset 10

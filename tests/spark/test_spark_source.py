@@ -9,7 +9,8 @@ import pytest
 from pyspark.errors import PySparkException
 
 from samsa.client.types import NewPartitions
-from spark_helpers import create_topic, produce, run_available_now, source, wait_for
+from spark_helpers import create_topic, produce, run_available_now, source
+from waiting import wait_until
 
 TS = 1_700_000_000_000
 
@@ -92,7 +93,7 @@ def test_streaming_restart_from_checkpoint_reads_every_record_once(spark, broker
     produce(broker.bootstrap_servers, topic, ({"value": b"b%d" % i, "partition": i % 3} for i in range(240)))
     q = (query().writeStream.foreachBatch(keep).option("checkpointLocation", checkpoint)
          .trigger(processingTime="100 milliseconds").start())
-    wait_for(lambda: len(batches) >= 6, what="micro-batches after the restart")
+    wait_until(lambda: len(batches) >= 6, what="micro-batches after the restart")
     q.stop()
     # And a third run, from wherever the stopped one got to, to the end.
     run_available_now(query(), checkpoint, keep)
@@ -110,7 +111,7 @@ def test_starting_offsets_latest_skips_what_was_there(spark, broker, admin, tmp_
          .foreachBatch(lambda df, _id: seen.extend(rows_of(df)))
          .option("checkpointLocation", str(tmp_path / "cp")).trigger(processingTime="100 milliseconds").start())
     try:
-        wait_for(lambda: q.lastProgress is not None, what="the first trigger")  # initial offsets are resolved
+        wait_until(lambda: q.lastProgress is not None, what="the first trigger")  # initial offsets are resolved
         produce(broker.bootstrap_servers, topic, ({"value": b"new", "partition": i % 2} for i in range(6)))
         q.processAllAvailable()
     finally:
@@ -132,7 +133,7 @@ def test_partitions_added_while_the_query_runs_are_read_from_their_start(spark, 
         produce(broker.bootstrap_servers, topic, ({"value": b"p%d-%d" % (p, i), "partition": p}
                                                   for p in (1, 2) for i in range(15)))
         produce(broker.bootstrap_servers, topic, ({"value": b"p0-%d" % i, "partition": 0} for i in range(20, 25)))
-        wait_for(lambda: len(seen) >= 55, what="records of the new partitions")
+        wait_until(lambda: len(seen) >= 55, what="records of the new partitions")
         q.processAllAvailable()
     finally:
         q.stop()

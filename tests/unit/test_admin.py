@@ -24,6 +24,7 @@ from samsa.client.types import (
 )
 from samsa.embedded import Broker
 from samsa.protocol import api, errors
+from waiting import wait_until
 
 TS = (int(time.time()) - 3600) * 1000
 
@@ -115,9 +116,7 @@ def test_internal_topics_are_hidden_unless_asked(admin, broker):
         finally:
             conn.close()
     asyncio.run(find_coordinator())
-    deadline = time.monotonic() + 30
-    while "__consumer_offsets" not in admin.list_topics(include_internal=True) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: "__consumer_offsets" in admin.list_topics(include_internal=True), "__consumer_offsets", 30)
     listing = admin.list_topics(include_internal=True)
     assert listing["__consumer_offsets"].is_internal
     assert "__consumer_offsets" not in admin.list_topics()
@@ -389,7 +388,7 @@ def test_request_timeout_and_disconnect():
             with pytest.raises(KafkaTimeoutError, match="Metadata request to 127.0.0.1:.* timed out after 200 ms"):
                 await conn.request(3, {"topics": []})
             waiting = asyncio.ensure_future(conn.request(3, {"topics": []}, max_version=4, timeout_ms=10000))
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.05)  # time passes (asserting that something has NOT happened needs it)
             assert not waiting.done()
             with pytest.raises(KafkaConnectionError, match="the broker closed the connection"):
                 await conn.request(3, {"topics": []}, version=1, timeout_ms=10000)  # the fake hangs up

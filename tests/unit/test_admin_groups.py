@@ -19,21 +19,11 @@ from samsa.client.types import (ConsumerGroupDescription, ConsumerGroupListing, 
                                 TopicPartition)
 from samsa.embedded import Broker
 from samsa.protocol import errors
+from waiting import wait_until
 
 WAIT = 60.0
 TOPIC = "orders"  # 3 partitions, 10 records each
 OTHER = "audit"  # 1 partition, 4 records
-
-
-def wait_until(predicate, what: str, timeout: float = WAIT):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what} (last value {value!r})")
-        time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")

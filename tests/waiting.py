@@ -1,0 +1,27 @@
+"""The one way tests wait: for a condition, with a deadline, never for a fixed time."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+
+def wait_until(predicate: Callable[[], Any], what: str = "condition", timeout: float = 60.0,
+               interval: float = 0.05) -> Any:
+    """Call ``predicate`` until it returns something truthy, and return that.
+
+    An exception from ``predicate`` counts as "not yet" (a broker may be between states).
+    After ``timeout`` seconds: AssertionError naming ``what`` and the last value or error seen.
+    """
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        try:
+            last = predicate()
+            if last:
+                return last
+        except Exception as e:  # noqa: BLE001 - reported if the deadline passes
+            last = e
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what} (last: {last!r})")
+        time.sleep(interval)
