@@ -10,16 +10,11 @@ from __future__ import annotations
 import json
 import os
 import threading
-import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-
-def now_ms() -> int:
-    """Wall-clock milliseconds: the cluster layer's one clock."""
-    return int(time.time() * 1000)
 
 
 @dataclass

@@ -18,7 +18,8 @@ from dataclasses import replace
 from typing import Awaitable, Callable, Iterable, Protocol
 
 from samsa.broker_config import BrokerConfig
-from samsa.cluster.metadata import BrokerInfo, PartitionState, TopicInfo, now_ms
+from samsa.clock import now_ms
+from samsa.cluster.metadata import BrokerInfo, PartitionState, TopicInfo
 from samsa.cluster.metadata_cache import MetadataCache
 from samsa.cluster.partition import Partition
 from samsa.cluster.replica_fetcher import ReplicaFetcherManager

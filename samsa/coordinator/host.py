@@ -1,4 +1,4 @@
-"""What a coordinator needs from the broker that hosts it, and the coordinators' clock.
+"""What a coordinator needs from the broker that hosts it.
 
 A coordinator keeps its state in an internal topic it leads (``__consumer_offsets`` for
 groups; ``__transaction_state`` for a transaction coordinator, later). It asks the broker
@@ -10,7 +10,6 @@ coordinator never imports ``samsa.server``.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -57,7 +56,3 @@ class CoordinatorHost(Protocol):
         """Create an (internal) topic, or raise TopicAlreadyExistsError and the like."""
         ...
 
-
-def now_ms() -> int:
-    """Wall-clock milliseconds, as coordinators stamp their records."""
-    return int(time.time() * 1000)

@@ -22,7 +22,8 @@ from pathlib import Path
 
 from samsa.broker_config import BrokerConfig, parse_listener
 from samsa.cluster.membership import LocalCluster, ZooKeeperCluster
-from samsa.cluster.metadata import BrokerInfo, LocalMetadataStore, MetadataStore, TopicInfo, now_ms
+from samsa.clock import now_ms
+from samsa.cluster.metadata import BrokerInfo, LocalMetadataStore, MetadataStore, TopicInfo
 from samsa.cluster.metadata_cache import MetadataCache
 from samsa.cluster.partition import Partition
 from samsa.cluster.replica_manager import ReplicaManager

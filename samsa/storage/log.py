@@ -40,7 +40,7 @@ from samsa.storage.index import IndexCorruptError, OffsetIndex, TimeIndex
 from samsa.storage.leader_epoch import LeaderEpochCache
 from samsa.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
 from samsa.storage.segment import INT32_MAX, LogSegment
-from samsa.storage.segment import now_ms as wall_ms
+from samsa.clock import now_ms as wall_ms
 from samsa.storage.swap import complete_swaps
 
 log = logging.getLogger(__name__)

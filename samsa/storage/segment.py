@@ -10,13 +10,13 @@ from __future__ import annotations
 import logging
 import os
 import struct
-import time
 from array import array
 from pathlib import Path
 from typing import Iterator
 
 from samsa.protocol.batch import (HEADER_SIZE, LOG_OVERHEAD, MAGIC, MIN_BATCH_LENGTH, BatchHeader, batch_problem,
                                   compute_crc, iter_headers, read_header)
+from samsa.clock import now_ms
 from samsa.protocol.errors import CorruptRecordError, KafkaStorageError
 from samsa.storage.config import LogConfig
 from samsa.storage.files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, pwrite_all, segment_file
@@ -31,10 +31,6 @@ PEEK_SIZE = _PEEK.size
 _LENGTH = struct.Struct(">qi")
 LOCATE_CHUNK = 16384  # read while looking for a batch from an index entry (4 KiB apart)
 SCAN_CHUNK = 1 << 20  # read while scanning a whole segment
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def scan_batches(fd: int, start: int, end: int, *, with_data: bool = True,

@@ -26,7 +26,8 @@ from samsa.coordinator.groups.rebalance import CONFIG_KEYS as REBALANCE_CONFIG_K
 from samsa.coordinator.groups.rebalance import (HeartbeatRequest, JoinRequest, JoinResult, LeavingMember, Rebalancer,
                                                 SyncRequest, SyncResult)
 from samsa.coordinator.groups.state import DEAD, EMPTY, STABLE, Group, GroupState, Reply, Timer
-from samsa.coordinator.host import CoordinatorHost, now_ms
+from samsa.clock import now_ms
+from samsa.coordinator.host import CoordinatorHost
 from samsa.protocol import errors
 from samsa.protocol.group_records import OFFSETS_TOPIC, OffsetAndMetadata
 

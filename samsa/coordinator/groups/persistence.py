@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from samsa.cluster.partition import Partition
 from samsa.coordinator.groups.state import EMPTY, STABLE, Group, Member
-from samsa.coordinator.host import CoordinatorHost, now_ms
+from samsa.clock import now_ms
+from samsa.coordinator.host import CoordinatorHost
 from samsa.protocol import batch, records
 from samsa.protocol import group_records as gr
 from samsa.protocol.group_records import OFFSETS_TOPIC, GroupRecord, MemberRecord, OffsetAndMetadata

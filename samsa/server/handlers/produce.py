@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 
+from samsa.clock import now_ms
 from samsa.protocol import batch, errors, records
 from samsa.protocol.api_keys import ApiKey
 from samsa.server.handlers import handles
@@ -122,7 +122,7 @@ def _check_keys(data, batches, topic: str, index: int) -> None:
 def produce(ctx, req: dict):
     broker = ctx.broker
     acks = req["acks"]
-    now = int(time.time() * 1000)
+    now = now_ms()
     responses = []
     waits = []
     for t in req["topic_data"]:
