@@ -22,6 +22,7 @@ from samsa.client.consumer import (Consumer, ConsumerRebalanceListener, IllegalS
                                    OffsetAndMetadata, TopicPartition, WakeupError)
 from samsa.client.types import NewTopic
 from samsa.protocol import errors
+from waiting import wait_until
 
 TS = 1_700_000_000_000
 
@@ -448,7 +449,8 @@ def test_rebalance_listener_commits_in_the_polling_thread(broker):
 
 
 def test_poll_batches_hands_out_the_fetched_batches_undecoded(broker):
-    from samsa.client.consumer_internals.records import decode_records
+    from samsa.client.consumer_internals.records import ConsumerRecord
+    from samsa.protocol.records import decode_records
     produce(broker.bootstrap_servers, "raw-batches", 200, partition=0, **{"compression.type": "lz4"})
     tp = TopicPartition("raw-batches", 0)
     with Consumer(config(broker)) as c:
@@ -458,12 +460,11 @@ def test_poll_batches_hands_out_the_fetched_batches_undecoded(broker):
             first = c.poll(5, max_records=1)  # poll() has begun the first batch: the rest of it comes as a batch
         assert first[0].offset == 0
         batches: list = []
-        deadline = time.time() + 20
-        while sum(b.count for b in batches) < 199 and time.time() < deadline:
-            batches += c.poll_batches(0.2)
+        wait_until(lambda: batches.extend(c.poll_batches(0.2)) or sum(b.count for b in batches) >= 199,
+                   "the rest of the records as batches", 20)
         records = [r for b in batches for r in decode_records(b.data, b.start, b.count, b.base_offset,
                                                               b.base_timestamp, b.log_append_time, tp.topic, 0,
-                                                              b.leader_epoch)[0]]
+                                                              b.leader_epoch, ConsumerRecord._make)[0]]
         assert [(r.offset, r.value, r.timestamp) for r in records] == [(i, b"v%d" % i, TS + i) for i in range(1, 200)]
         assert c.position(tp) == 200 == batches[-1].next_offset
         assert c.poll_batches(0.2) == []
