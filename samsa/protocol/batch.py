@@ -44,7 +44,6 @@ NO_SEQUENCE = -1
 
 HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")  # the one layout of a v2 batch header (BatchHeader)
 _BASE_OFFSET = struct.Struct(">q")
-_LENGTH = struct.Struct(">qi")
 _EPOCH = struct.Struct(">i")
 _CRC = struct.Struct(">I")
 _ATTRS = struct.Struct(">h")
@@ -191,7 +190,3 @@ def set_log_append_time(buf: bytearray, pos: int, header: BatchHeader, timestamp
     _MAX_TS.pack_into(buf, pos + 35, timestamp)
     _CRC.pack_into(buf, pos + 17, compute_crc(buf, pos, header.size))
 
-
-def length_at(buf, pos: int) -> tuple[int, int]:
-    """(base_offset, batch_length) at ``pos``; cheap peek for scanning."""
-    return _LENGTH.unpack_from(buf, pos)
