@@ -189,4 +189,3 @@ def set_log_append_time(buf: bytearray, pos: int, header: BatchHeader, timestamp
     _ATTRS.pack_into(buf, pos + 21, header.attributes | TIMESTAMP_TYPE_BIT)
     _MAX_TS.pack_into(buf, pos + 35, timestamp)
     _CRC.pack_into(buf, pos + 17, compute_crc(buf, pos, header.size))
-
