@@ -352,5 +352,3 @@ def parse_topic_config(name: str, raw: Any) -> Any:
     if entry is None:
         raise ConfigError(f"Unknown topic config name: {name}")
     return parse_value(entry[1], raw)
-
-

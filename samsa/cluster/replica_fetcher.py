@@ -270,4 +270,3 @@ class ReplicaFetcherManager:
         fetchers, self.fetchers = list(self.fetchers.values()), {}
         self.slot_of.clear()
         await asyncio.gather(*(f.stop() for f in fetchers))
-

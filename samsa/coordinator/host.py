@@ -55,4 +55,3 @@ class CoordinatorHost(Protocol):
                      configs: dict[str, str] | None = None) -> TopicInfo:
         """Create an (internal) topic, or raise TopicAlreadyExistsError and the like."""
         ...
-

@@ -188,4 +188,3 @@ def with_options(writer: DataStreamWriter, cfg: PipelineConfig, topic: str) -> D
 
 def as_json(*columns: str | Column) -> Column:
     return F.to_json(F.struct(*columns))
-

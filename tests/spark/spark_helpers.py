@@ -74,4 +74,3 @@ def run_available_now(df, checkpoint: str, on_batch: Callable[[Any, int], None])
     """Run a query over what is in the topic now; ``on_batch(df, batch_id)`` sees each micro-batch."""
     q = df.writeStream.foreachBatch(on_batch).option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
     q.awaitTermination()
-

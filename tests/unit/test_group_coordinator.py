@@ -148,4 +148,3 @@ def test_the_host_has_every_member_coordinator_host_names(host):
                 assert p.name in params, f"{name}() has no parameter {p.name}"
     for key in CONFIG_KEYS:
         host.config[key]
-

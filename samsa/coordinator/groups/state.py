@@ -205,4 +205,3 @@ class Group:
             except errors.KafkaError:
                 pass
         return topics
-
