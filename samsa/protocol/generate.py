@@ -67,7 +67,8 @@ def errors_source(handwritten: str) -> str:
         out += ["\n\n", f"class {class_name(e['name'])}(KafkaError):\n",
                 f'    """{e["name"]} ({e["code"]}), {kind}."""\n',
                 f"    code, error_name, retriable = {e['code']}, {e['name']!r}, {e['retriable']}\n"]
-    out += ["\n\n", "ERROR_CLASSES: dict[int, type[KafkaError]] = {cls.code: cls for cls in KafkaError.__subclasses__()}\n"]
+    out += ["\n\n", "ERROR_CLASSES: dict[int, type[KafkaError]] = "
+                    "{cls.code: cls for cls in KafkaError.__subclasses__()}\n"]
     return head + "".join(out)
 
 

@@ -42,8 +42,8 @@ from samsa.protocol.batch import (
     read_header,
 )
 from samsa.protocol.errors import CorruptRecordError
-from samsa.protocol.varint import (UVARINT_BYTES, UVARINT_TABLE_SIZE, decode_uvarint, decode_varint, encode_long_uvarint,
-                                   encode_varint)
+from samsa.protocol.varint import (UVARINT_BYTES, UVARINT_TABLE_SIZE, decode_uvarint, decode_varint,
+                                   encode_long_uvarint, encode_varint)
 
 NO_TIMESTAMP = -1
 # Worst-case bytes a record takes beyond its key, value and headers: length (5),

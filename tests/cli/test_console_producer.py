@@ -87,7 +87,8 @@ def test_bad_input_is_one_line(broker, topics, tmp_path):
 def test_two_terminal_live_tail(broker, topics):
     """The seeds: a console producer in one terminal, a console consumer in another, lines appear live."""
     consumer = subprocess.Popen([sys.executable, "-m", "samsa.cli.main", "console-consumer", "--bootstrap-server",
-                                 broker.bootstrap_servers, "--topic", "live", "--max-messages", "3", "--from-beginning"],
+                                 broker.bootstrap_servers, "--topic", "live", "--max-messages", "3",
+                                 "--from-beginning"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     producer = subprocess.Popen([sys.executable, "-m", "samsa.cli.main", "console-producer", "--bootstrap-server",
                                  broker.bootstrap_servers, "--topic", "live", "--sync"],

@@ -39,8 +39,8 @@ def test_each_tool_warns_at_the_first_failed_connection():
 
 def test_an_unresolvable_host_fails_at_once():
     for args in (["topics", "--list"], ["console-consumer", "--topic", "t"]):
-        r = subprocess.run([sys.executable, "-m", "samsa.cli.main", *args, "--bootstrap-server", "nosuchhost.invalid:9092"],
-                           capture_output=True, text=True, timeout=30)
+        r = subprocess.run([sys.executable, "-m", "samsa.cli.main", *args,
+                            "--bootstrap-server", "nosuchhost.invalid:9092"], capture_output=True, text=True, timeout=30)
         assert r.returncode != 0, r
         assert "No resolvable bootstrap urls given in bootstrap.servers (nosuchhost.invalid:9092)" in r.stderr
         assert "Unknown error" not in r.stderr

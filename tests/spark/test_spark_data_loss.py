@@ -43,7 +43,8 @@ def test_records_aged_out_before_they_were_read(spark, retaining_broker, tmp_pat
         # Now segments whose newest record is an hour old go at the next retention check.
         admin.incremental_alter_configs({ConfigResource("topic", topic): [AlterConfigOp("retention.ms", "600000")]})
         tp = TopicPartition(topic, 0)
-        wait_until(lambda: admin.list_offsets({tp: "earliest"})[tp].offset == 50, what="retention to delete offsets < 50")
+        wait_until(lambda: admin.list_offsets({tp: "earliest"})[tp].offset == 50,
+                   what="retention to delete offsets < 50")
 
     lenient = tmp_path / "cp-lenient"
     shutil.copytree(checkpoint, lenient)  # both runs resume from offset 10
