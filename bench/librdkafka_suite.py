@@ -82,8 +82,9 @@ def run_test(tests_dir: Path, name: str, conf: Path, timeout: float, kafka: Path
         verdict = "PASSED" if r.returncode == 0 else "FAILED"
     why = ""
     if verdict == "FAILED":
-        found = re.search(r"### Test \S+ failed at (.*?)(?:###|$)", out, re.S)
-        why = " ".join(found.group(1).split())[:300] if found else out.strip().splitlines()[-1][:300]
+        # The first failure is the subtest's own; its message is the line after the ### banner.
+        found = re.search(r'### Test "([^"]*)" failed at [^\n]*###\n([^\n]*)', out)
+        why = f"{found.group(1)}: {found.group(2)}"[:300] if found else out.strip().splitlines()[-1][:300]
     return verdict, time.monotonic() - started, why
 
 
