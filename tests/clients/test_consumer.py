@@ -121,7 +121,7 @@ while len(got) < 10:
     got += c.poll(0.2)
 tp = TopicPartition("autoc", 0)
 deadline = time.time() + 10
-while time.time() < deadline:
+while time.time() < deadline:  # (a program of its own: the tests' wait_until is not importable here)
     time.sleep(0.05)
     c.poll(0)  # an auto-commit is due every 200 ms: it commits what poll() handed out before
     committed = c.committed([tp])[tp]

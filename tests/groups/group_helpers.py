@@ -359,7 +359,7 @@ class Feeder(threading.Thread):
                 for part, rs in got.items():
                     self.acked.setdefault(part, []).extend(rs)
                 n += self.batch
-                time.sleep(self.pause)
+                time.sleep(self.pause)  # the feeder's pace between batches, not a wait for anything
         except BaseException as e:  # noqa: BLE001 - reported by stop()
             self.error = e
 

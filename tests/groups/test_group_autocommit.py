@@ -121,7 +121,7 @@ def test_aiokafka_group_auto_commit(gbroker, names):
                 more = await asyncio.to_thread(produce_ids, b, topic, range(PARTITIONS), HALF, HALF)
                 expected |= records(more)
                 deadline = time.monotonic() + WAIT
-                while {r for _, r in got} < expected and time.monotonic() < deadline:
+                while {r for _, r in got} < expected and time.monotonic() < deadline:  # on the loop: async
                     await asyncio.sleep(0.05)
             finally:
                 done.set()

@@ -20,7 +20,7 @@ async def _cancel_as_event_fires() -> asyncio.Task:
             event.clear()
 
     task = asyncio.create_task(wait_forever())
-    await asyncio.sleep(0.01)
+    await asyncio.sleep(0.01)  # a few loop turns: the race under test needs the task parked first
     event.set()
     await asyncio.sleep(0)  # the inner wait completes on this turn
     task.cancel()
