@@ -118,7 +118,11 @@ def batch_problem(buf, pos: int, end: int) -> str | None:
     (the CRC is not checked: that needs the batch's bytes, which may not all be here)."""
     if pos + HEADER_SIZE > end:
         return "the data ends inside a batch header"
-    h = read_header(buf, pos)
+    return header_problem(read_header(buf, pos), pos, end)
+
+
+def header_problem(h: BatchHeader, pos: int, end: int) -> str | None:
+    """As :func:`batch_problem`, for a header already read at ``pos``."""
     if h.magic != MAGIC:
         return f"record batch magic {h.magic} is not supported (only v2)"
     if h.batch_length < MIN_BATCH_LENGTH or h.last_offset_delta < 0:
@@ -138,12 +142,12 @@ def iter_headers(buf, pos: int = 0, end: int | None = None, *,
     """
     end = len(buf) if end is None else end
     while pos < end:
-        problem = batch_problem(buf, pos, end)
+        header = read_header(buf, pos) if pos + HEADER_SIZE <= end else None
+        problem = header_problem(header, pos, end) if header else "the data ends inside a batch header"
         if problem is not None:
             if strict:
                 raise CorruptRecordError(f"{problem} at position {pos}")
             return
-        header = read_header(buf, pos)
         yield pos, header
         pos += header.size
 
