@@ -158,15 +158,14 @@ class ReplicaManager:
 
     # ---------------------------------------------------------------- the leader's appends
 
-    def append(self, partition: Partition, records, batches: list[tuple[int, BatchHeader]], acks: int,
-               now: int) -> tuple[AppendInfo, int | None]:
-        """Append validated batches to a partition this broker leads; (the append, the ISR size
-        acks=all needs, or None). NOT_ENOUGH_REPLICAS if acks=all and the ISR is too small."""
-        min_isr = self.cache.topic_config(partition.topic)["min.insync.replicas"] if acks == -1 else None
+    def append(self, partition: Partition, records, batches: list[tuple[int, BatchHeader]], now: int,
+               min_isr: int | None) -> AppendInfo:
+        """Append validated batches to a partition this broker leads. With ``min_isr`` (acks=all,
+        the topic's ``min.insync.replicas``): NOT_ENOUGH_REPLICAS if the ISR is smaller."""
         if min_isr is not None and len(partition.state.isr) < min_isr:
             raise errors.NotEnoughReplicasError(
                 f"the ISR of {partition} has {len(partition.state.isr)} replicas, min.insync.replicas is {min_isr}")
-        return partition.append(records, batches, now), min_isr
+        return partition.append(records, batches, now)
 
     async def wait_for_high_watermark(self, partition: Partition, offset: int, timeout_ms: int,
                                       min_isr: int | None = None) -> None:

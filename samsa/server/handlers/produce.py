@@ -42,7 +42,8 @@ def append_partition(broker, topic: str, index: int, records, acks: int, now: in
         if len(records) > config.segment_bytes:
             raise errors.RecordListTooLargeError(
                 f"record set of {len(records)} bytes is larger than segment.bytes ({config.segment_bytes})")
-        info, min_isr = broker.replicas.append(partition, records, batches, acks, now)
+        min_isr = topic_config["min.insync.replicas"] if acks == -1 else None
+        info = broker.replicas.append(partition, records, batches, now, min_isr)
         # A retry of one of a producer's last batches: answered as its first success was, as Kafka does.
         entry = {"index": index, "error_code": 0,
                  "base_offset": info.base_offset, "log_append_time_ms": info.log_append_time,
