@@ -269,9 +269,6 @@ class _CleanedSegment:
         self.dir = dir
         self.base_offset = base_offset
         self.segment = LogSegment.create(dir, base_offset, config, kind=CLEANED_SUFFIX)
-        self.path = self.segment.path
-        self.index_path = self.segment.offset_index.path
-        self.time_index_path = self.segment.time_index.path
         self.size = 0
         self._pending = bytearray()
         self._metas: list[tuple[int, int, int, int]] = []  # (position in pending, size, last offset, max ts)
@@ -303,6 +300,18 @@ class _CleanedSegment:
             return
         for path in (self.path, self.index_path, self.time_index_path, self.swap_path):
             path.unlink(missing_ok=True)
+
+    @property
+    def path(self) -> Path:
+        return self.segment.path
+
+    @property
+    def index_path(self) -> Path:
+        return self.segment.offset_index.path
+
+    @property
+    def time_index_path(self) -> Path:
+        return self.segment.time_index.path
 
     @property
     def swap_path(self) -> Path:
