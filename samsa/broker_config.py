@@ -48,6 +48,7 @@ BROKER_KEYS = keys(
     Key("num.io.threads", "int", 8, at_least(1), dynamic=True),
     Key("background.threads", "int", 10, at_least(1), dynamic=True),
     Key("queued.max.requests", "int", 500, at_least(1)),
+    Key("queued.max.request.bytes", "long", -1),
     Key("socket.send.buffer.bytes", "int", 102400),
     Key("socket.receive.buffer.bytes", "int", 102400),
     Key("socket.request.max.bytes", "int", 104857600, at_least(1)),

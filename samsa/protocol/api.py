@@ -122,7 +122,10 @@ def decode_request(frame) -> tuple[RequestHeader, dict]:
     """
     api_key, version, _ = peek_request_header(frame)
     a = api(api_key)
-    header, pos = decode_request_header(frame, a.request_header_version(version))
+    try:
+        header, pos = decode_request_header(frame, a.request_header_version(version))
+    except (struct.error, IndexError, ValueError) as e:
+        raise InvalidRequestError(f"malformed {a.name} v{version} request header: {e}") from None
     body, end = codec.decode(a.name + "Request", version, frame, pos)
     return header, body
 

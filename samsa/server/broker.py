@@ -30,7 +30,7 @@ from samsa.cluster.replica_manager import ReplicaManager
 from samsa.cluster.topic_admin import TopicAdmin
 from samsa.coordinator.groups import GroupCoordinator
 from samsa.server.dispatcher import Dispatcher
-from samsa.server.network import Connection
+from samsa.server.network import Connection, ConnectionLimits, close_idle
 from samsa.storage.manager import LogManager
 
 log = logging.getLogger(__name__)
@@ -97,6 +97,11 @@ class BrokerServer:
             asyncio.ensure_future(self._every(self.config["log.flush.offset.checkpoint.interval.ms"] or 60000,
                                               self.logs.checkpoint)),
         ]
+        max_idle_ms = self.config["connections.max.idle.ms"]
+        if max_idle_ms > 0:
+            self._tasks.append(asyncio.ensure_future(self._every(
+                min(max(max_idle_ms // 4, 100), 10000),
+                lambda: close_idle(self.dispatcher.connections, max_idle_ms))))
         if self.config["log.cleaner.enable"]:
             self._tasks.append(asyncio.ensure_future(self._every(
                 self.config["log.cleaner.backoff.ms"], lambda: self.logs.run_cleaner(now_ms()), in_thread=True)))
@@ -115,11 +120,12 @@ class BrokerServer:
 
     async def _listen(self) -> None:
         loop = asyncio.get_running_loop()
-        max_bytes = self.config["socket.request.max.bytes"]
+        limits = ConnectionLimits(self.config["socket.request.max.bytes"], self.config["queued.max.requests"],
+                                  self.config["queued.max.request.bytes"])
         for listener in self.config.listeners:
             name, host, port = parse_listener(listener)
             server = await loop.create_server(
-                lambda: Connection(self.dispatcher, max_bytes), host or None, port,
+                lambda: Connection(self.dispatcher, limits), host or None, port,
                 reuse_address=True, backlog=512)
             for sock in server.sockets:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -3,7 +3,13 @@
 Frames are cut from the byte stream here and handed to the dispatcher one at a time, in
 order: Kafka answers a connection's requests in the order they came. A request whose
 answer must wait (long-poll fetch, acks=all produce) holds back the ones behind it on the
-same connection only; every other connection goes on.
+same connection only; every other connection goes on. While too many frames wait behind
+it (``queued.max.requests``, ``queued.max.request.bytes``) the connection stops reading,
+so a client cannot queue without bound.
+
+Every way out of a request either answers it or closes the connection: a frame that
+fails anywhere between the socket and the handler costs that one connection, with a log
+line naming the client.
 """
 
 from __future__ import annotations
@@ -11,7 +17,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+import time
 from collections import deque
+from dataclasses import dataclass
 from typing import Awaitable, Protocol
 
 log = logging.getLogger(__name__)
@@ -27,17 +35,33 @@ class FrameDispatcher(Protocol):
     def dispatch(self, conn: "Connection", frame: bytearray) -> list | Awaitable[list | None] | None: ...
 
 
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """The broker's per-connection bounds (Kafka's names)."""
+
+    max_request_bytes: int = 104857600  # socket.request.max.bytes
+    max_queued_requests: int = 500  # queued.max.requests
+    max_queued_bytes: int = -1  # queued.max.request.bytes; -1: no bound but the count
+
+    def full(self, frames: int, size: int) -> bool:
+        return frames >= self.max_queued_requests or 0 < self.max_queued_bytes <= size
+
+
 class Connection(asyncio.Protocol):
-    def __init__(self, dispatcher: FrameDispatcher, max_request_bytes: int):
+    def __init__(self, dispatcher: FrameDispatcher, limits: ConnectionLimits):
         self.dispatcher = dispatcher
-        self.max_request_bytes = max_request_bytes
+        self.limits = limits
+        self.max_request_bytes = limits.max_request_bytes
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.buf = bytearray()
         self.queue: deque[bytearray] = deque()
+        self.queued_bytes = 0
         self.busy = False
         self.closed = False
         self.write_paused = False
+        self.read_paused = False
+        self.last_active = time.monotonic()
         self.task: asyncio.Future | None = None
 
     # ---- asyncio callbacks
@@ -57,13 +81,24 @@ class Connection(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         self.write_paused = True
-        self.transport.pause_reading()
+        self._update_reading()
 
     def resume_writing(self) -> None:
         self.write_paused = False
-        self.transport.resume_reading()
+        self._update_reading()
+
+    def _update_reading(self) -> None:
+        """Read while the client's answers leave and its queue has room; else wait."""
+        pause = self.write_paused or self.limits.full(len(self.queue), self.queued_bytes)
+        if pause != self.read_paused and not self.closed:
+            self.read_paused = pause
+            if pause:
+                self.transport.pause_reading()
+            else:
+                self.transport.resume_reading()
 
     def data_received(self, data: bytes) -> None:
+        self.last_active = time.monotonic()
         buf = self.buf
         buf += data
         pos, end = 0, len(buf)
@@ -76,11 +111,18 @@ class Connection(asyncio.Protocol):
             if end - pos - 4 < size:
                 break
             self.queue.append(buf[pos + 4:pos + 4 + size])
+            self.queued_bytes += size
             pos += 4 + size
         if pos:
             del buf[:pos]
         if not self.busy:
             self.drain()
+        if self.queue:
+            self._update_reading()
+
+    def idle_for(self, now: float) -> float:
+        """Seconds since the client last sent a byte, or 0 while a request of its is in hand."""
+        return 0.0 if self.busy or self.queue else now - self.last_active
 
     # ---- request processing
 
@@ -89,7 +131,13 @@ class Connection(asyncio.Protocol):
         dispatch = self.dispatcher.dispatch
         while self.queue and not self.closed:
             frame = self.queue.popleft()
-            result = dispatch(self, frame)
+            self.queued_bytes -= len(frame)
+            try:
+                result = dispatch(self, frame)
+            except Exception as e:  # the dispatcher's bug: the one connection pays, not the broker
+                log.exception("request from %s failed", self.peer)
+                self.close(f"internal error: {e}")
+                return
             if result is None:
                 continue
             if isinstance(result, list):
@@ -98,12 +146,17 @@ class Connection(asyncio.Protocol):
             self.busy = True
             self.task = asyncio.ensure_future(result)
             self.task.add_done_callback(self._finished)
-            return
+            break
+        if self.read_paused:
+            self._update_reading()
 
     def _finished(self, task: asyncio.Future) -> None:
         self.busy = False
         self.task = None
-        if self.closed or task.cancelled():
+        if self.closed:
+            return
+        if task.cancelled():
+            self.close("request cancelled")
             return
         try:
             chunks = task.result()
@@ -125,3 +178,12 @@ class Connection(asyncio.Protocol):
             self.closed = True
             self.queue.clear()
             self.transport.close()
+
+
+def close_idle(connections: set[Connection], max_idle_ms: int) -> None:
+    """Close the connections silent for longer than ``connections.max.idle.ms``."""
+    now = time.monotonic()
+    for conn in list(connections):
+        idle = conn.idle_for(now)
+        if idle * 1000 > max_idle_ms:
+            conn.close(f"idle for {idle:.0f} s (connections.max.idle.ms = {max_idle_ms})")

@@ -577,3 +577,87 @@ def test_acks0_produce(bk, topic_name):
     c.close()
     assert not kept_open, "the connection stayed open after an acks=0 produce failed (Kafka closes it)"
     assert [x.value for x in consume(bk.bootstrap, topic_name)] == [b"fire-and-forget"]
+
+
+# ------------------------------------------------------------------ requests cut short
+
+
+@pytest.mark.parametrize("hexframe", [
+    "00000008000d000200000309",          # LeaveGroup v2 cut inside its client id
+    "0000000a00120003000000010000",      # ApiVersions v3 without its tagged-fields byte
+])
+def test_truncated_request_header_is_closed(bk, hexframe):
+    c = Raw(bk.port)
+    c.send_bytes(bytes.fromhex(hexframe))
+    c.assert_closed()
+    c.close()
+    assert "Fatal error" not in bk.log_text()
+
+
+def test_bad_frame_behind_an_async_answer_closes(bk, topic_name):
+    """An OffsetCommit (answered once written to __consumer_offsets), then a frame whose header
+    ends early, then a Metadata request: the commit is answered, then the connection closes."""
+    create_topic(bk.bootstrap, topic_name)
+    commit = b"".join(bytes(x) for x in encode_request(8, 2, 1, "x", {
+        "group_id": f"g-{topic_name}", "generation_id_or_member_epoch": -1, "member_id": "",
+        "retention_time_ms": -1, "topics": [{"name": topic_name, "partitions": [
+            {"partition_index": 0, "committed_offset": 0, "committed_metadata": ""}]}]}))
+    metadata = b"".join(bytes(x) for x in encode_request(3, METADATA_V, 3, "x", {
+        "topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}))
+    c = Raw(bk.port)
+    c.send_bytes(commit + bytes.fromhex("00000008000d000200000309") + metadata)
+    got_cid, response = decode_response(8, 2, c.recv_frame())
+    assert got_cid == 1 and response["topics"][0]["partitions"][0]["error_code"] == NONE
+    c.assert_closed()
+    c.close()
+
+
+# ------------------------------------------------------------------ bounds per connection
+
+
+def _metadata_frame(correlation_id: int, padding: int) -> bytes:
+    """A Metadata v1 request whose client id is ``padding`` bytes long."""
+    body = raw_header(3, 1, correlation_id, b"p" * padding) + struct.pack(">i", 0)
+    return frame(body)
+
+
+def test_parked_connection_stops_reading(tmp_path, topic_name):
+    """With a long-poll fetch parked, a client streaming requests behind it is held back by
+    queued.max.requests: its send cannot complete until the fetch is answered."""
+    b = BrokerProcess(tmp_path, **{"queued.max.requests": "2"})
+    start(b)
+    try:
+        create_topic(b.bootstrap, topic_name)
+        c = Raw(b.port)
+        fetch_id = c.send(1, 11, {
+            "replica_id": -1, "max_wait_ms": 15000, "min_bytes": 1, "max_bytes": 1 << 20,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1, "rack_id": "",
+            "forgotten_topics_data": [], "topics": [{"topic": topic_name, "partitions": [
+                {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+                 "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]})
+        flood = b"".join(_metadata_frame(100 + i, 30000) for i in range(2000))  # 60 MB
+        c.sock.settimeout(3)
+        with pytest.raises(socket.timeout):
+            c.sock.sendall(flood)
+        c.sock.settimeout(WAIT)
+        got_cid, _ = decode_response(1, 11, c.recv_frame())
+        assert got_cid == fetch_id
+        c.close()
+        assert b.proc.poll() is None
+        assert produce_values(b.bootstrap, topic_name, [b"after"]) == [(0, 0)]
+    finally:
+        b.stop()
+
+
+def test_half_sent_frame_is_closed_when_idle(tmp_path):
+    """A size prefix promising more than ever arrives: closed after connections.max.idle.ms."""
+    b = BrokerProcess(tmp_path, **{"connections.max.idle.ms": "500"})
+    start(b)
+    try:
+        c = Raw(b.port)
+        c.send_bytes(struct.pack(">i", 100) + raw_header(18, 0))
+        c.assert_closed()
+        c.close()
+        wait_until(lambda: "connections.max.idle.ms" in b.log_text(), what="the idle close logged")
+    finally:
+        b.stop()
