@@ -31,6 +31,7 @@ from samsa.cluster.topic_admin import TopicAdmin
 from samsa.coordinator.groups import GroupCoordinator
 from samsa.server.dispatcher import Dispatcher
 from samsa.server.network import Connection, ConnectionLimits, close_idle
+from samsa.storage.dir_lock import LogDirLocks
 from samsa.storage.manager import LogManager
 
 log = logging.getLogger(__name__)
@@ -52,14 +53,14 @@ class BrokerServer:
         self.servers: list[asyncio.AbstractServer] = []
         self.bound: list[tuple[str, str, int]] = []  # (listener name, host, port) as bound
         self._tasks: list[asyncio.Task] = []
+        self._dir_locks: LogDirLocks | None = None
         self.started = asyncio.Event()
 
     # ---------------------------------------------------------------- lifecycle
 
     async def start(self) -> None:
         dirs = [Path(d) for d in self.config.log_dirs]
-        for d in dirs:
-            d.mkdir(parents=True, exist_ok=True)
+        self._dir_locks = LogDirLocks(dirs)  # before anything reads or writes the directories
         zookeeper = self.config["zookeeper.connect"]
         self.store = self._store or await self._open_store(dirs[0], zookeeper)
         self.config.apply_dynamic(self.store.broker_configs(None), self.store.broker_configs(self.broker_id))
@@ -157,6 +158,8 @@ class BrokerServer:
             self.logs.close()
         if hasattr(self, "store"):
             self.store.close()
+        if self._dir_locks is not None:
+            self._dir_locks.release()
         log.info("[KafkaServer id=%d] shut down completed", self.broker_id)
 
     async def _every(self, interval_ms: int, fn, in_thread: bool = False) -> None:

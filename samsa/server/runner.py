@@ -11,6 +11,7 @@ from pathlib import Path
 
 from samsa.server.broker import BrokerServer
 from samsa.broker_config import BrokerConfig
+from samsa.storage.dir_lock import LogDirLockedError
 
 log = logging.getLogger("samsa")
 
@@ -57,7 +58,7 @@ def run(config: BrokerConfig, *, daemon: bool = False, ready_message: str | None
     from samsa.cluster.zookeeper import ZooKeeperError
     try:
         asyncio.run(serve(config, ready_message))
-    except (OSError, ZooKeeperError) as e:
+    except (OSError, ZooKeeperError, LogDirLockedError) as e:
         log.error("broker failed to start: %s", e)
         return 1
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -99,3 +100,61 @@ def unused_node_id() -> int:
     from samsa.cli.server import running_brokers
     taken = {b.node_id for b in running_brokers()}
     return next(n for n in range(7000 + os.getpid() % 1000, 10**6) if n not in taken)
+
+
+def test_second_broker_on_a_live_log_dir_is_refused(tmp_path):
+    """Kafka's .lock: a second broker on a live broker's log.dirs stops before touching a file,
+    on another port as on the same one, naming the directory and the holder's pid."""
+    from broker_process import BrokerProcess
+    first = BrokerProcess(tmp_path / "first").start()
+    try:
+        logs = first.data_dir / "logs"
+        before = sorted(p.name for p in logs.iterdir())
+        for port in (free_port(), first.port):
+            props = tmp_path / f"second-{port}.properties"
+            props.write_text(f"broker.id=0\nlisteners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={logs}\n")
+            r = run("server", "start", str(props))
+            assert r.returncode == 1
+            lines = [line for line in r.stdout.splitlines() + r.stderr.splitlines() if line.strip()]
+            assert len(lines) == 1, lines
+            assert f"log directory {logs} is in use by another broker (pid {first.proc.pid})" in lines[0]
+        assert sorted(p.name for p in logs.iterdir()) == before
+        assert first.proc.poll() is None
+    finally:
+        first.stop()
+    second = BrokerProcess(tmp_path / "first").start()  # the lock went with the first broker
+    second.stop()
+
+
+def test_run_twice_says_already_running(tmp_path):
+    """./run in a second terminal: it says a broker is already running, not "ready"."""
+    home = tmp_path / "home"
+    (home / ".venv").mkdir(parents=True)
+    (home / ".venv" / "bin").symlink_to(os.path.dirname(sys.executable))
+    (home / ".venv" / ".installed").touch()
+    (home / "config").mkdir()
+    (home / "config" / "server.properties").write_text((ROOT / "config" / "server.properties").read_text())
+    (home / "run").write_bytes((ROOT / "run").read_bytes())
+    (home / "run").chmod(0o755)
+    port = free_port()
+    env = dict(os.environ, SAMSA_PORT=str(port))
+    first = subprocess.Popen([str(home / "run")], cwd=home, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        assert "Samsa is ready on localhost:%d" % port in _read_until(first, "Samsa is ready")
+        again = subprocess.run([str(home / "run")], cwd=home, env=env, capture_output=True, text=True, timeout=60)
+        assert again.returncode == 1
+        assert "already running on ./data" in again.stderr and "ready" not in again.stdout
+    finally:
+        os.killpg(first.pid, signal.SIGTERM)
+        first.wait(60)
+
+
+def _read_until(proc: subprocess.Popen, marker: str) -> str:
+    """The process's output up to the line holding ``marker`` (or its end)."""
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if marker in line:
+            break
+    return "".join(seen)
