@@ -8,6 +8,7 @@ The broker of this module allows sessions in [1000, 30000] ms and groups of at m
 from __future__ import annotations
 
 import itertools
+import socket
 import time
 
 import pytest
@@ -452,3 +453,40 @@ def test_member_waiting_for_its_assignment_is_not_expired(eb, group):
     s = follower.recv(SYNC_GROUP, 3, sync_cid)
     assert s["error_code"] == NONE and parse_assignment(s["assignment"]) == {"t": [1]}
     assert follower.heartbeat(group, gen, fid) == NONE
+
+
+def test_leader_that_never_syncs_is_removed_after_the_rebalance_timeout(eb, group):
+    """A leader that heartbeats but never sends SyncGroup (a stuck client) would hold the group in
+    CompletingRebalance for ever; as Kafka does, it is removed after its rebalance timeout, the
+    follower's parked SyncGroup is told to rejoin, and the follower then leads the group alone."""
+    kw = dict(session_ms=6000, rebalance_ms=2000)
+    leader, follower = GroupClient(eb.port), GroupClient(eb.port)
+    rl, rf = leader.join(group, "", **kw), follower.join(group, "", **kw)
+    cid_l = leader.join_send(group, rl["member_id"], **kw)
+    observer = GroupClient(eb.port)
+    wait_until(lambda: observer.describe(group)["group_state"] == "PreparingRebalance", what="the leader's join")
+    cid_f = follower.join_send(group, rf["member_id"], **kw)
+    jl, jf = leader.recv(JOIN_GROUP, 5, cid_l), follower.recv(JOIN_GROUP, 5, cid_f)
+    gen, lid, fid = jl["generation_id"], jl["member_id"], jf["member_id"]
+    assert jl["leader"] == lid
+    sync_cid = follower.send(SYNC_GROUP, 3, {"group_id": group, "generation_id": gen, "member_id": fid,
+                                             "group_instance_id": None, "assignments": []})
+    follower.sock.setblocking(False)
+
+    def follower_answered() -> bool:
+        leader_code = leader.heartbeat(group, gen, lid)  # the leader stays alive all along
+        try:
+            follower.sock.recv(1, socket.MSG_PEEK)
+        except BlockingIOError:
+            assert leader_code == NONE
+            return False
+        return True
+    wait_until(follower_answered, what="the follower's SyncGroup answer", interval=0.2)
+    follower.sock.setblocking(True)
+    assert follower.recv(SYNC_GROUP, 3, sync_cid)["error_code"] == REBALANCE_IN_PROGRESS
+    assert leader.heartbeat(group, gen, lid) == UNKNOWN_MEMBER_ID
+    again = follower.join(group, fid, **kw)
+    assert (again["error_code"], again["leader"]) == (NONE, fid) and again["generation_id"] > gen
+    assert "did not SyncGroup within the rebalance timeout" in eb.log_text()
+    for c in (leader, follower, observer):
+        c.close()

@@ -10,7 +10,7 @@ import pytest
 from samsa.coordinator.groups.rebalance import (HeartbeatRequest, JoinRequest, JoinResult, LeavingMember, Rebalancer,
                                                 SyncRequest, SyncResult)
 from samsa.coordinator.groups.state import (COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, Group,
-                                            GroupState, IllegalStateTransition)
+                                            GroupState, IllegalStateTransition, Member)
 from samsa.protocol import errors
 
 # ---------------------------------------------------------------- the transition table
@@ -303,3 +303,46 @@ def test_a_dead_group_refuses_joins():
     h = Harness()
     h.rb.groups["g"] = Group("g", state=DEAD)
     assert h.join().error == errors.E_COORDINATOR_NOT_AVAILABLE
+
+
+def test_a_member_that_never_syncs_is_removed_after_the_rebalance_timeout():
+    h = Harness()
+    a, b = stable_pair(h)
+    c, rc = h.new_member()                    # a third member: generation 3, a leads
+    ra, rb = h.join(a), h.join(b)
+    assert rc.done() and ra.done() and rb.done() and h.group.state == COMPLETING_REBALANCE
+    fb, fc = h.sync(b, 3), h.sync(c, 3)       # the followers wait for the leader, which only heartbeats
+    for _ in range(int(REBALANCE_MS / 1000) - 1):
+        h.scheduler.advance(1)
+        assert h.heartbeat(a, 3) == h.heartbeat(b, 3) == h.heartbeat(c, 3) == 0
+    h.scheduler.advance(2)
+    assert a not in h.group.members and h.group.state == PREPARING_REBALANCE
+    assert fb.result.error == fc.result.error == errors.E_REBALANCE_IN_PROGRESS
+    assert h.heartbeat(a, 3) == errors.E_UNKNOWN_MEMBER_ID
+
+
+def test_synced_members_are_not_removed_by_the_sync_timeout():
+    h = Harness()
+    a, b = stable_pair(h)
+    for _ in range(int(REBALANCE_MS / 1000) + 5):  # both synced: nothing pending
+        assert h.heartbeat(a, 2) == h.heartbeat(b, 2) == 0
+        h.scheduler.advance(1)
+    assert set(h.group.members) == {a, b} and h.group.state == STABLE
+
+
+def test_timers_of_a_replaced_group_object_do_nothing():
+    """A group read back twice (as when its records are replayed): the first object's session
+    timers must not expire members of, or store, a group that is no longer the one coordinated."""
+    h = Harness()
+    a, _ = h.new_member()
+    h.sync(a, 1, {a: b"A"})
+    old = h.rb.groups["g"]
+    h.stored.clear()
+    replacement = Group("g", state=STABLE, generation=1, protocol_type="consumer", protocol="range", leader=a)
+    replacement.add(Member(a, None, "c", "/127.0.0.1", SESSION_MS, REBALANCE_MS, "consumer", [("range", b"m")]))
+    h.rb.groups["g"] = replacement            # replaced without its timers being cancelled
+    h.rb.restore(replacement)
+    h.scheduler.advance(SESSION_MS / 2000)
+    assert h.heartbeat(a, 1) == 0             # keeps the new object's session alive
+    h.scheduler.advance(SESSION_MS / 2000 + 1)  # the old object's timer is due, the new one not yet
+    assert a in h.rb.groups["g"].members and h.stored == [] and old.members

@@ -140,9 +140,25 @@ class GroupCoordinator:
             return
         self.on_follower(topic, index)
         count = 0
+        latest: dict[str, GroupLoaded] = {}  # a group's last record is the one that counts
+        offsets_after: set[str] = set()  # groups with offset records after their last group record
         for loaded in persistence.read_partition(self.host.partition(topic, index)):
-            self._replay(loaded)
+            if isinstance(loaded, OffsetLoaded):
+                self.offsets.load(loaded.group_id, (loaded.topic, loaded.partition), loaded.offset)
+                self.groups.setdefault(loaded.group_id, Group(loaded.group_id))
+                offsets_after.add(loaded.group_id)
+            else:
+                latest[loaded.group_id] = loaded
+                offsets_after.discard(loaded.group_id)
             count += 1
+        for loaded in latest.values():
+            # Restored once, after the whole partition is read: members' sessions (timers)
+            # start for the group as it is now, not for every older record of it.
+            self.rebalancer.forget(loaded.group_id)
+            if loaded.record is not None:
+                self.rebalancer.restore(persistence.group_from_record(loaded.group_id, loaded.record))
+            elif loaded.group_id in offsets_after:  # deleted, then offsets committed without a group
+                self.groups.setdefault(loaded.group_id, Group(loaded.group_id))
         log.debug("loaded %d records of %s-%d", count, OFFSETS_TOPIC, index)
         self._report_loaded(count)
 
@@ -172,16 +188,6 @@ class GroupCoordinator:
         for group_id in [g for g in set(self.groups) | set(self.offsets.group_ids()) if partition_for(g, n) == index]:
             self.rebalancer.forget(group_id)
             self.offsets.drop_group(group_id)
-
-    def _replay(self, loaded: OffsetLoaded | GroupLoaded) -> None:
-        group_id = loaded.group_id
-        if isinstance(loaded, OffsetLoaded):
-            self.offsets.load(group_id, (loaded.topic, loaded.partition), loaded.offset)
-            self.groups.setdefault(group_id, Group(group_id))
-            return
-        self.rebalancer.forget(group_id)
-        if loaded.record is not None:
-            self.rebalancer.restore(persistence.group_from_record(group_id, loaded.record))
 
     # ---------------------------------------------------------------- routing
 

@@ -137,6 +137,11 @@ class Rebalancer:
         for group in self.groups.values():
             group.cancel_timers()
 
+    def _current(self, group: Group) -> bool:
+        """Is ``group`` the object this broker coordinates? A timer of a group replaced since
+        (read back again, forgotten) must do nothing: acting on it would store a stale group."""
+        return self.groups.get(group.group_id) is group
+
     # ---------------------------------------------------------------- JoinGroup
 
     def join(self, req: JoinRequest) -> JoinResult | Reply[JoinResult]:
@@ -257,6 +262,10 @@ class Rebalancer:
                  group.group_id, group.generation, reason)
         if group.rebalance_timer:
             group.rebalance_timer.cancel()
+        if group.sync_timer:
+            group.sync_timer.cancel()
+            group.sync_timer = None
+        group.pending_sync.clear()
         rebalance_s = group.max_rebalance_timeout_ms() / 1000
         group.rebalance_deadline = self.scheduler.time() + rebalance_s
         delay = self.cfg("group.initial.rebalance.delay.ms") / 1000
@@ -272,7 +281,7 @@ class Rebalancer:
 
     def _initial_delay_expired(self, group: Group) -> None:
         group.rebalance_timer = None
-        if group.state != PREPARING_REBALANCE:
+        if group.state != PREPARING_REBALANCE or not self._current(group):
             return
         remaining = group.rebalance_deadline - self.scheduler.time()
         if len(group.members) > group.members_at_delay and remaining > 0:
@@ -289,7 +298,7 @@ class Rebalancer:
             self._complete_join(group)
 
     def _complete_join(self, group: Group) -> None:
-        if group.state != PREPARING_REBALANCE:
+        if group.state != PREPARING_REBALANCE or not self._current(group):
             return
         if group.rebalance_timer:
             group.rebalance_timer.cancel()
@@ -316,6 +325,26 @@ class Rebalancer:
             reply, m.join_reply = m.join_reply, None
             resolve(reply, self._join_result(group, m))
             self._schedule_expiry(group, m)
+        # Every member must now SyncGroup within the rebalance timeout, or leave the group:
+        # one that only heartbeats would otherwise hold the group in CompletingRebalance.
+        group.pending_sync = set(group.members)
+        group.sync_timer = self.scheduler.call_later(group.max_rebalance_timeout_ms() / 1000,
+                                                     self._sync_expired, group, group.generation)
+
+    def _sync_expired(self, group: Group, generation: int) -> None:
+        group.sync_timer = None
+        if not self._current(group) or group.generation != generation or not group.pending_sync:
+            return
+        if group.state not in (COMPLETING_REBALANCE, STABLE):
+            return
+        missing = sorted(group.pending_sync)
+        log.info("members %s of group %s did not SyncGroup within the rebalance timeout; removing them",
+                 ", ".join(missing), group.group_id)
+        for member_id in missing:
+            member = group.remove(member_id)
+            if member is not None:
+                self._fence(member)
+        self._prepare_rebalance(group, f"{len(missing)} member(s) did not sync in generation {generation}")
 
     @staticmethod
     def _join_result(group: Group, member: Member) -> JoinResult:
@@ -342,6 +371,10 @@ class Rebalancer:
         if group.state == PREPARING_REBALANCE:
             return SyncResult(errors.E_REBALANCE_IN_PROGRESS)
         self._schedule_expiry(group, member)
+        group.pending_sync.discard(member.member_id)
+        if not group.pending_sync and group.sync_timer:
+            group.sync_timer.cancel()
+            group.sync_timer = None
         if group.state == STABLE:
             return self._sync_result(group, member)
         # CompletingRebalance: the leader's assignment completes everyone's SyncGroup.
@@ -431,7 +464,7 @@ class Rebalancer:
 
     def _expire(self, group: Group, member_id: str) -> None:
         member = group.members.get(member_id)
-        if member is None:
+        if member is None or not self._current(group):
             return
         if member.awaiting_answer():
             # A member waiting for its join or sync answer is alive; the rebalance bounds the wait.
@@ -441,7 +474,7 @@ class Rebalancer:
 
     def _schedule_pending_expiry(self, group: Group, member_id: str, timeout_ms: int) -> None:
         def expire() -> None:
-            if member_id in group.pending_members:
+            if member_id in group.pending_members and self._current(group):
                 group.pending_members.discard(member_id)
                 self._maybe_complete_join(group)
         self.scheduler.call_later(timeout_ms / 1000, expire)

@@ -121,6 +121,8 @@ class Group:
     members: dict[str, Member] = field(default_factory=dict)
     static_members: dict[str, str] = field(default_factory=dict)  # group.instance.id -> member id
     pending_members: set[str] = field(default_factory=set)        # ids issued with MEMBER_ID_REQUIRED
+    pending_sync: set[str] = field(default_factory=set)            # joined this generation, not synced yet
+    sync_timer: Timer | None = None                                # bounds pending_sync by the rebalance timeout
     state_timestamp: int = -1                                      # ms, when the state last changed
     rebalance_timer: Timer | None = None
     rebalance_deadline: float = 0.0                                # scheduler time, seconds
@@ -156,6 +158,7 @@ class Group:
             member.expiry.cancel()
         if self.leader == member_id:
             self.leader = next(iter(self.members), None)
+        self.pending_sync.discard(member_id)
         return member
 
     def cancel_timers(self) -> None:
@@ -164,6 +167,8 @@ class Group:
                 m.expiry.cancel()
         if self.rebalance_timer:
             self.rebalance_timer.cancel()
+        if self.sync_timer:
+            self.sync_timer.cancel()
 
     def supports(self, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
         """Can a member with these protocols join? (Same type, and a protocol in common.)"""
