@@ -148,3 +148,16 @@ def test_the_host_has_every_member_coordinator_host_names(host):
                 assert p.name in params, f"{name}() has no parameter {p.name}"
     for key in CONFIG_KEYS:
         host.config[key]
+
+
+def test_offsets_topic_created_by_another_broker_meanwhile_is_coordinator_not_available():
+    """On a cluster, another broker may create __consumer_offsets before this one has loaded it:
+    FindCoordinator answers the retriable COORDINATOR_NOT_AVAILABLE, not TOPIC_ALREADY_EXISTS."""
+    host = FakeHost()
+
+    def created_elsewhere(name, *args, **kw):
+        raise errors.TopicAlreadyExistsError(f"Topic '{name}' already exists.")
+    host.create_topic = created_elsewhere
+    gc = GroupCoordinator(host)
+    with pytest.raises(errors.CoordinatorNotAvailableError):
+        gc.coordinator_for("g")

@@ -199,11 +199,16 @@ class GroupCoordinator:
         if rf > alive:
             raise errors.CoordinatorNotAvailableError(
                 f"offsets.topic.replication.factor is {rf} but only {alive} broker(s) are alive")
-        self.host.create_topic(OFFSETS_TOPIC, self.cfg("offsets.topic.num.partitions"), rf, configs={
-            "cleanup.policy": "compact",
-            "segment.bytes": str(self.cfg("offsets.topic.segment.bytes")),
-            "compression.type": "producer",
-        })
+        try:
+            self.host.create_topic(OFFSETS_TOPIC, self.cfg("offsets.topic.num.partitions"), rf, configs={
+                "cleanup.policy": "compact",
+                "segment.bytes": str(self.cfg("offsets.topic.segment.bytes")),
+                "compression.type": "producer",
+            })
+        except errors.TopicAlreadyExistsError:
+            # Another broker created it a moment ago and this broker has not loaded it yet:
+            # the client retries, as it does while the topic's leaders are being elected.
+            raise errors.CoordinatorNotAvailableError(f"{OFFSETS_TOPIC} is being created") from None
 
     def coordinator_for(self, group_id: str) -> BrokerInfo:
         """The broker leading the group's offsets partition."""
