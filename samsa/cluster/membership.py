@@ -9,20 +9,24 @@ preferred replicas and drives reassignments.
 
 ZooKeeper calls of the background work run on one worker thread, in order, so a slow
 ZooKeeper never stalls the broker's event loop; their results are applied on the loop.
-Admin writes (create, delete, alter) are rare and run inline.
+The thread is a daemon: kazoo waits for ever for a ZooKeeper that is gone, and such a call
+must not keep the process from exiting. Admin writes (create, delete, alter) are rare and
+run inline.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from concurrent.futures import ThreadPoolExecutor
+import queue
+import threading
+from concurrent.futures import Future
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable
 
 from samsa.broker_config import BrokerConfig
 from samsa.cluster import controller as rules
-from samsa.cluster.metadata import BrokerInfo, PartitionState
+from samsa.cluster.metadata import BrokerInfo, PartitionState, describe_error
 from samsa.cluster.replica_manager import ReplicaManager
 from samsa.protocol import errors
 
@@ -72,6 +76,33 @@ class LocalCluster:
         pass
 
 
+class _DaemonWorker:
+    """Calls run one at a time on a daemon thread (a ThreadPoolExecutor's threads are joined
+    when the interpreter exits, so one call stuck in kazoo would hang the process)."""
+
+    def __init__(self, name: str):
+        self._calls: queue.SimpleQueue = queue.SimpleQueue()
+        threading.Thread(target=self._run, name=name, daemon=True).start()
+
+    def submit(self, fn: Callable, *args: Any) -> Future:
+        future: Future = Future()
+        self._calls.put((future, fn, args))
+        return future
+
+    def shutdown(self) -> None:
+        self._calls.put(None)
+
+    def _run(self) -> None:
+        while (call := self._calls.get()) is not None:
+            future, fn, args = call
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(*args))
+            except BaseException as e:
+                future.set_exception(e)
+
+
 class ZooKeeperCluster:
     replicated = True
 
@@ -85,7 +116,7 @@ class ZooKeeperCluster:
         replicas.isr_writer = self.write_state
         self.alive: dict[int, BrokerInfo] = {}
         self.controller = -1
-        self._zk_thread = ThreadPoolExecutor(1, thread_name_prefix="zookeeper")
+        self._zk_thread = _DaemonWorker("zookeeper")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._dirty: set[str] = set()  # "brokers", "topics", "controller", "session", or "topic:<name>"
         self._wake = asyncio.Event()
@@ -115,10 +146,10 @@ class ZooKeeperCluster:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._zk_thread.shutdown(wait=False)
+        self._zk_thread.shutdown()
 
     async def _zk(self, fn: Callable, *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self._zk_thread, fn, *args)
+        return await asyncio.wrap_future(self._zk_thread.submit(fn, *args))
 
     async def _every(self, interval_ms: float, fn: Callable) -> None:
         while True:
@@ -188,7 +219,7 @@ class ZooKeeperCluster:
             except asyncio.CancelledError:
                 raise
             except Exception as e:
-                log.warning("reading cluster state from ZooKeeper failed (%r); retrying", e)
+                log.warning("reading cluster state from ZooKeeper failed (%s); retrying", describe_error(e))
                 self._dirty |= dirty
                 await asyncio.sleep(0.5)
                 self._wake.set()
@@ -332,18 +363,49 @@ class ZooKeeperCluster:
     # ---------------------------------------------------------------- controlled shutdown
 
     async def controlled_shutdown(self) -> None:
-        """Move leadership off this broker and leave the ISRs before exiting (SIGTERM)."""
+        """Move leadership off this broker and leave the ISRs before exiting (SIGTERM).
+
+        As Kafka bounds it: ``controlled.shutdown.max.retries`` more attempts,
+        ``controlled.shutdown.retry.backoff.ms`` apart, none waiting on a ZooKeeper that is
+        unreachable; after that the broker shuts down anyway (the controller moves what is
+        left once the session ends)."""
         me = self.broker_id
-        for attempt in range(self.config["controlled.shutdown.max.retries"] + 1):
-            remaining = 0
-            for (topic, index), p in list(self.replicas.partitions.items()):
-                new = rules.move_leadership_off(p.state, me, set(self.alive) - {me})
-                if new is not None and not await self.write_state(topic, index, new):
-                    remaining += 1
-            if not remaining:
-                log.info("controlled shutdown of broker %d: leadership moved", me)
-                break
-            await asyncio.sleep(self.config["controlled.shutdown.retry.backoff.ms"] / 1000 / 10)
-            await self._refresh({f"topic:{t}" for t in self.replicas.cache.topics})
+        attempts = self.config["controlled.shutdown.max.retries"] + 1
+        backoff_s = self.config["controlled.shutdown.retry.backoff.ms"] / 1000
+        call_timeout_s = self.config["zookeeper.session.timeout.ms"] / 1000
+        for attempt in range(1, attempts + 1):
+            try:
+                if not self.store.zk.connected:
+                    raise ConnectionError("ZooKeeper is unreachable")
+                remaining = await asyncio.wait_for(self._move_leadership_off(me), call_timeout_s)
+                if not remaining:
+                    log.info("controlled shutdown of broker %d: leadership moved", me)
+                    break
+                reason = f"{remaining} partition(s) still led here"
+            except asyncio.TimeoutError:
+                reason = f"ZooKeeper did not answer within {call_timeout_s:g} s"
+            except Exception as e:  # kazoo's errors too: connection loss, session expiry
+                reason = describe_error(e)
+            log.warning("controlled shutdown of broker %d, attempt %d of %d, failed: %s", me, attempt, attempts,
+                        reason)
+            if attempt < attempts:
+                await asyncio.sleep(backoff_s)
+        else:
+            log.warning("controlled shutdown of broker %d did not complete; shutting down anyway", me)
         self._stopping = True
-        await self._zk(self.store.unregister_broker, me)
+        if self.store.zk.connected:
+            try:
+                await asyncio.wait_for(self._zk(self.store.unregister_broker, me), call_timeout_s)
+            except Exception as e:
+                log.warning("could not remove /brokers/ids/%d (%s); it goes with the session", me, describe_error(e))
+
+    async def _move_leadership_off(self, me: int) -> int:
+        """One attempt: hand each partition led here to another ISR member; how many are left."""
+        remaining = 0
+        for (topic, index), p in list(self.replicas.partitions.items()):
+            new = rules.move_leadership_off(p.state, me, set(self.alive) - {me})
+            if new is not None and not await self.write_state(topic, index, new):
+                remaining += 1
+        if remaining:
+            await self._refresh({f"topic:{t}" for t in self.replicas.cache.topics})
+        return remaining

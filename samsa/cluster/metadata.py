@@ -164,3 +164,10 @@ def _broker_key(broker_id: int | None) -> str:
 def _new_cluster_id() -> str:
     import base64
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def describe_error(e: BaseException) -> str:
+    """An error for a log line: kazoo's errors (ConnectionLoss, SessionExpiredError) carry no
+    message, so their class names it."""
+    text = str(e)
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__

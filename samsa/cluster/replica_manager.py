@@ -19,7 +19,7 @@ from typing import Awaitable, Callable, Iterable, Protocol
 
 from samsa.broker_config import BrokerConfig
 from samsa.clock import now_ms
-from samsa.cluster.metadata import BrokerInfo, PartitionState, TopicInfo
+from samsa.cluster.metadata import BrokerInfo, PartitionState, TopicInfo, describe_error
 from samsa.cluster.metadata_cache import MetadataCache
 from samsa.cluster.partition import Partition
 from samsa.cluster.replica_fetcher import ReplicaFetcherManager
@@ -228,7 +228,7 @@ class ReplicaManager:
                     log.info("expanding ISR of %s from %s to %s", partition, state.isr, isr)
                     await writer(partition.topic, partition.index, replace(state, isr=isr))
             except Exception as e:  # the metadata store is away: a later fetch proposes it again
-                log.warning("expanding the ISR of %s failed: %r", partition, e)
+                log.warning("expanding the ISR of %s failed: %s", partition, describe_error(e))
             finally:
                 self._expanding.discard(key)
         asyncio.ensure_future(expand())

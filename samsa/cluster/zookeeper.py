@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import threading
 import time
 import uuid
 from typing import Callable
@@ -310,6 +311,12 @@ class ZooKeeperMetadataStore:
             return -1
         return json.loads(data)["brokerid"]
 
-    def close(self) -> None:
-        self.zk.stop()
-        self.zk.close()
+    def close(self, timeout_s: float = 10.0) -> None:
+        """End the session (its ephemeral nodes go at once), waiting at most ``timeout_s``:
+        with ZooKeeper unreachable kazoo may wait for ever, and shutdown must go on."""
+        def stop() -> None:
+            self.zk.stop()
+            self.zk.close()
+        closer = threading.Thread(target=stop, name="zookeeper-close", daemon=True)
+        closer.start()
+        closer.join(timeout_s)
