@@ -32,6 +32,20 @@ def on_brokers_changed(state: PartitionState, alive: set[int], unclean: bool) ->
     return None
 
 
+def on_brokers_bounced(state: PartitionState, alive: set[int], bounced: set[int],
+                       unclean: bool) -> PartitionState | None:
+    """The state after brokers came back as new lives (KIP-380: a new broker epoch) that the
+    controller never saw go: as Kafka does, each is handled as a failure, then a start.
+
+    A bounced leader loses leadership to another live ISR member (or, alone in the ISR, is
+    elected again with a new leader epoch, so its followers and clients see the change); a
+    bounced follower leaves the ISR and rejoins once it has caught up."""
+    if not bounced & ({state.leader} | set(state.isr)):
+        return on_brokers_changed(state, alive, unclean)
+    failed = on_brokers_changed(state, alive - bounced, unclean) or state
+    return on_brokers_changed(failed, alive, unclean) or failed
+
+
 def preferred_leader(state: PartitionState, alive: set[int]) -> PartitionState | None:
     """Move leadership to the first assigned replica when it is alive and in sync."""
     preferred = state.replicas[0] if state.replicas else -1

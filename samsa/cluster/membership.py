@@ -115,6 +115,8 @@ class ZooKeeperCluster:
         self.advertised = advertised
         replicas.isr_writer = self.write_state
         self.alive: dict[int, BrokerInfo] = {}
+        self.bounced: set[int] = set()  # came back as a new life (broker epoch) since the controller last acted
+        self.epoch = -1  # this broker's epoch: the czxid of its registration
         self.controller = -1
         self._zk_thread = _DaemonWorker("zookeeper")
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -130,9 +132,13 @@ class ZooKeeperCluster:
         me = self.advertised()
         endpoints = [f"PLAINTEXT://{me.host}:{me.port}"]
         wait_s = self.config["zookeeper.session.timeout.ms"] / 1000 + 2
-        await self._zk(self.store.register_broker, me, endpoints, wait_s)
-        log.info("registered broker %d at path /brokers/ids/%d with addresses: %s", me.id, me.id, endpoints[0])
+        self.epoch = await self._zk(self.store.register_broker, me, endpoints, wait_s)
+        log.info("registered broker %d at path /brokers/ids/%d with addresses: %s, czxid (broker epoch): %d",
+                 me.id, me.id, endpoints[0], self.epoch)
         self.store.zk.add_listener(self._on_session_state)
+        # A start is a new life: if this broker turns out to be the controller (its previous
+        # life's /controller node), nobody else saw the old one go.
+        self.bounced = {self.broker_id}
         await self._refresh({"brokers", "controller", "topics"})
         self._tasks = [asyncio.ensure_future(self._reconcile_forever()),
                        asyncio.ensure_future(self._every(self.config["replica.lag.time.max.ms"] / 2,
@@ -227,15 +233,20 @@ class ZooKeeperCluster:
     async def _refresh(self, dirty: set[str]) -> None:
         if "session" in dirty:
             me = self.advertised()
-            await self._zk(self.store.register_broker, me, [f"PLAINTEXT://{me.host}:{me.port}"],
-                           self.config["zookeeper.session.timeout.ms"] / 1000 + 2)
-            log.info("registered broker %d again after the session expired", me.id)
+            self.epoch = await self._zk(self.store.register_broker, me, [f"PLAINTEXT://{me.host}:{me.port}"],
+                                        self.config["zookeeper.session.timeout.ms"] / 1000 + 2)
+            log.info("registered broker %d again after the session expired, broker epoch %d", me.id, self.epoch)
             dirty |= {"brokers", "controller", "topics"} | {f"topic:{t}" for t in self.replicas.cache.topics}
         if "brokers" in dirty:
             brokers = await self._zk(self.store.brokers, self._watch)
-            before = set(self.alive)
+            before = self.alive
             self.alive = {b.id: b for b in brokers}
-            if set(self.alive) != before:
+            for b in brokers:
+                old = before.get(b.id)
+                if old is not None and b.epoch != old.epoch and -1 not in (b.epoch, old.epoch):
+                    log.info("broker %d came back as a new life (broker epoch %d, was %d)", b.id, b.epoch, old.epoch)
+                    self.bounced.add(b.id)
+            if set(self.alive) != set(before):
                 log.info("live brokers: %s", sorted(self.alive))
         if "controller" in dirty:
             await self._elect_controller()
@@ -254,6 +265,8 @@ class ZooKeeperCluster:
                     self.replicas.apply_topic(topic)
         if self.is_controller:
             await self._control()
+        else:
+            self.bounced.clear()  # the controller has seen them
 
     async def _elect_controller(self) -> None:
         current = await self._zk(self.store.controller_id, self._watch)
@@ -282,11 +295,12 @@ class ZooKeeperCluster:
     async def _control(self) -> None:
         """Elections after brokers came or went, and reassignments that can finish."""
         alive = set(self.alive)
+        bounced = self.bounced & alive
         for name, topic in list(self.replicas.cache.topics.items()):
             unclean = self.replicas.cache.topic_config(name)["unclean.leader.election.enable"]
             finished = False
             for index, state in list(topic.partitions.items()):
-                new = rules.on_brokers_changed(state, alive, unclean)
+                new = rules.on_brokers_bounced(state, alive, bounced, unclean)
                 if new is None:
                     new = rules.finish_reassignment(state, alive)
                     if new is not None:
@@ -298,6 +312,7 @@ class ZooKeeperCluster:
                     await self.write_state(name, index, new)
             if finished:
                 await self._zk(self.store.put_assignment, self.replicas.cache.topics[name])
+        self.bounced -= bounced
 
     async def elect_leaders(self, partitions: list[tuple[str, int]], preferred: bool) -> dict[tuple[str, int], int]:
         """ElectLeaders: preferred (first replica) or unclean (any live replica when none is in sync)."""

@@ -23,6 +23,8 @@ class BrokerInfo:
     host: str
     port: int
     rack: str | None = None
+    # Which life of the broker this is (KIP-380: the czxid of its /brokers/ids node); -1 unknown.
+    epoch: int = field(default=-1, compare=False)
 
 
 @dataclass

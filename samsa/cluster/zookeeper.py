@@ -96,26 +96,45 @@ class ZooKeeperMetadataStore:
 
     # ---------------------------------------------------------------- brokers
 
-    def register_broker(self, broker: BrokerInfo, endpoints: list[str], wait_s: float = 0.0) -> None:
-        """Ephemeral /brokers/ids/<id>; a live broker with the same id is a start-up error.
+    def register_broker(self, broker: BrokerInfo, endpoints: list[str], wait_s: float = 0.0) -> int:
+        """Ephemeral /brokers/ids/<id>; returns the broker epoch (the node's czxid, KIP-380).
 
-        A node left by this broker's previous life (killed before its session ended) goes
-        when that session expires: ``wait_s`` (the session timeout) is how long to wait for it.
+        A node left by this broker's previous life (killed before its session ended) names
+        the endpoints this process has just bound, so no live broker can own it: it is
+        replaced at once, and the new czxid tells the controller this is a new life. A node
+        with other endpoints is another live broker with this id: wait up to ``wait_s`` for
+        it to go, then fail.
         """
         data = {"listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"}, "endpoints": endpoints,
                 "jmx_port": -1, "features": {}, "host": broker.host, "timestamp": str(int(time.time() * 1000)),
                 "port": broker.port, "version": 5, "rack": broker.rack}
+        path = f"/brokers/ids/{broker.id}"
         deadline = time.monotonic() + wait_s
         while True:
             try:
-                self.zk.create(f"/brokers/ids/{broker.id}", _json(data), ephemeral=True)
-                return
+                self.zk.create(path, _json(data), ephemeral=True)
+                return self.zk.exists(path).czxid
             except NodeExistsError:
-                if time.monotonic() >= deadline:
-                    raise DuplicateBrokerIdError(
-                        f"Error while creating ephemeral at /brokers/ids/{broker.id}, node already exists: "
-                        f"another broker is registered with broker.id={broker.id}") from None
-                time.sleep(0.2)
+                pass
+            try:
+                existing, stat = self.zk.get(path)
+            except NoNodeError:
+                continue
+            if stat.ephemeralOwner == self.zk.client_id[0]:
+                return stat.czxid
+            if json.loads(existing).get("endpoints") == endpoints:
+                log.info("replacing the registration of broker %d's previous life (session 0x%x), "
+                         "which still names this broker's endpoints %s", broker.id, stat.ephemeralOwner, endpoints)
+                try:
+                    self.zk.delete(path, version=stat.version)
+                except (NoNodeError, BadVersionError):
+                    pass
+                continue
+            if time.monotonic() >= deadline:
+                raise DuplicateBrokerIdError(
+                    f"Error while creating ephemeral at {path}, node already exists: "
+                    f"another broker is registered with broker.id={broker.id}")
+            time.sleep(0.2)
 
     def unregister_broker(self, broker_id: int) -> None:
         try:
@@ -127,11 +146,11 @@ class ZooKeeperMetadataStore:
         out = []
         for child in self.zk.get_children("/brokers/ids", watch=watch):
             try:
-                data, _ = self.zk.get(f"/brokers/ids/{child}")
+                data, stat = self.zk.get(f"/brokers/ids/{child}")
             except NoNodeError:
                 continue
             d = json.loads(data)
-            out.append(BrokerInfo(int(child), d.get("host", ""), d.get("port", -1), d.get("rack")))
+            out.append(BrokerInfo(int(child), d.get("host", ""), d.get("port", -1), d.get("rack"), epoch=stat.czxid))
         return sorted(out, key=lambda b: b.id)
 
     # ---------------------------------------------------------------- topics

@@ -84,12 +84,12 @@ class BrokerServer:
             self.cluster = LocalCluster(self.config, self.replicas, self.advertised)
         self.admin = TopicAdmin(self.config, self.store, self.metadata, self.replicas, self.alive_brokers)
         self.groups.start()
-        if self.cluster.replicated:
-            await self._listen()  # registration in ZooKeeper advertises the bound port
-            await self.cluster.start()
-        else:
-            await self.cluster.start()
-            await self._listen()
+        # Bound first (registration advertises the bound port), served only once this broker
+        # is registered and has read the cluster: until then it has no view to answer with.
+        await self._listen()
+        await self.cluster.start()
+        for server in self.servers:
+            await server.start_serving()
         self._tasks = [
             asyncio.ensure_future(self._every(self.config["log.retention.check.interval.ms"],
                                               lambda: self.logs.run_retention(now_ms()))),
@@ -127,7 +127,7 @@ class BrokerServer:
             name, host, port = parse_listener(listener)
             server = await loop.create_server(
                 lambda: Connection(self.dispatcher, limits), host or None, port,
-                reuse_address=True, backlog=512)
+                reuse_address=True, backlog=512, start_serving=False)
             for sock in server.sockets:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             actual = server.sockets[0].getsockname()[1]

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from cluster_harness import Cluster
+from waiting import wait_until
 
 
 @pytest.mark.parametrize("zookeeper_fault", ["killed", "frozen"])
@@ -37,3 +40,73 @@ def test_sigterm_with_zookeeper_unreachable_still_shuts_down(tmp_path, zookeeper
         assert (b.data_dir / "logs" / ".kafka_cleanshutdown").exists()
     finally:
         cluster.stop()
+
+
+def _states(cluster: Cluster, topic: str) -> dict[int, dict]:
+    """Each partition's state as the controller wrote it in ZooKeeper (leader, leader_epoch, isr)."""
+    from kazoo.client import KazooClient
+    zk = KazooClient(hosts=cluster.connect)
+    zk.start(timeout=30)
+    try:
+        base = f"/brokers/topics/{topic}/partitions"
+        return {int(p): json.loads(zk.get(f"{base}/{p}/state")[0]) for p in zk.get_children(base)}
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def test_broker_restarted_at_once_registers_at_once_as_a_new_life(tmp_path):
+    """KIP-380: a broker SIGKILLed and started again at once does not wait for its old ZooKeeper
+    session (30 s here) to expire; it replaces its old registration, and the controller, seeing a
+    new broker epoch, handles it as gone and back: the partitions it led get a new leader epoch
+    (a new leader from the ISR), and no acknowledged record is lost."""
+    cluster = Cluster(tmp_path, **{"zookeeper.session.timeout.ms": 30000}).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic("bounce", 3, 3)])["bounce"].result(30)
+        wait_until(lambda: all(len(s["isr"]) == 3 for s in _states(cluster, "bounce").values())
+                   and len(_states(cluster, "bounce")) == 3, what="three partitions with full ISRs")
+        acked = _produce(cluster, [b"before-%d" % i for i in range(300)])
+        before = _states(cluster, "bounce")
+        victim = before[0]["leader"]
+        led = {p: s["leader_epoch"] for p, s in before.items() if s["leader"] == victim}
+        broker = cluster.brokers[victim]
+        broker.kill()
+        broker.start()
+        assert f"replacing the registration of broker {victim}'s previous life" in broker.log_text()
+
+        def re_elected():
+            now = _states(cluster, "bounce")
+            return all(now[p]["leader_epoch"] > epoch and now[p]["leader"] != -1 for p, epoch in led.items())
+        wait_until(re_elected, what="new leader epochs for the partitions the bounced broker led")
+        acked += _produce(cluster, [b"after-%d" % i for i in range(300)])
+        assert sorted(_consume_all(cluster, len(acked))) == sorted(acked)
+    finally:
+        cluster.stop()
+
+
+def _produce(cluster: Cluster, values: list[bytes]) -> list[bytes]:
+    acked: list[bytes] = []
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True})
+    for v in values:
+        p.produce("bounce", v, on_delivery=lambda err, msg: err is None and acked.append(msg.value()))
+    assert p.flush(60) == 0
+    assert len(acked) == len(values)
+    return acked
+
+
+def _consume_all(cluster: Cluster, count: int) -> list[bytes]:
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "bounce-check",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.subscribe(["bounce"])
+    got: list[bytes] = []
+    try:
+        def read() -> bool:
+            m = c.poll(0.5)
+            if m is not None and not m.error():
+                got.append(m.value())
+            return len(got) >= count
+        wait_until(read, what=f"{count} records read back", timeout=90)
+    finally:
+        c.close()
+    return got
