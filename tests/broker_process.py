@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import resource
 import signal
 import socket
 import subprocess
@@ -34,8 +35,9 @@ def wait_for_port(port: int, proc: subprocess.Popen | None = None, timeout: floa
 class BrokerProcess:
     """``samsa server start`` in a child process, with its own data dir and port."""
 
-    def __init__(self, data_dir: Path, port: int | None = None, **overrides: object):
+    def __init__(self, data_dir: Path, port: int | None = None, nofile: int | None = None, **overrides: object):
         self.data_dir = Path(data_dir)
+        self.nofile = nofile  # the child's open-file limit (soft and hard), as `ulimit -n` sets it
         self.port = port or free_port()
         self.overrides = {"broker.id": "0", "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
                           "log.dirs": str(self.data_dir / "logs"), "num.partitions": "1",
@@ -54,9 +56,13 @@ class BrokerProcess:
         props.write_text("".join(f"{k}={v}\n" for k, v in self.overrides.items()))
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "samsa.cli.main", "server", "start", str(props)],
-            stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT, cwd=ROOT)
+            stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT, cwd=ROOT,
+            preexec_fn=None if self.nofile is None else self._limit_files)
         wait_for_port(self.port, self.proc)
         return self
+
+    def _limit_files(self) -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, self.nofile))
 
     def kill(self) -> None:
         """SIGKILL: no clean shutdown, as in a crash."""

@@ -262,7 +262,7 @@ class ZooKeeperCluster:
                 if topic is None:
                     self.replicas.remove_topic(name)
                 else:
-                    self.replicas.apply_topic(topic)
+                    await self.replicas.apply_topic_off_loop(topic)
         if self.is_controller:
             await self._control()
         else:

@@ -25,6 +25,7 @@ from samsa.cluster.partition import Partition
 from samsa.cluster.replica_fetcher import ReplicaFetcherManager
 from samsa.protocol import errors
 from samsa.protocol.batch import BatchHeader
+from samsa.storage.config import LogConfig
 from samsa.storage.log import AppendInfo
 from samsa.storage.manager import LogManager
 from samsa.timeouts import within
@@ -83,6 +84,18 @@ class ReplicaManager:
             self.apply_partition(topic.name, index, state)
         if old is not None and old.configs != topic.configs:
             self.update_log_configs([topic.name])
+
+    async def apply_topic_off_loop(self, topic: TopicInfo) -> None:
+        """:meth:`apply_topic`, the files of partitions new to this broker made on a worker
+        thread first: thousands of partition directories take seconds, and the event loop
+        serves every other client meanwhile."""
+        config = LogConfig.from_topic_values(self.cache.effective(topic.configs))
+        missing = [i for i, state in sorted(topic.partitions.items())
+                   if self.broker_id in state.replicas and self.logs.get(topic.name, i) is None]
+        if missing:
+            await asyncio.get_running_loop().run_in_executor(
+                None, lambda: [self.logs.create(topic.name, i, config) for i in missing])
+        self.apply_topic(topic)
 
     def apply_partition(self, topic: str, index: int, state: PartitionState) -> None:
         key = (topic, index)

@@ -9,6 +9,8 @@ the other brokers of a cluster apply it when their store watches fire.
 from __future__ import annotations
 
 import logging
+import resource
+from collections import Counter
 from typing import Callable
 
 from samsa.broker_config import BROKER_KEYS, BrokerConfig, ConfigError, parse_topic_config, parse_value
@@ -17,6 +19,7 @@ from samsa.cluster.metadata_cache import MetadataCache
 from samsa.cluster.replica_manager import ReplicaManager
 from samsa.protocol import errors
 from samsa.protocol.names import validate_topic_name
+from samsa.storage.descriptors import descriptors_free
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +42,29 @@ class TopicAdmin:
     def create_topic(self, name: str, num_partitions: int, replication_factor: int,
                      assignments: dict[int, list[int]] | None = None,
                      configs: dict[str, str] | None = None, validate_only: bool = False) -> TopicInfo:
+        """Create a small topic at once, on the event loop (auto-creation, internal topics)."""
+        topic = self._new_topic(name, num_partitions, replication_factor, assignments, configs)
+        if not validate_only:
+            self._store_new_topic(topic)
+            self.replicas.apply_topic(topic)
+            self._log_created(topic)
+        return topic
+
+    async def create_topic_requested(self, name: str, num_partitions: int, replication_factor: int,
+                                     assignments: dict[int, list[int]] | None = None,
+                                     configs: dict[str, str] | None = None, validate_only: bool = False) -> TopicInfo:
+        """CreateTopics: as :meth:`create_topic`, the partitions' files made off the event loop,
+        so a topic of thousands of partitions does not stall every other client."""
+        topic = self._new_topic(name, num_partitions, replication_factor, assignments, configs)
+        if not validate_only:
+            self._store_new_topic(topic)
+            await self.replicas.apply_topic_off_loop(topic)
+            self._log_created(topic)
+        return topic
+
+    def _new_topic(self, name: str, num_partitions: int, replication_factor: int,
+                   assignments: dict[int, list[int]] | None, configs: dict[str, str] | None) -> TopicInfo:
+        """The topic to create, validated as Kafka validates it; nothing written yet."""
         validate_topic_name(name)
         if name in self.cache.topics:
             raise errors.TopicAlreadyExistsError(f"Topic '{name}' already exists.")
@@ -69,24 +95,27 @@ class TopicAdmin:
         topic = TopicInfo(name, new_topic_id(),
                           {p: PartitionState(replicas=r, leader=r[0], isr=list(r)) for p, r in replicas.items()},
                           configs)
-        if validate_only:
-            return topic
+        check_descriptors(replicas)
+        return topic
+
+    def _store_new_topic(self, topic: TopicInfo) -> None:
         try:
             self.store.create_topic(topic)
         except TopicExistsError:
-            raise errors.TopicAlreadyExistsError(f"Topic '{name}' already exists.") from None
-        self.replicas.apply_topic(topic)
-        log.info("created topic %s with %d partitions, replication factor %d", name,
+            raise errors.TopicAlreadyExistsError(f"Topic '{topic.name}' already exists.") from None
+
+    @staticmethod
+    def _log_created(topic: TopicInfo) -> None:
+        log.info("created topic %s with %d partitions, replication factor %d", topic.name,
                  len(topic.partitions), topic.replication_factor)
-        return topic
 
     def auto_create_topic(self, name: str) -> TopicInfo | None:
         if not self.config["auto.create.topics.enable"]:
             return None
         try:
             return self.create_topic(name, -1, -1)
-        except errors.TopicAlreadyExistsError:
-            return self.cache.topics[name]
+        except errors.TopicAlreadyExistsError:  # created meanwhile (maybe still being applied)
+            return self.cache.topics.get(name)
 
     def delete_topic(self, name: str) -> None:
         if not self.config["delete.topic.enable"]:
@@ -96,8 +125,9 @@ class TopicAdmin:
         self.store.delete_topic(name)
         self.replicas.remove_topic(name)
 
-    def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None,
-                          validate_only: bool) -> None:
+    async def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None,
+                                validate_only: bool) -> None:
+        """CreatePartitions; the new partitions' files are made off the event loop."""
         topic = self.cache.topics.get(name)
         if topic is None:
             raise errors.UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
@@ -115,12 +145,13 @@ class TopicAdmin:
             replicas = self._check_assignments({current + i: r for i, r in enumerate(assignments)}, start=current)
         else:
             replicas = self.assign_replicas(added, topic.replication_factor, start=current)
+        check_descriptors(replicas)
         if validate_only:
             return
         for p, r in replicas.items():
             topic.partitions[p] = PartitionState(replicas=r, leader=r[0], isr=list(r))
         self.store.put_assignment(topic)
-        self.replicas.apply_topic(topic)
+        await self.replicas.apply_topic_off_loop(topic)
         log.info("topic %s now has %d partitions", name, count)
 
     # ---------------------------------------------------------------- replica assignment
@@ -194,6 +225,19 @@ class TopicAdmin:
         pid = self._next_pid
         self._next_pid += 1
         return pid
+
+
+def check_descriptors(replicas: dict[int, list[int]]) -> None:
+    """Refuse, before touching a disk, partitions a broker could not keep open: each needs a
+    descriptor (assuming every broker has the limit this one has)."""
+    per_broker = Counter(b for r in replicas.values() for b in r)
+    needed = max(per_broker.values(), default=0)
+    free = descriptors_free()
+    if needed > free:
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        raise errors.InvalidPartitionsError(
+            f"{len(replicas)} new partition(s) would need {needed} more open files on a broker, but this "
+            f"broker can open only {max(free, 0)} more (open file limit {soft}: raise 'ulimit -n')")
 
 
 def validate_topic_configs(configs: dict[str, str]) -> None:

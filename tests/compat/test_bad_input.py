@@ -661,3 +661,54 @@ def test_half_sent_frame_is_closed_when_idle(tmp_path):
         wait_until(lambda: "connections.max.idle.ms" in b.log_text(), what="the idle close logged")
     finally:
         b.stop()
+
+
+# ------------------------------------------------------------------ requests too big for the broker
+
+
+def test_partitions_beyond_the_open_file_limit_are_refused(tmp_path, topic_name):
+    """With `ulimit -n` 512, CreateTopics of 2,000 partitions and a CreatePartitions to 32,516 are
+    refused with INVALID_PARTITIONS and a message, before a directory is made; the broker serves on."""
+    b = BrokerProcess(tmp_path, nofile=512)
+    start(b)
+    try:
+        c = Raw(b.port)
+        r = _create(c, topic_name, partitions=2000)
+        assert r["error_code"] == INVALID_PARTITIONS and "open file limit 512" in r["error_message"]
+        assert _create(c, topic_name, partitions=2)["error_code"] == NONE
+        r = c.call(37, 3, {"topics": [{"name": topic_name, "count": 32516, "assignments": None}],
+                           "timeout_ms": 10000, "validate_only": False})
+        assert r["results"][0]["error_code"] == INVALID_PARTITIONS
+        dirs = [p.name for p in (tmp_path / "logs").iterdir() if p.name.startswith(topic_name)]
+        assert sorted(dirs) == [f"{topic_name}-0", f"{topic_name}-1"]
+        [(_, offset)] = produce_values(b.bootstrap, topic_name, [b"still-serving"])
+        assert offset == 0
+        c.close()
+        assert "open file limit (ulimit -n): 512" in b.log_text()
+    finally:
+        b.stop()
+
+
+def test_creating_many_partitions_does_not_stall_other_clients(bk, topic_name):
+    """The partitions' files are made off the event loop: while a CreateTopics of 600 partitions
+    is being carried out, another connection's request is answered first."""
+    creator, other = Raw(bk.port), Raw(bk.port)
+    create_id = creator.send(19, 4, {"topics": [{"name": topic_name, "num_partitions": 600,
+                                                 "replication_factor": 1, "assignments": [], "configs": []}],
+                                     "timeout_ms": 60000, "validate_only": False})
+    r = other.call(18, 3, {"client_software_name": "t", "client_software_version": "1"})
+    assert r["error_code"] == NONE
+    creator.sock.setblocking(False)
+    try:
+        early = creator.sock.recv(1, socket.MSG_PEEK)
+    except BlockingIOError:
+        early = b""
+    creator.sock.setblocking(True)
+    creator.sock.settimeout(120)
+    got_cid, response = decode_response(19, 4, creator.recv_frame())
+    assert got_cid == create_id and response["topics"][0]["error_code"] == NONE
+    assert early == b"", "the CreateTopics answer came before another client's ApiVersions"
+    r = other.call(20, 4, {"topic_names": [topic_name], "timeout_ms": 60000})
+    assert r["responses"][0]["error_code"] == NONE
+    creator.close()
+    other.close()

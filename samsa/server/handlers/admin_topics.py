@@ -11,7 +11,7 @@ def _fail(e: errors.KafkaError) -> dict:
 
 
 @handles(ApiKey.CREATE_TOPICS)
-def create_topics(ctx, req: dict) -> dict:
+async def create_topics(ctx, req: dict) -> dict:
     broker = ctx.broker
     results = []
     for t in req["topics"]:
@@ -19,8 +19,9 @@ def create_topics(ctx, req: dict) -> dict:
         try:
             assignments = {a["partition_index"]: a["broker_ids"] for a in t["assignments"]}
             configs = {c["name"]: c["value"] for c in t["configs"] if c["value"] is not None}
-            topic = broker.admin.create_topic(name, t["num_partitions"], t["replication_factor"], assignments,
-                                        configs, validate_only=req.get("validate_only", False))
+            topic = await broker.admin.create_topic_requested(
+                name, t["num_partitions"], t["replication_factor"], assignments, configs,
+                validate_only=req.get("validate_only", False))
             created = name in broker.metadata.topics
             results.append({
                 "name": name, "topic_id": topic.topic_id, "error_code": 0, "error_message": None,
@@ -57,12 +58,12 @@ def delete_topics(ctx, req: dict) -> dict:
 
 
 @handles(ApiKey.CREATE_PARTITIONS)
-def create_partitions(ctx, req: dict) -> dict:
+async def create_partitions(ctx, req: dict) -> dict:
     results = []
     for t in req["topics"]:
         try:
             assignments = [a["broker_ids"] for a in t["assignments"]] if t["assignments"] else None
-            ctx.broker.admin.create_partitions(t["name"], t["count"], assignments, req["validate_only"])
+            await ctx.broker.admin.create_partitions(t["name"], t["count"], assignments, req["validate_only"])
             results.append({"name": t["name"], "error_code": 0, "error_message": None})
         except errors.KafkaError as e:
             results.append({"name": t["name"], **_fail(e)})
