@@ -162,8 +162,12 @@ class ZooKeeperCluster:
             await asyncio.sleep(max(interval_ms, 50) / 1000)
             try:
                 await fn()
-            except Exception:
-                log.exception("cluster task %s failed", getattr(fn, "__name__", fn))
+            except Exception as e:
+                name = getattr(fn, "__name__", fn)
+                if type(e).__module__.startswith("kazoo."):  # ZooKeeper away or session expired: expected
+                    log.warning("cluster task %s failed (%s); trying again in the next round", name, describe_error(e))
+                else:
+                    log.exception("cluster task %s failed", name)
 
     # ---------------------------------------------------------------- the view
 
