@@ -8,6 +8,7 @@ the other brokers of a cluster apply it when their store watches fire.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import resource
 from collections import Counter
@@ -58,7 +59,8 @@ class TopicAdmin:
         topic = self._new_topic(name, num_partitions, replication_factor, assignments, configs)
         if not validate_only:
             self._store_new_topic(topic)
-            await self.replicas.apply_topic_off_loop(topic)
+            # Shielded: a client that disconnects meanwhile must not leave the topic stored but unapplied.
+            await asyncio.shield(self.replicas.apply_topic_off_loop(topic))
             self._log_created(topic)
         return topic
 
@@ -151,7 +153,7 @@ class TopicAdmin:
         for p, r in replicas.items():
             topic.partitions[p] = PartitionState(replicas=r, leader=r[0], isr=list(r))
         self.store.put_assignment(topic)
-        await self.replicas.apply_topic_off_loop(topic)
+        await asyncio.shield(self.replicas.apply_topic_off_loop(topic))
         log.info("topic %s now has %d partitions", name, count)
 
     # ---------------------------------------------------------------- replica assignment
