@@ -712,3 +712,21 @@ def test_creating_many_partitions_does_not_stall_other_clients(bk, topic_name):
     assert r["responses"][0]["error_code"] == NONE
     creator.close()
     other.close()
+
+
+def test_create_topics_finishes_when_the_client_leaves(bk, topic_name):
+    """A client that sends CreateTopics and disconnects at once: the topic is still created whole
+    (stored and served), not left stored but unapplied."""
+    c = Raw(bk.port)
+    c.send(19, 4, {"topics": [{"name": topic_name, "num_partitions": 200, "replication_factor": 1,
+                               "assignments": [], "configs": []}], "timeout_ms": 60000, "validate_only": False})
+    c.close()
+
+    def served() -> bool:
+        r = Raw(bk.port).call(3, METADATA_V, {"topics": [{"topic_id": bytes(16), "name": topic_name}],
+                                              "allow_auto_topic_creation": False,
+                                              "include_topic_authorized_operations": False})
+        return r["topics"][0]["error_code"] == NONE and len(r["topics"][0]["partitions"]) == 200
+    wait_until(served, what="the topic served with its 200 partitions")
+    [(partition, offset)] = produce_values(bk.bootstrap, topic_name, [b"x"])
+    assert offset == 0
