@@ -27,10 +27,14 @@ def main() -> None:
     parser.add_argument("--faults", type=int, default=40)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--session-ms", type=int, default=3000)
+    parser.add_argument("--keep", type=Path, help="run in this directory and keep the brokers' logs")
     args = parser.parse_args()
     t0 = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="samsa-chaos-") as root:
-        report = run_chaos(Path(root), args.faults, args.seed, args.session_ms)
+    if args.keep:
+        report = run_chaos(args.keep, args.faults, args.seed, args.session_ms)
+    else:
+        with tempfile.TemporaryDirectory(prefix="samsa-chaos-") as root:
+            report = run_chaos(Path(root), args.faults, args.seed, args.session_ms)
     print(f"chaos: {args.faults} faults, seed {args.seed}, zookeeper.session.timeout.ms={args.session_ms}, "
           f"{time.monotonic() - t0:.0f} s")
     for line in report.lines():

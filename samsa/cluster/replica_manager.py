@@ -55,6 +55,9 @@ class ReplicaManager:
         self.listeners: list[LeadershipListener] = []
         self.isr_writer: IsrWriter | None = None  # set by the cluster membership of a replicated broker
         self._expanding: set[tuple[str, int, int]] = set()
+        # (topic, partition, follower) -> the partition epoch an expansion was refused in: the
+        # state is stale, so wait for it to be read again before proposing again.
+        self._refused_in: dict[tuple[str, int, int], int] = {}
 
     async def stop(self) -> None:
         if self.fetchers is not None:
@@ -230,6 +233,8 @@ class ReplicaManager:
         key = (partition.topic, partition.index, replica_id)
         if self.isr_writer is None or key in self._expanding:
             return
+        if self._refused_in.get(key) == partition.state.partition_epoch:
+            return
         self._expanding.add(key)
         writer = self.isr_writer
 
@@ -239,7 +244,10 @@ class ReplicaManager:
                 if partition.is_leader and replica_id not in state.isr and replica_id in state.replicas:
                     isr = state.isr + [replica_id]
                     log.info("expanding ISR of %s from %s to %s", partition, state.isr, isr)
-                    await writer(partition.topic, partition.index, replace(state, isr=isr))
+                    if await writer(partition.topic, partition.index, replace(state, isr=isr)):
+                        self._refused_in.pop(key, None)
+                    else:
+                        self._refused_in[key] = state.partition_epoch
             except Exception as e:  # the metadata store is away: a later fetch proposes it again
                 log.warning("expanding the ISR of %s failed: %s", partition, describe_error(e))
             finally:

@@ -43,6 +43,7 @@ class ChaosReport:
     longest_stall_s: float = 0.0
     longest_leaderless_s: float = 0.0
     failovers_s: list[float] = field(default_factory=list)  # fault to every partition led by a live broker
+    longest_stall_after: str = ""  # the fault the longest stall followed
     broker_log_problems: list[str] = field(default_factory=list)
 
     def lines(self) -> list[str]:
@@ -51,7 +52,7 @@ class ChaosReport:
         return [f"faults: {self.kills} SIGKILL/restart, {self.pauses} SIGSTOP pauses past the session",
                 f"records acknowledged: {self.acked}, lost: {self.lost}, duplicated: {self.duplicated}",
                 f"replicas identical below the high watermark: {self.replicas_identical}",
-                f"longest producer stall: {self.longest_stall_s:.1f} s",
+                f"longest producer stall: {self.longest_stall_s:.1f} s ({self.longest_stall_after})",
                 f"longest time without a live leader (two ISR members alive): {self.longest_leaderless_s:.1f} s",
                 f"fail-over (fault to all partitions led by live brokers): p50 {pct(0.5):.1f} s, "
                 f"p90 {pct(0.9):.1f} s, max {f[-1]:.1f} s over {len(self.failovers_s)} faults",
@@ -68,7 +69,9 @@ class _Load(threading.Thread):
         self.acked: list[bytes] = []
         self.errors: list[str] = []
         self.last_ack = time.monotonic()
+        self.last_ack_of: dict[int, float] = {}  # partition -> when a record of it was last acknowledged
         self.longest_stall = 0.0
+        self.longest_stall_ended = 0.0
         self.stopping = threading.Event()
 
     def _delivered(self, err, msg) -> None:
@@ -76,8 +79,9 @@ class _Load(threading.Thread):
             self.errors.append(str(err))
             return
         now = time.monotonic()
-        self.longest_stall = max(self.longest_stall, now - self.last_ack)
-        self.last_ack = now
+        if now - self.last_ack > self.longest_stall:
+            self.longest_stall, self.longest_stall_ended = now - self.last_ack, now
+        self.last_ack = self.last_ack_of[msg.partition()] = now
         self.acked.append(msg.value())
 
     def run(self) -> None:
@@ -138,7 +142,8 @@ def _controller(monitor: _Monitor) -> int:
 
 
 def run_chaos(root: Path, faults: int, seed: int = 1, session_ms: int = 3000) -> ChaosReport:
-    """``faults`` random faults, one at a time, each after the cluster is whole again."""
+    """``faults`` random faults, one at a time: each after the cluster is whole again (full ISRs)
+    and the producer has had records of every partition acknowledged since."""
     rnd = random.Random(seed)
     report = ChaosReport()
     cluster = Cluster(root, **{"zookeeper.session.timeout.ms": session_ms, "min.insync.replicas": 2}).start()
@@ -154,11 +159,15 @@ def run_chaos(root: Path, faults: int, seed: int = 1, session_ms: int = 3000) ->
         load = _Load(cluster.bootstrap)
         load.start()
         wait_until(lambda: len(load.acked) > 1000, what="the load running")
+        faults_at: list[tuple[float, str]] = []
         for i in range(faults):
             controller = _controller(monitor)
             victim = controller if i % 5 == 0 and controller in live else rnd.choice(sorted(live))
             broker = cluster.brokers[victim]
             fault_at = time.monotonic()
+            role = "the controller" if victim == controller else "a broker"
+            faults_at.append((fault_at, f"fault {i + 1}: {'SIGSTOP' if i % 4 == 3 else 'SIGKILL'} of {role} "
+                                        f"{victim} at {time.strftime('%H:%M:%S')}"))
             live.discard(victim)
             if i % 4 == 3:
                 report.pauses += 1
@@ -175,11 +184,17 @@ def run_chaos(root: Path, faults: int, seed: int = 1, session_ms: int = 3000) ->
                        what="every partition led by a live broker", timeout=120)
             report.failovers_s.append(time.monotonic() - fault_at)
             wait_until(whole, what="full ISRs again", timeout=120)
+            whole_at = time.monotonic()  # one fault at a time, as clients see it: every partition writable again
+            wait_until(lambda: all(load.last_ack_of.get(p, 0) > whole_at for p in range(PARTITIONS)),
+                       what="records of every partition acknowledged again", timeout=120)
         load.stopping.set()
         load.join(600)
         monitor.close()
         report.acked = len(load.acked)
         report.longest_stall_s = load.longest_stall
+        stall_began = load.longest_stall_ended - load.longest_stall
+        report.longest_stall_after = next((what for at, what in reversed(faults_at) if at <= stall_began + 1),
+                                          "before any fault")
         report.longest_leaderless_s = monitor.longest
         read = _read_all(cluster.bootstrap, len(load.acked))
         counts = Counter(read)
