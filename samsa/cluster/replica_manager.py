@@ -54,6 +54,8 @@ class ReplicaManager:
         self.listeners: list[LeadershipListener] = []
         self.isr_writer: IsrWriter | None = None  # set by the cluster membership of a replicated broker
         self._expanding: set[tuple[str, int, int]] = set()
+        self.isr_shrinks = 0  # ISR changes this broker proposed and wrote (the broker's metrics)
+        self.isr_expands = 0
 
     async def stop(self) -> None:
         if self.fetchers is not None:
@@ -226,7 +228,8 @@ class ReplicaManager:
                 if partition.is_leader and replica_id not in state.isr and replica_id in state.replicas:
                     isr = state.isr + [replica_id]
                     log.info("expanding ISR of %s from %s to %s", partition, state.isr, isr)
-                    await writer(partition.topic, partition.index, replace(state, isr=isr))
+                    if await writer(partition.topic, partition.index, replace(state, isr=isr)):
+                        self.isr_expands += 1
             except Exception as e:  # the metadata store is away: a later fetch proposes it again
                 log.warning("expanding the ISR of %s failed: %r", partition, e)
             finally:
@@ -247,4 +250,5 @@ class ReplicaManager:
                 isr = [r for r in p.state.isr if r not in lagging]
                 log.info("shrinking ISR of %s from %s to %s (replica.lag.time.max.ms=%d)", p, p.state.isr, isr, lag)
                 if await self.isr_writer(p.topic, p.index, replace(p.state, isr=isr)):
+                    self.isr_shrinks += 1
                     p.maybe_advance_high_watermark()

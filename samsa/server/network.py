@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+import time
 from collections import deque
 from typing import Awaitable, Protocol
 
@@ -28,8 +29,13 @@ class FrameDispatcher(Protocol):
 
 
 class Connection(asyncio.Protocol):
-    def __init__(self, dispatcher: FrameDispatcher, max_request_bytes: int):
+    def __init__(self, dispatcher: FrameDispatcher, max_request_bytes: int, listener: str = "",
+                 timed: bool = False):
         self.dispatcher = dispatcher
+        self.listener = listener  # the listener's name (PLAINTEXT), for the connection-count metric
+        # With metrics on: when each queued frame arrived (perf_counter), and the frame being handled's.
+        self.arrivals: deque[float] | None = deque() if timed else None
+        self.arrived_at = 0.0
         self.max_request_bytes = max_request_bytes
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
@@ -51,6 +57,8 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.queue.clear()
+        if self.arrivals is not None:
+            self.arrivals.clear()
         if self.task is not None:
             self.task.cancel()
         self.dispatcher.connections.discard(self)
@@ -79,6 +87,9 @@ class Connection(asyncio.Protocol):
             pos += 4 + size
         if pos:
             del buf[:pos]
+            arrivals = self.arrivals
+            if arrivals is not None:
+                arrivals.extend([time.perf_counter()] * (len(self.queue) - len(arrivals)))
         if not self.busy:
             self.drain()
 
@@ -89,6 +100,8 @@ class Connection(asyncio.Protocol):
         dispatch = self.dispatcher.dispatch
         while self.queue and not self.closed:
             frame = self.queue.popleft()
+            if self.arrivals is not None:
+                self.arrived_at = self.arrivals.popleft()
             result = dispatch(self, frame)
             if result is None:
                 continue
@@ -124,4 +137,6 @@ class Connection(asyncio.Protocol):
             log.warning("closing connection from %s: %s", self.peer, reason)
             self.closed = True
             self.queue.clear()
+            if self.arrivals is not None:
+                self.arrivals.clear()
             self.transport.close()
