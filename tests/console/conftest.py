@@ -4,39 +4,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from console_process import ARTIFACTS, ConsoleProcess
 
-from broker_process import ROOT, BrokerProcess, free_port, wait_for_port
+from broker_process import BrokerProcess, free_port
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
-# Screenshots of each page the browser test visits (git-ignored); SAMSA_ARTIFACTS moves them.
-ARTIFACTS = Path(os.environ.get("SAMSA_ARTIFACTS", ROOT / "tests" / "artifacts")) / "console"
-
-
-class ConsoleProcess:
-    """``samsa console`` in a child process on a free port."""
-
-    def __init__(self, bootstrap: str, *args: str):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "samsa.cli.main", "console", "--bootstrap-server", bootstrap,
-             "--port", str(self.port), *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT)
-        wait_for_port(self.port, self.proc)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
 
 
 @pytest.fixture(scope="module")

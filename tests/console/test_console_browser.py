@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 
-from conftest import ARTIFACTS
+from console_process import ARTIFACTS
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 

@@ -6,7 +6,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from conftest import ConsoleProcess
+from console_process import ConsoleProcess
 
 from broker_process import BrokerProcess
 from waiting import wait_until
