@@ -39,6 +39,8 @@ def test_under_replicated_follows_a_killed_follower(tmp_path):
         wait_until(lambda: total(cluster, urls, under, alive) == 0, "no under-replicated partition")
         wait_until(lambda: total(cluster, urls, controllers, alive) == 1, "one active controller")
         assert value(scrape(urls[leader]), "kafka_server_replicamanager_leadercount") == 1
+        wait_until(lambda: value(scrape(urls[leader]), "kafka_network_requestmetrics_totaltimems_count",
+                                 request="FetchFollower") >= 1, "followers' fetches answered")
 
         follower = next(r for r in replicas if r != leader)
         cluster.brokers[follower].kill()

@@ -62,6 +62,11 @@ def test_counters_equal_what_was_produced_and_fetched(metered_broker):
         assert value(m, f"kafka_network_requestmetrics_{name}_count", request="Produce") == produces
         assert value(m, f"kafka_network_requestmetrics_{name}_bucket", request="Produce", le="+Inf") == produces
 
+    fetches = sum(v for ls, v in m["kafka_network_requestmetrics_requests_total"] if ls["request"] == "Fetch")
+    assert fetches >= 1
+    assert value(m, "kafka_network_requestmetrics_totaltimems_count", request="FetchConsumer") == fetches
+    assert "FetchFollower" not in {ls["request"] for ls, _ in m["kafka_network_requestmetrics_totaltimems_count"]}
+
     assert value(m, "kafka_server_replicamanager_partitioncount") >= 2
     assert value(m, "kafka_server_replicamanager_leadercount") == value(m, "kafka_server_replicamanager_partitioncount")
     assert value(m, "kafka_server_replicamanager_underreplicatedpartitions") == 0

@@ -15,7 +15,8 @@ from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
 from samsa.protocol import api
-from samsa.server.metrics.counters import BUCKETS_MS, TIME_NAMES, BrokerTopicStats, LoopBusy, RequestTimes
+from samsa.server.metrics.counters import (BUCKETS_MS, EXTRA_REQUEST_NAMES, TIME_NAMES, BrokerTopicStats, LoopBusy,
+                                           RequestTimes)
 
 # BrokerTopicMetrics: (MBean name without PerSec, TopicCounters attribute, help).
 TOPIC_METERS = (
@@ -227,7 +228,7 @@ def _bound(ms: float) -> str:
     return repr(float(ms))
 
 
-_NAMES: dict[int, str] = {}
+_NAMES: dict[int, str] = dict(EXTRA_REQUEST_NAMES)
 
 
 def _api_name(key: int) -> str:

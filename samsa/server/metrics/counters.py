@@ -21,6 +21,11 @@ TIME_NAMES = ("RequestQueueTimeMs", "LocalTimeMs", "RemoteTimeMs", "ResponseSend
 
 _FOLD_AT = 4096
 
+# Kafka also times fetches as FetchConsumer or FetchFollower (RequestMetrics' request names):
+# recorded under these stand-in keys beside Fetch's own.
+FETCH_CONSUMER, FETCH_FOLLOWER = -1, -2
+EXTRA_REQUEST_NAMES = {FETCH_CONSUMER: "FetchConsumer", FETCH_FOLLOWER: "FetchFollower"}
+
 
 class TopicCounters:
     """BrokerTopicMetrics of one topic (or, under the name ``""``, of all topics)."""
