@@ -54,7 +54,7 @@ class ReplicaManager:
         self.listeners: list[LeadershipListener] = []
         self.isr_writer: IsrWriter | None = None  # set by the cluster membership of a replicated broker
         self._expanding: set[tuple[str, int, int]] = set()
-        self.isr_shrinks = 0  # ISR changes this broker proposed and wrote (the broker's metrics)
+        self.isr_shrinks = 0  # ISR changes of partitions led here, whoever wrote them (the broker's metrics)
         self.isr_expands = 0
 
     async def stop(self) -> None:
@@ -108,6 +108,8 @@ class ReplicaManager:
                 return  # an older read than the state already applied
             was_leader, old = p.is_leader, p.state
         if state.leader == self.broker_id:
+            if was_leader and old is not None:
+                self._count_isr_change(old.isr, state.isr)
             if not was_leader or old is None or old.leader_epoch != state.leader_epoch:
                 if self.fetchers is not None:
                     self.fetchers.unfollow(key)
@@ -130,6 +132,14 @@ class ReplicaManager:
                         self.fetchers.follow(p)
                     else:
                         self.fetchers.unfollow(key)
+
+    def _count_isr_change(self, old: list[int], new: list[int]) -> None:
+        """The ISR of a partition led here changed (its leader or the controller wrote it)."""
+        before, after = set(old), set(new)
+        if after < before:
+            self.isr_shrinks += 1
+        elif after > before:
+            self.isr_expands += 1
 
     def remove_topic(self, name: str) -> None:
         """The topic is gone from the metadata store: stop hosting it and delete its logs."""
@@ -228,8 +238,7 @@ class ReplicaManager:
                 if partition.is_leader and replica_id not in state.isr and replica_id in state.replicas:
                     isr = state.isr + [replica_id]
                     log.info("expanding ISR of %s from %s to %s", partition, state.isr, isr)
-                    if await writer(partition.topic, partition.index, replace(state, isr=isr)):
-                        self.isr_expands += 1
+                    await writer(partition.topic, partition.index, replace(state, isr=isr))
             except Exception as e:  # the metadata store is away: a later fetch proposes it again
                 log.warning("expanding the ISR of %s failed: %r", partition, e)
             finally:
@@ -250,5 +259,4 @@ class ReplicaManager:
                 isr = [r for r in p.state.isr if r not in lagging]
                 log.info("shrinking ISR of %s from %s to %s (replica.lag.time.max.ms=%d)", p, p.state.isr, isr, lag)
                 if await self.isr_writer(p.topic, p.index, replace(p.state, isr=isr)):
-                    self.isr_shrinks += 1
                     p.maybe_advance_high_watermark()

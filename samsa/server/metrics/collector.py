@@ -126,10 +126,10 @@ class BrokerCollector(Collector):
                 ("partitioncount", hosted, "Partitions hosted here (leader or follower)"),
                 ("leadercount", led, "Partitions led here")):
             yield GaugeMetricFamily(f"kafka_server_replicamanager_{name}", doc, value=value)
-        yield CounterMetricFamily("kafka_server_replicamanager_isrshrinks", "ISR shrinks proposed by this broker "
-                                  "and written (ReplicaManager IsrShrinksPerSec)", value=replicas.isr_shrinks)
-        yield CounterMetricFamily("kafka_server_replicamanager_isrexpands", "ISR expansions proposed by this broker "
-                                  "and written (ReplicaManager IsrExpandsPerSec)", value=replicas.isr_expands)
+        yield CounterMetricFamily("kafka_server_replicamanager_isrshrinks", "ISR shrinks of partitions led here "
+                                  "(ReplicaManager IsrShrinksPerSec)", value=replicas.isr_shrinks)
+        yield CounterMetricFamily("kafka_server_replicamanager_isrexpands", "ISR expansions of partitions led here "
+                                  "(ReplicaManager IsrExpandsPerSec)", value=replicas.isr_expands)
 
     # ---------------------------------------------------------------- KafkaController
 
