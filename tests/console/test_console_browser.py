@@ -60,6 +60,11 @@ def test_console_in_a_browser(console, console_broker, browser):
                 producer.send(TOPIC, json.dumps({"n": i, "partition": p}).encode(), key=f"key-{i}".encode(),
                               partition=p, headers=[("origin", b"browser-test")])
         producer.flush()
+    # The live figures: the first rate after the records went in is above 0 (scrapes of /metrics, 2 s apart).
+    d.get(console.url + "/")
+    wait_until(lambda: float(text(d, "#live-messages-in")) > 0, "messages in per second above 0", timeout=30)
+    shot(d, "3-cluster-live")
+    d.get(console.url + f"/topics/{TOPIC}")
     reload_until(d, lambda: "40" in [c.text for c in d.find_elements(By.CSS_SELECTOR, "#partitions td.num")],
                  "the log end offsets on the topic page")
     shot(d, "3-topic-with-records")
