@@ -5,7 +5,9 @@ broker and a store-nothing sink, under the same loads in one run.
     .venv/bin/python bench/broker_bench.py --targets samsa,samsa@../baseline   # this tree beside another
 
 A target ``samsa@DIR`` runs the broker of another Samsa source tree (e.g. a ``git worktree``
-of an earlier commit) beside this one, to compare two commits in one run.
+of an earlier commit) beside this one, to compare two commits in one run; ``samsa+metrics``
+is this tree's broker with its Prometheus metrics on (``prometheus.listener``), scraped every
+second during the loads as Prometheus would, to compare with ``samsa`` (metrics off).
 
 See bench/README.md for what each figure means. Not a test: the machine is shared and
 noisy, so read the ratios between targets of one run, not the absolute numbers.
@@ -27,6 +29,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -216,8 +219,11 @@ class Target:
 class Samsa(Target):
     name = "samsa"
 
-    def __init__(self, workdir: Path, root: Path = ROOT, name: str = "samsa"):
-        self.name, self.root = name, root
+    def __init__(self, workdir: Path, root: Path = ROOT, name: str = "samsa", metrics: bool = False):
+        self.name, self.root, self.metrics = name, root, metrics
+        self.metrics_port = 0
+        self._scraper: threading.Thread | None = None
+        self._stopping = threading.Event()
         super().__init__(workdir)
 
     def start(self) -> None:
@@ -231,6 +237,10 @@ class Samsa(Target):
             "offsets.topic.replication.factor=1",
             "",
         ]))
+        if self.metrics:
+            self.metrics_port = free_port()
+            with props.open("a") as f:
+                f.write(f"prometheus.listener=http://127.0.0.1:{self.metrics_port}\n")
         try:
             rev = subprocess.run(["git", "-C", str(self.root), "describe", "--always", "--dirty"],
                                  capture_output=True, text=True, timeout=10).stdout.strip()
@@ -240,6 +250,27 @@ class Samsa(Target):
         env = dict(os.environ, PYTHONPATH=str(self.root))
         self._spawn([PY, "-m", "samsa.cli.main", "server", "start", str(props)], cwd=self.root, env=env)
         self._wait_ready()
+        if self.metrics:
+            self.version += " (metrics on, scraped every 1 s)"
+            self._scraper = threading.Thread(target=self._scrape, daemon=True)
+            self._scraper.start()
+
+    def _scrape(self) -> None:
+        """GET /metrics once a second while the broker runs (bounded: it stops with the target)."""
+        import urllib.request
+        while not self._stopping.is_set() and self.proc is not None and self.proc.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as r:
+                    r.read()
+            except OSError:
+                pass
+            self._stopping.wait(1.0)
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._scraper is not None:
+            self._scraper.join(10)
+        super().stop()
 
 
 def tansu_binary() -> str | None:
@@ -332,6 +363,8 @@ def make_target(name: str, workdir: Path) -> Target:
     """A target by name; ``samsa@DIR`` is the Samsa broker of the source tree in DIR."""
     if name.startswith("samsa@"):
         return Samsa(workdir, root=Path(name.removeprefix("samsa@")).resolve(), name=name)
+    if name == "samsa+metrics":
+        return Samsa(workdir, name=name, metrics=True)
     return TARGETS[name](workdir)
 
 
@@ -747,7 +780,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.loads - {"kcat", "python", "latency"}:
         p.error(f"unknown loads: {', '.join(sorted(args.loads - {'kcat', 'python', 'latency'}))}")
     targets = list(dict.fromkeys(t.strip() for t in args.targets.split(",") if t.strip()))
-    unknown = [t for t in targets if t not in TARGETS and not t.startswith("samsa@")]
+    unknown = [t for t in targets if t not in TARGETS and not t.startswith("samsa@") and t != "samsa+metrics"]
     if unknown:
         p.error(f"unknown targets: {', '.join(unknown)} (known: {', '.join(ALL_TARGETS)})")
     if args.keep_logs:

@@ -26,6 +26,12 @@ def _listeners(v: Any) -> str | None:
     return None
 
 
+def _http_listener(v: Any) -> str | None:
+    if v is not None and not re.fullmatch(r"http://(\[[0-9a-fA-F:]+\]|[^:/\s\[\]]*):\d+/?", v):
+        return "The Prometheus listener must look like http://host:port (an empty host: every interface)"
+    return None
+
+
 BROKER_KEYS = keys(
     Key("broker.id", "int", -1, at_least(-1)),
     Key("node.id", "int", -1),
@@ -129,6 +135,8 @@ BROKER_KEYS = keys(
     Key("zookeeper.max.in.flight.requests", "int", 10, at_least(1)),
     Key("cluster.id", "string", None),
     Key("metric.reporters", "list", [], dynamic=True),
+    # Samsa's own: where /metrics is served for Prometheus (off unless set), e.g. http://:9404.
+    Key("prometheus.listener", "string", None, _http_listener),
     Key("group.coordinator.rebalance.protocols", "list", ["classic"]),
     # Accepted (and dynamic where Kafka 3.9 has them dynamic) with no effect yet: GAPS.md says which.
     Key("compression.gzip.level", "int", -1, dynamic=True),

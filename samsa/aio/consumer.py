@@ -135,6 +135,10 @@ class AIOConsumer:
     def paused(self) -> set[TopicPartition]:
         return self.core.paused()
 
+    def metrics(self) -> dict:
+        """Kafka's consumer metrics by :class:`samsa.client.metrics.MetricName` (as ``Consumer.metrics``)."""
+        return self.core.metrics()
+
     def highwater(self, partition: TopicPartition) -> int | None:
         return self.core.highwater(partition)
 

@@ -42,6 +42,10 @@ class AIOProducer:
             self._core.start()
             await self._core.cluster.bootstrap()
 
+    def metrics(self) -> dict:
+        """Kafka's producer metrics by :class:`samsa.client.metrics.MetricName` (as ``Producer.metrics``)."""
+        return self.core.metrics()
+
     async def __aenter__(self) -> "AIOProducer":
         await self.start()
         return self

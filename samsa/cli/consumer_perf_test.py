@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from samsa.cli.common import Parser, UsageError, read_properties, error_message, arguments
+from samsa.client.metrics import format_metrics
 from samsa.protocol import errors
 
 DESCRIPTION = "This tool is used to verify the consumer performance."
@@ -99,6 +100,7 @@ class Stats:
     last_report: float = 0.0
     last_messages: int = 0
     last_bytes: int = 0
+    client_metrics: dict | None = None  # Samsa's consumer's metrics(), for --print-metrics
 
     def revoked(self, *_: Any) -> None:
         self.join_start = time.time()
@@ -166,6 +168,7 @@ def run_samsa(props: dict[str, str], opts: argparse.Namespace, stats: Stats) -> 
                     if r.value is not None:
                         size += len(r.value)
                 stats.add(len(records), size, now)
+        stats.client_metrics = consumer.metrics()
 
 
 def run_confluent(props: dict[str, str], opts: argparse.Namespace, stats: Stats) -> None:
@@ -338,8 +341,6 @@ def main(argv: list[str] | None = None) -> int:
     if stats.messages < opts.messages:
         print(f"WARNING: Exiting before consuming the expected number of messages: timeout ({opts.timeout} ms) "
               f"exceeded. You can use the --timeout option to increase the timeout.")
-    if opts.print_metrics:
-        print("(--print-metrics: this client keeps no metrics registry)", file=sys.stderr)
     if not opts.show_detailed_stats:
         elapsed = end - start
         fetch_ms = elapsed * 1000 - stats.join_ms
@@ -349,6 +350,12 @@ def main(argv: list[str] | None = None) -> int:
               f"{stats.messages / elapsed:.4f}, {int(stats.join_ms)}, {int(fetch_ms)}, "
               f"{mb / fetch_s if fetch_s > 0 else 0.0:.4f}, {stats.messages / fetch_s if fetch_s > 0 else 0.0:.4f}",
               flush=True)
+    if opts.print_metrics:
+        if stats.client_metrics is not None:
+            print(format_metrics(stats.client_metrics))
+        else:
+            print(f"(--print-metrics: the metrics of the {opts.client} client are not read by this tool)",
+                  file=sys.stderr)
     return 0
 
 

@@ -22,6 +22,7 @@ TOOLS = {
     "console-consumer": ("samsa.cli.console_consumer", "print records of topics to stdout (kafka-console-consumer.sh)"),
     "producer-perf-test": ("samsa.cli.producer_perf_test", "measure producer throughput and latency (kafka-producer-perf-test.sh)"),
     "consumer-perf-test": ("samsa.cli.consumer_perf_test", "measure consumer throughput (kafka-consumer-perf-test.sh)"),
+    "console": ("samsa.cli.console", "a web console: brokers, topics, messages, consumer groups and lag"),
     "pipeline": ("samsa.cli.pipeline", "run the activity and payments pipelines on Spark, and feed them"),
 }
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from samsa.cli.common import Parser, UsageError, read_properties, error_message, arguments
+from samsa.client.metrics import format_metrics
 from samsa.configdef import ConfigError
 from samsa.protocol import errors
 
@@ -68,6 +69,7 @@ class Stats:
     def __init__(self, count: int, out: Callable[[str], None] = print):
         self.start = self.window_start = time.monotonic()
         self.window_end = self.start + REPORT_S
+        self.client_metrics: dict | None = None  # Samsa's producer's metrics(), for --print-metrics
         self.latencies = array("d")
         self.bytes = 0
         self.window_first = self.window_bytes = 0  # where the window starts in latencies, and its bytes before
@@ -155,6 +157,7 @@ def run_samsa(props: dict[str, str], opts: argparse.Namespace, stats: Stats, pay
             if wait:
                 time.sleep(wait)
         producer.flush()
+        stats.client_metrics = producer.metrics()
 
 
 def run_confluent(props: dict[str, str], opts: argparse.Namespace, stats: Stats,
@@ -287,7 +290,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     stats.print_total()
     if opts.print_metrics:
-        print("(--print-metrics: this tool keeps no metrics registry)", file=sys.stderr)
+        if stats.client_metrics is not None:
+            print(format_metrics(stats.client_metrics))
+        else:
+            print(f"(--print-metrics: the metrics of the {opts.client} client are not read by this tool)",
+                  file=sys.stderr)
     return 1 if stats.errors else 0
 
 

@@ -202,6 +202,11 @@ class Consumer:
     def paused(self) -> set[TopicPartition]:
         return self._call(self._core.paused)
 
+    def metrics(self) -> dict:
+        """Kafka's consumer metrics (records-lag-max, fetch-latency-avg, records-consumed-rate, ...) by
+        :class:`samsa.client.metrics.MetricName`; rates per second, times in ms, over the last 30 to 60 s."""
+        return self._core.metrics()
+
     def highwater(self, partition: TopicPartition) -> int | None:
         return self._call(self._core.highwater, partition)
 

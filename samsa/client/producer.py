@@ -21,6 +21,7 @@ from typing import Any
 
 from samsa.client.connection import KafkaTimeoutError
 from samsa.client.loop import IdleSignal, LoopThread
+from samsa.client.metrics import MetricName
 from samsa.client.producer_internals.producer_core import OnDelivery, ProducerCore
 from samsa.client.types import RecordMetadata
 
@@ -58,6 +59,11 @@ class Producer:
                 raise KafkaTimeoutError(f"Topic {topic} not present in metadata after "
                                         f"{self.config['max.block.ms']} ms.") from None
         return count
+
+    def metrics(self) -> dict[MetricName, float]:
+        """Kafka's producer metrics (record-send-rate, request-latency-avg, batch-size-avg, ...) by
+        :class:`MetricName`; rates are per second, times in ms, over the last 30 to 60 s."""
+        return self._core.metrics()
 
     def partitions_for(self, topic: str) -> list[int]:
         return list(range(self._partitions(topic)))

@@ -58,6 +58,8 @@ class ReplicaManager:
         # (topic, partition, follower) -> the partition epoch an expansion was refused in: the
         # state is stale, so wait for it to be read again before proposing again.
         self._refused_in: dict[tuple[str, int, int], int] = {}
+        self.isr_shrinks = 0  # ISR changes of partitions led here, whoever wrote them (the broker's metrics)
+        self.isr_expands = 0
 
     async def stop(self) -> None:
         if self.fetchers is not None:
@@ -122,6 +124,8 @@ class ReplicaManager:
                 return  # an older read than the state already applied
             was_leader, old = p.is_leader, p.state
         if state.leader == self.broker_id:
+            if was_leader and old is not None:
+                self._count_isr_change(old.isr, state.isr)
             if not was_leader or old is None or old.leader_epoch != state.leader_epoch:
                 if self.fetchers is not None:
                     self.fetchers.unfollow(key)
@@ -144,6 +148,14 @@ class ReplicaManager:
                         self.fetchers.follow(p)
                     else:
                         self.fetchers.unfollow(key)
+
+    def _count_isr_change(self, old: list[int], new: list[int]) -> None:
+        """The ISR of a partition led here changed (its leader or the controller wrote it)."""
+        before, after = set(old), set(new)
+        if after < before:
+            self.isr_shrinks += 1
+        elif after > before:
+            self.isr_expands += 1
 
     def remove_topic(self, name: str) -> None:
         """The topic is gone from the metadata store: stop hosting it and delete its logs."""

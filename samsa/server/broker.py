@@ -30,6 +30,7 @@ from samsa.cluster.replica_manager import ReplicaManager
 from samsa.cluster.topic_admin import TopicAdmin
 from samsa.coordinator.groups import GroupCoordinator
 from samsa.server.dispatcher import Dispatcher
+from samsa.server.metrics.counters import BrokerTopicStats
 from samsa.server.network import Connection, ConnectionLimits, close_idle
 from samsa.storage.dir_lock import LogDirLocks
 from samsa.storage.manager import LogManager
@@ -55,6 +56,8 @@ class BrokerServer:
         self._tasks: list[asyncio.Task] = []
         self._dir_locks: LogDirLocks | None = None
         self.started = asyncio.Event()
+        self.stats: BrokerTopicStats | None = None  # set, with the dispatcher's times, by prometheus.listener
+        self.metrics_endpoint = None
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -84,6 +87,8 @@ class BrokerServer:
             self.cluster = LocalCluster(self.config, self.replicas, self.advertised)
         self.admin = TopicAdmin(self.config, self.store, self.metadata, self.replicas, self.alive_brokers)
         self.groups.start()
+        if self.config["prometheus.listener"]:
+            await self._start_metrics(self.config["prometheus.listener"])
         # Bound first (registration advertises the bound port), served only once this broker
         # is registered and has read the cluster: until then it has no view to answer with.
         await self._listen()
@@ -110,6 +115,22 @@ class BrokerServer:
         log.info("[KafkaServer id=%d] started, listening on %s", self.broker_id,
                  ", ".join(f"{n}://{h}:{p}" for n, h, p in self.bound))
 
+    async def _start_metrics(self, listener: str) -> None:
+        """Count on the request paths and serve /metrics (prometheus.listener)."""
+        from prometheus_client import CollectorRegistry
+
+        from samsa.server.metrics.collector import BrokerCollector
+        from samsa.server.metrics.counters import LoopBusy, RequestTimes
+        from samsa.server.metrics.endpoint import MetricsEndpoint
+        self.stats = BrokerTopicStats()
+        self.dispatcher.times = RequestTimes()
+        busy = LoopBusy()
+        busy.install(asyncio.get_running_loop())
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(BrokerCollector(self, self.stats, self.dispatcher.times, busy))
+        self.metrics_endpoint = MetricsEndpoint(registry, listener)
+        await self.metrics_endpoint.start()
+
     async def _open_store(self, first_dir: Path, zookeeper: str) -> MetadataStore:
         if not zookeeper:
             return LocalMetadataStore(first_dir)
@@ -123,10 +144,11 @@ class BrokerServer:
         loop = asyncio.get_running_loop()
         limits = ConnectionLimits(self.config["socket.request.max.bytes"], self.config["queued.max.requests"],
                                   self.config["queued.max.request.bytes"])
+        timed = self.dispatcher.times is not None
         for listener in self.config.listeners:
             name, host, port = parse_listener(listener)
             server = await loop.create_server(
-                lambda: Connection(self.dispatcher, limits), host or None, port,
+                lambda name=name: Connection(self.dispatcher, limits, name, timed), host or None, port,
                 reuse_address=True, backlog=512, start_serving=False)
             for sock in server.sockets:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -146,6 +168,8 @@ class BrokerServer:
             task.cancel()
         for server in self.servers:
             server.close()
+        if self.metrics_endpoint is not None:
+            await self.metrics_endpoint.stop()
         parked = [c.task for c in self.dispatcher.connections if c.task is not None]
         for conn in list(self.dispatcher.connections):
             conn.transport.close()

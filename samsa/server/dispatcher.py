@@ -9,13 +9,15 @@ v0-layout UNSUPPORTED_VERSION answer so the client can retry.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any, Awaitable
 
 from samsa.protocol import api
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.errors import InvalidRequestError
-from samsa.server.handlers import HANDLERS, Services
+from samsa.server.handlers import HANDLERS, Handler, Services
+from samsa.server.metrics.counters import FETCH_CONSUMER, FETCH_FOLLOWER, RequestTimes
 from samsa.server.network import Connection
 
 log = logging.getLogger(__name__)
@@ -36,6 +38,7 @@ class Dispatcher:
     def __init__(self, broker: Services):
         self.broker = broker
         self.connections: set[Connection] = set()
+        self.times: RequestTimes | None = None  # RequestMetrics, when the broker's metrics are on
 
     @staticmethod
     def supported_versions() -> list[tuple[int, int, int]]:
@@ -63,6 +66,8 @@ class Dispatcher:
             conn.close(f"malformed {handler.name} v{version} request: {e}")
             return None
         ctx = RequestContext(self.broker, conn, header)
+        if self.times is not None:
+            return self._timed(ctx, handler, body, correlation_id, self.times)
         try:
             result = handler.fn(ctx, body)
         except Exception as e:
@@ -74,6 +79,47 @@ class Dispatcher:
         if isinstance(result, dict):
             return api.encode_response(api_key, version, correlation_id, result)
         return self._later(result, api_key, version, correlation_id)
+
+    def _timed(self, ctx: RequestContext, handler: Handler, body: dict, correlation_id: int,
+               times: RequestTimes) -> list | Awaitable[list | None] | None:
+        """``dispatch`` with the RequestMetrics instants taken (kept in ``times``, folded at scrape)."""
+        conn, api_key, version = ctx.connection, ctx.header.api_key, ctx.header.api_version
+        started = time.perf_counter()
+        arrived = conn.arrived_at or started
+        also = None  # a Fetch is timed as Fetch and as FetchConsumer or FetchFollower, as Kafka does
+        if api_key == ApiKey.FETCH:
+            replica_id = (body.get("replica_state") or {}).get("replica_id", -1) if version >= 15 else body["replica_id"]
+            also = FETCH_FOLLOWER if replica_id >= 0 else FETCH_CONSUMER
+        try:
+            result = handler.fn(ctx, body)
+        except Exception as e:
+            log.exception("%s v%d from %s failed", handler.name, version, conn.peer)
+            conn.close(f"internal error handling {handler.name}: {e}")
+            return None
+        local_done = time.perf_counter()
+        if result is not None and not isinstance(result, dict):
+            return self._later_timed(result, api_key, version, correlation_id, times, arrived, started, local_done,
+                                     also)
+        frame = None if result is None else api.encode_response(api_key, version, correlation_id, result)
+        sent = time.perf_counter() if result is not None else local_done
+        times.record(api_key, version, arrived, started, local_done, local_done, sent)
+        if also is not None:
+            times.record(also, version, arrived, started, local_done, local_done, sent)
+        return frame
+
+    @staticmethod
+    async def _later_timed(result: Awaitable[dict | None], api_key: int, version: int, correlation_id: int,
+                           times: RequestTimes, arrived: float, started: float, local_done: float,
+                           also: int | None) -> Any:
+        """The parked part of a timed request."""
+        body = await result
+        remote_done = time.perf_counter()
+        frame = None if body is None else api.encode_response(api_key, version, correlation_id, body)
+        sent = time.perf_counter() if body is not None else remote_done
+        times.record(api_key, version, arrived, started, local_done, remote_done, sent)
+        if also is not None:
+            times.record(also, version, arrived, started, local_done, remote_done, sent)
+        return frame
 
     @staticmethod
     async def _later(result: Awaitable[dict | None], api_key: int, version: int, correlation_id: int) -> Any:

@@ -48,10 +48,15 @@ class ConnectionLimits:
 
 
 class Connection(asyncio.Protocol):
-    def __init__(self, dispatcher: FrameDispatcher, limits: ConnectionLimits):
+    def __init__(self, dispatcher: FrameDispatcher, limits: ConnectionLimits, listener: str = "",
+                 timed: bool = False):
         self.dispatcher = dispatcher
         self.limits = limits
         self.max_request_bytes = limits.max_request_bytes
+        self.listener = listener  # the listener's name (PLAINTEXT), for the connection-count metric
+        # With metrics on: when each queued frame arrived (perf_counter), and the frame being handled's.
+        self.arrivals: deque[float] | None = deque() if timed else None
+        self.arrived_at = 0.0
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.buf = bytearray()
@@ -75,6 +80,8 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.queue.clear()
+        if self.arrivals is not None:
+            self.arrivals.clear()
         if self.task is not None:
             self.task.cancel()
         self.dispatcher.connections.discard(self)
@@ -115,6 +122,9 @@ class Connection(asyncio.Protocol):
             pos += 4 + size
         if pos:
             del buf[:pos]
+            arrivals = self.arrivals
+            if arrivals is not None:
+                arrivals.extend([time.perf_counter()] * (len(self.queue) - len(arrivals)))
         if not self.busy:
             self.drain()
         if self.queue:
@@ -132,6 +142,8 @@ class Connection(asyncio.Protocol):
         while self.queue and not self.closed:
             frame = self.queue.popleft()
             self.queued_bytes -= len(frame)
+            if self.arrivals is not None:
+                self.arrived_at = self.arrivals.popleft()
             try:
                 result = dispatch(self, frame)
             except Exception as e:  # the dispatcher's bug: the one connection pays, not the broker
@@ -177,6 +189,8 @@ class Connection(asyncio.Protocol):
             log.warning("closing connection from %s: %s", self.peer, reason)
             self.closed = True
             self.queue.clear()
+            if self.arrivals is not None:
+                self.arrivals.clear()
             self.transport.close()
 
 

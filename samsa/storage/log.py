@@ -107,6 +107,10 @@ class PartitionLog:
         return list(self._segments)
 
     @property
+    def num_segments(self) -> int:
+        return len(self._segments)
+
+    @property
     def _active(self) -> LogSegment:
         return self._segments[-1]
 

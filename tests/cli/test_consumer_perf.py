@@ -61,3 +61,19 @@ def test_usage(broker):
     assert r.returncode == 1 and "--messages" in r.stderr
     r = perf(broker, "--topic", "perf")
     assert r.returncode == 1 and "messages" in r.stderr
+
+
+def test_print_metrics_prints_the_consumers_metrics(broker, perf_topic, tmp_path):
+    config = tmp_path / "consumer.properties"
+    config.write_text("client.id=perf-consumer\n")
+    r = perf(broker, "--topic", perf_topic, "--messages", "5000", "--print-metrics", "--group", "perf-metrics",
+             "--consumer.config", str(config))
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert ROW.match(lines[1]), lines
+    header = lines.index(next(line for line in lines if line.startswith("Metric Name")))
+    table = {name.rstrip(): value for name, value in (line.rsplit(" : ", 1) for line in lines[header + 1:])}
+    consumed = float(table["consumer-fetch-manager-metrics:records-consumed-total:{client-id=perf-consumer}"])
+    assert consumed >= 5000
+    assert float(table["consumer-fetch-manager-metrics:fetch-latency-avg:{client-id=perf-consumer}"]) >= 0
+    assert "consumer-fetch-manager-metrics:records-lag-max:{client-id=perf-consumer}" in table

@@ -63,3 +63,16 @@ def test_usage_errors_are_one_line(broker):
     assert "bootstrap.servers" in one_error_line(samsa(*base, "--record-size", "10"))
     assert "acks" in one_error_line(samsa(*base, "--record-size", "10", "--producer-props",
                                           f"bootstrap.servers={broker.bootstrap_servers}", "acks=most"))
+
+
+def test_print_metrics_prints_the_producers_metrics(broker, admin):
+    admin.create_topics([NewTopic("pp-metrics", 1, 1)])
+    r = samsa("producer-perf-test", "--topic", "pp-metrics", "--num-records", "500", "--record-size", "50",
+              "--throughput", "-1", "--producer-props", f"bootstrap.servers={broker.bootstrap_servers}",
+              "client.id=perf", "--print-metrics")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    header = lines.index(next(line for line in lines if line.startswith("Metric Name")))
+    table = {name.rstrip(): value for name, value in (line.rsplit(" : ", 1) for line in lines[header + 1:])}
+    assert float(table["producer-metrics:record-send-total:{client-id=perf}"]) == 500
+    assert float(table["producer-metrics:request-latency-avg:{client-id=perf}"]) > 0

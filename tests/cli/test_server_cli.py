@@ -137,7 +137,7 @@ def test_run_twice_says_already_running(tmp_path):
     (home / "run").write_bytes((ROOT / "run").read_bytes())
     (home / "run").chmod(0o755)
     port = free_port()
-    env = dict(os.environ, SAMSA_PORT=str(port))
+    env = dict(os.environ, SAMSA_PORT=str(port), SAMSA_METRICS_PORT=str(free_port()))
     first = subprocess.Popen([str(home / "run")], cwd=home, env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:

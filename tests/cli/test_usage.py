@@ -6,7 +6,7 @@ import importlib
 
 import pytest
 
-TOOLS = ["configs", "console_consumer", "console_producer", "consumer_groups", "consumer_perf_test", "dump_log",
+TOOLS = ["configs", "console", "console_consumer", "console_producer", "consumer_groups", "consumer_perf_test", "dump_log",
          "pipeline", "producer_perf_test", "topics"]
 
 

@@ -24,11 +24,13 @@ from typing import Any, Awaitable, Callable, Iterable, Mapping
 from samsa.client.config import CONSUMER_KEYS, ClientConfig, ConfigError, load_plugins, load_serde
 from samsa.client.connection import KafkaConnectionError, KafkaTimeoutError
 from samsa.client.consumer_internals.assignors import load_assignors
+from samsa.client.consumer_internals.consumer_metrics import ConsumerMetrics
 from samsa.client.consumer_internals.fetcher import EARLIEST, LATEST, Fetcher, NoOffsetForPartitionError
 from samsa.client.consumer_internals.group import EAGER, CommitFailedError, GroupMember
 from samsa.client.consumer_internals.records import ConsumerRecord, OffsetAndMetadata
 from samsa.client.consumer_internals.subscription import IllegalStateError, SubscriptionState
 from samsa.client.metadata import ClusterMetadata
+from samsa.client.metrics import MetricName, default_client_id
 from samsa.client.types import PartitionInfo, TopicPartition
 from samsa.protocol import errors
 from samsa.timeouts import within
@@ -119,8 +121,11 @@ class AsyncConsumer:
                                        metadata_max_age_ms=c["metadata.max.age.ms"])
         self._wake = asyncio.Event()
         self._metadata_needed = asyncio.Event()
+        client_id = c["client.id"] or default_client_id("consumer", self.group_id)
+        sensors = ConsumerMetrics(client_id, lambda: len(self.subs.assignment))
         self.fetcher = Fetcher(self.cluster, self.subs, c, key_deserializer=self.key_deserializer,
-                               value_deserializer=self.value_deserializer, request_metadata=self.request_metadata)
+                               value_deserializer=self.value_deserializer, request_metadata=self.request_metadata,
+                               metrics=sensors)
         self.fetcher.data_ready = self._wake  # new data wakes poll()
         self.group = GroupMember(self) if self.group_id else None
         self._invoke = invoke or call_listener
@@ -134,6 +139,10 @@ class AsyncConsumer:
         self._polling = 0
         self._next_auto_commit: float | None = None
         self._wakeup = False
+
+    def metrics(self) -> dict[MetricName, float]:
+        """Kafka's consumer metrics (records-lag-max, fetch-latency-avg, ...) by name, as they are now."""
+        return self.fetcher.metrics.registry.values()
 
     # ---------------------------------------------------------------- lifecycle
 

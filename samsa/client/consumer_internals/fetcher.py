@@ -15,6 +15,7 @@ from collections import defaultdict
 from typing import Any, Callable
 
 from samsa.client.connection import BrokerConnection, KafkaConnectionError, KafkaTimeoutError
+from samsa.client.consumer_internals.consumer_metrics import ConsumerMetrics
 from samsa.client.consumer_internals.records import CompletedFetch, ConsumerRecord, FetchedBatch
 from samsa.client.consumer_internals.subscription import PartitionState, SubscriptionState
 from samsa.client.metadata import ClusterMetadata
@@ -47,8 +48,10 @@ class NoOffsetForPartitionError(Exception):
 
 class Fetcher:
     def __init__(self, cluster: ClusterMetadata, subs: SubscriptionState, config: Any, *,
-                 key_deserializer: Any, value_deserializer: Any, request_metadata: Callable[[], None]):
+                 key_deserializer: Any, value_deserializer: Any, request_metadata: Callable[[], None],
+                 metrics: ConsumerMetrics):
         c = config
+        self.metrics = metrics
         self.cluster = cluster
         self.subs = subs
         self.min_bytes = c["fetch.min.bytes"]
@@ -155,6 +158,7 @@ class Fetcher:
                     "forgotten_topics_data": [], "rack_id": self.rack or ""}
             try:
                 conn = await self._connection(node_id)
+                sent_at = loop.time()
                 resp = await conn.request(ApiKey.FETCH, body, min_version=4, max_version=FETCH_MAX_VERSION,
                                           timeout_ms=self.request_timeout_ms + self.max_wait_ms)
             except (*_NETWORK, errors.KafkaError, KeyError) as e:
@@ -163,7 +167,12 @@ class Fetcher:
                     s.retry_at = loop.time() + self.retry_backoff
                 self.request_metadata()
                 return
-            self._handle(resp, {tp: (s, offset, epoch) for tp, s, offset, epoch in sent}, loop.time())
+            now = loop.time()
+            m = self.metrics
+            m.fetch.record()
+            m.fetch_latency.record((now - sent_at) * 1000)
+            m.throttle.record(resp.get("throttle_time_ms", 0))
+            self._handle(resp, {tp: (s, offset, epoch) for tp, s, offset, epoch in sent}, now)
         finally:
             self._inflight.discard(node_id)
             for _, s, _, _ in sent:
@@ -174,6 +183,8 @@ class Fetcher:
         top = resp.get("error_code", 0)
         got_data = False
         refresh = False
+        size = 0
+        lag = self.metrics.records_lag
         for t in resp["responses"]:
             for p in t["partitions"]:
                 tp = TopicPartition(t["topic"], p["partition_index"])
@@ -190,7 +201,9 @@ class Fetcher:
                     s.log_start_offset = p.get("log_start_offset", -1)
                     records = p["records"]
                     if records:
+                        size += len(records)
                         got_data |= self._buffer(tp, s, bytes(records), offset, p)
+                    lag.record(max(s.high_watermark - s.fetch_offset, 0))
                 elif code == errors.E_OFFSET_OUT_OF_RANGE:
                     self._out_of_range(tp, s, offset)
                     got_data = True  # poll must look: a reset or an error is due
@@ -201,6 +214,9 @@ class Fetcher:
                 else:
                     s.error = errors.error_for(code, f"Fetch of {tp} failed: {errors.error_name(code)}")
                     got_data = True
+        self.metrics.fetch_size.record(size)
+        if size:
+            self.metrics.bytes_consumed.record(size)
         if refresh:
             self.request_metadata()
         if got_data:
@@ -299,6 +315,8 @@ class Fetcher:
                 break
         if freed:
             (wake or self._wake.set)()
+        if count:
+            self.metrics.records_consumed.record(count)
         return out
 
     def has_buffered(self) -> bool:

@@ -304,6 +304,7 @@ class GroupMember:
                 self._join_error(code, "JoinGroup")
             self.member_id = resp["member_id"]
             self.generation = resp["generation_id"]
+            self.core.fetcher.metrics.rebalance.record()
             self.protocol_name = resp["protocol_name"]
             self.leader_id = resp["leader"]
             log.info("Successfully joined group %s with generation %d (member %s, protocol %s)", self.group_id,
@@ -482,7 +483,8 @@ class GroupMember:
         if not offsets:
             return
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
+        started = loop.time()
+        deadline = started + timeout
         backoff = self.retry_backoff
         topics: dict[str, list[dict]] = {}
         for tp, om in sorted(offsets.items()):
@@ -506,6 +508,9 @@ class GroupMember:
             else:
                 codes = {p["error_code"] for t in resp["topics"] for p in t["partitions"]} - {0}
                 if not codes:
+                    sensors = self.core.fetcher.metrics
+                    sensors.commit.record()
+                    sensors.commit_latency.record((loop.time() - started) * 1000)
                     return
                 code = next(iter(codes))
                 name = errors.error_name(code)

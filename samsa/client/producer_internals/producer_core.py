@@ -21,8 +21,10 @@ from samsa.client.config import PRODUCER_KEYS, ClientConfig, ConfigError, load_p
 from samsa.client.connection import KafkaTimeoutError
 from samsa.client.loop import IdleSignal
 from samsa.client.metadata import ClusterMetadata
+from samsa.client.metrics import MetricName, default_client_id
 from samsa.client.partitioner import StickyPartitioner
 from samsa.client.producer_internals.accumulator import RecordAccumulator
+from samsa.client.producer_internals.producer_metrics import ProducerMetrics
 from samsa.client.producer_internals.sender import Sender
 from samsa.client.types import RecordMetadata
 from samsa.protocol import compression, errors
@@ -80,10 +82,12 @@ class ProducerCore:
             idempotent=self.idempotent,
             # Kafka refuses more than 5 with idempotence; the sequence numbers keep up to 5 in order
             max_in_flight=min(c["max.in.flight.requests.per.connection"], 5 if self.idempotent else 1 << 30))
+        self._metrics = ProducerMetrics(c["client.id"] or default_client_id("producer"), self.accumulator)
         self.sender = Sender(self.accumulator, self.cluster, acks=self.acks, idempotent=self.idempotent,
                              request_timeout_ms=c["request.timeout.ms"], retries=c["retries"],
                              retry_backoff_ms=c["retry.backoff.ms"], retry_backoff_max_ms=c["retry.backoff.max.ms"],
-                             interceptors=self.interceptors, partition_counts=self.partition_counts)
+                             interceptors=self.interceptors, partition_counts=self.partition_counts,
+                             metrics=self._metrics)
         self._task: asyncio.Future | None = None
 
     # ---------------------------------------------------------------- the caller's side
@@ -151,6 +155,10 @@ class ProducerCore:
                 # gives it one uncontended turn per batch instead.
                 idle.wait_past(idle_count, 0.1)
         return fut
+
+    def metrics(self) -> dict[MetricName, float]:
+        """Kafka's producer metrics (``producer-metrics``), by name, as they are now."""
+        return self._metrics.registry.values()
 
     def _on_send(self, *fields: Any) -> tuple:
         names = ("topic", "value", "key", "partition", "timestamp", "headers")

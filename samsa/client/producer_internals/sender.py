@@ -20,6 +20,7 @@ from samsa.client.connection import KafkaConnectionError
 from samsa.client.futures import resolve_all
 from samsa.client.metadata import ClusterMetadata
 from samsa.client.producer_internals.accumulator import ProducerBatch, RecordAccumulator
+from samsa.client.producer_internals.producer_metrics import ProducerMetrics
 from samsa.client.types import RecordMetadata
 from samsa.protocol import errors
 from samsa.protocol.api_keys import ApiKey
@@ -32,13 +33,14 @@ _REFRESH = (errors.E_NOT_LEADER_OR_FOLLOWER, errors.E_UNKNOWN_TOPIC_OR_PARTITION
 class Sender:
     def __init__(self, accumulator: RecordAccumulator, cluster: ClusterMetadata, *, acks: int, idempotent: bool,
                  request_timeout_ms: int, retries: int, retry_backoff_ms: int, retry_backoff_max_ms: int,
-                 interceptors: Sequence[Any], partition_counts: dict[str, int]):
+                 interceptors: Sequence[Any], partition_counts: dict[str, int], metrics: ProducerMetrics):
         self.accumulator, self.cluster = accumulator, cluster
         self.acks, self.idempotent = acks, idempotent
         self.request_timeout_ms, self.retries = request_timeout_ms, retries
         self.retry_backoff_ms, self.retry_backoff_max_ms = retry_backoff_ms, retry_backoff_max_ms
         self.interceptors = interceptors
         self.partition_counts = partition_counts  # the producer's topics: refreshed with their metadata
+        self.metrics = metrics
         self.producer_id, self.epoch = -1, -1
         self._sequences: dict[tuple[str, int], int] = {}
         self._woken = False
@@ -142,6 +144,7 @@ class Sender:
             # in the order the batches were drained, even when an earlier task still waits for the connection
             async with lock:
                 conn = await self.cluster.node(leader)
+                sent_at = time.monotonic()
                 for batches in requests:
                     topics: dict[str, list] = {}
                     for b in batches:
@@ -151,6 +154,7 @@ class Sender:
                             "topic_data": [{"name": t, "partition_data": ps} for t, ps in topics.items()]}
                     answers.append((batches, conn.send(ApiKey.PRODUCE, body, min_version=3,
                                                       expect_response=self.acks != 0)))
+                    self._count_request(batches, sent_at)
                 await conn.drain()
         except (errors.KafkaError, OSError) as e:
             for batches in requests[len(answers):]:  # the requests not written
@@ -159,11 +163,30 @@ class Sender:
         for batches, pending in answers:
             try:
                 resp = None if pending is None else await conn.response(pending)
+                if resp is not None:
+                    self.metrics.request_latency.record((time.monotonic() - sent_at) * 1000)
+                    self.metrics.throttle.record(resp.get("throttle_time_ms", 0))
             except (errors.KafkaError, OSError) as e:
                 for b in batches:
                     self._retry_or_fail(b, _as_kafka_error(e), refresh=True)
                 continue
             self._handle(batches, resp)
+
+    def _count_request(self, batches: list[ProducerBatch], now: float) -> None:
+        m = self.metrics
+        m.request.record()
+        m.records_per_request.record(sum(b.count for b in batches))
+        for b in batches:
+            size = len(b.data)
+            m.batch_size.record(size)
+            m.outgoing.record(size)
+            m.record_send.record(b.count)
+            if b.attempts > 1:
+                m.record_retry.record(b.count)
+            else:
+                m.queue_time.record((now - b.created) * 1000)
+                if b.count:
+                    m.record_size.record(b.size / b.count)
 
     def _handle(self, batches: list[ProducerBatch], resp: dict | None) -> None:
         if resp is None:  # acks=0
@@ -223,6 +246,8 @@ class Sender:
         """Answer every record of ``b``: interceptors, on_delivery callbacks, then the futures."""
         self.accumulator.done(b, error is None)
         pending = b.pending
+        if error is not None:
+            self.metrics.record_error.record(len(pending))
         metas = None
         if error is None:
             new, topic, partition = tuple.__new__, b.topic, b.partition

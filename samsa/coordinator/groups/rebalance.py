@@ -119,6 +119,7 @@ class Rebalancer:
         self.clock = clock
         self.on_group_change = on_group_change
         self.groups: dict[str, Group] = {}
+        self.completed_rebalances = 0  # joins that ended in a new generation (the broker's metrics)
 
     def restore(self, group: Group) -> None:
         """A group read back from ``__consumer_offsets``: its members' sessions start now."""
@@ -309,6 +310,7 @@ class Rebalancer:
             group.remove(m.member_id)
         group.pending_members.clear()
         group.generation += 1
+        self.completed_rebalances += 1
         if not group.members:
             group.protocol = None
             group.transition_to(EMPTY, self.clock())

@@ -19,6 +19,7 @@ from samsa.cluster.topic_admin import TopicAdmin
 from samsa.coordinator.groups import GroupCoordinator
 from samsa.protocol import api
 from samsa.protocol.api_keys import ApiKey
+from samsa.server.metrics.counters import BrokerTopicStats
 from samsa.storage.manager import LogManager
 
 
@@ -34,6 +35,7 @@ class Services(Protocol):
     admin: TopicAdmin              # create/delete/grow topics, alter configs, producer ids
     cluster: LocalCluster | ZooKeeperCluster  # live brokers, controller, elections, reassignments
     groups: GroupCoordinator
+    stats: BrokerTopicStats | None  # BrokerTopicMetrics, when the broker's metrics are on
 
     def alive_brokers(self) -> list[BrokerInfo]: ...
 

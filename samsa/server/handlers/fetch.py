@@ -85,7 +85,7 @@ def fetch(ctx, req: dict):
     broker = ctx.broker
     responses, total, touched = collect(broker, req, ctx.version)
     if total >= req["min_bytes"] or req["max_wait_ms"] <= 0 or not touched or _any_error(responses):
-        return _body(responses)
+        return _body(broker, req, ctx.version, responses)
     return _long_poll(ctx, req, touched)
 
 
@@ -94,7 +94,10 @@ def _any_error(responses: list) -> bool:
     return any(p["error_code"] for t in responses for p in t["partitions"])
 
 
-def _body(responses: list) -> dict:
+def _body(broker, req: dict, version: int, responses: list) -> dict:
+    if broker.stats is not None:
+        replica_id = (req["replica_state"] or {}).get("replica_id", -1) if version >= 15 else req["replica_id"]
+        broker.stats.fetched(responses, follower=replica_id >= 0)
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
 
 
@@ -109,4 +112,4 @@ async def _long_poll(ctx, req: dict, touched: list) -> dict:
         responses, total, touched = collect(ctx.broker, req, ctx.version)
         if (total >= req["min_bytes"] or loop.time() >= deadline or not touched or ctx.connection.closed
                 or _any_error(responses)):
-            return _body(responses)
+            return _body(ctx.broker, req, ctx.version, responses)

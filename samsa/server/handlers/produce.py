@@ -44,12 +44,16 @@ def append_partition(broker, topic: str, index: int, records, acks: int, now: in
                 f"record set of {len(records)} bytes is larger than segment.bytes ({config.segment_bytes})")
         min_isr = topic_config["min.insync.replicas"] if acks == -1 else None
         info = broker.replicas.append(partition, records, batches, now, min_isr)
+        if broker.stats is not None:
+            broker.stats.produced(topic, sum(h.record_count for _, h in batches), len(records))
         # A retry of one of a producer's last batches: answered as its first success was, as Kafka does.
         entry = {"index": index, "error_code": 0,
                  "base_offset": info.base_offset, "log_append_time_ms": info.log_append_time,
                  "log_start_offset": info.log_start_offset}
         return entry, (partition, info.last_offset + 1, min_isr)
     except errors.KafkaError as e:
+        if broker.stats is not None:
+            broker.stats.produce_failed(topic, len(records) if records is not None else 0)
         return {"index": index, "error_code": e.code, "base_offset": -1, "log_append_time_ms": -1,
                 "log_start_offset": -1, "error_message": e.message,
                 "record_errors": getattr(e, "record_errors", [])}, None

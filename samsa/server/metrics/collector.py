@@ -1,0 +1,247 @@
+"""The broker's metric families, built from its state each time ``/metrics`` is scraped.
+
+Names follow the Prometheus JMX exporter's common Kafka rules (lower-cased, ``kafka_<domain>_
+<type>_<name>``; a ``…PerSec`` meter becomes a ``…_total`` counter without ``PerSec``), so
+dashboards and alerts written for Kafka work unchanged. docs/metrics.md lists them all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
+
+from samsa.protocol import api
+from samsa.server.metrics.counters import (BUCKETS_MS, EXTRA_REQUEST_NAMES, TIME_NAMES, BrokerTopicStats, LoopBusy,
+                                           RequestTimes)
+
+# BrokerTopicMetrics: (MBean name without PerSec, TopicCounters attribute, help).
+TOPIC_METERS = (
+    ("MessagesIn", "messages_in", "Records appended by produce requests"),
+    ("BytesIn", "bytes_in", "Bytes of record batches appended by produce requests"),
+    ("BytesOut", "bytes_out", "Bytes of records sent to consumers by fetch requests"),
+    ("BytesRejected", "bytes_rejected", "Bytes of record batches refused by produce requests"),
+    ("FailedProduceRequests", "failed_produce", "Produce requests (per partition) that failed"),
+    ("FailedFetchRequests", "failed_fetch", "Fetch requests (per partition) that failed"),
+    ("TotalProduceRequests", "total_produce", "Produce requests (per partition)"),
+    ("TotalFetchRequests", "total_fetch", "Fetch requests (per partition)"),
+    ("ReplicationBytesOut", "replication_bytes_out", "Bytes of records sent to followers"),
+)
+
+GROUP_STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty")
+
+
+def _counter(name: str, doc: str) -> CounterMetricFamily:
+    return CounterMetricFamily(name, doc)
+
+
+class BrokerCollector(Collector):
+    """Every family of one broker. ``broker`` is the running BrokerServer; ``topics``,
+    ``requests`` and ``loop_busy`` the counters its request paths add to."""
+
+    def __init__(self, broker: Any, topics: BrokerTopicStats, requests: RequestTimes, loop_busy: LoopBusy):
+        self.broker = broker
+        self.topics = topics
+        self.requests = requests
+        self.loop_busy = loop_busy
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._topic_metrics()
+        yield from self._request_metrics()
+        if not self.broker.started.is_set():
+            return
+        yield from self._replica_manager()
+        yield from self._controller()
+        yield from self._logs()
+        yield from self._groups()
+        yield from self._network()
+
+    # ---------------------------------------------------------------- BrokerTopicMetrics
+
+    def _topic_metrics(self) -> Iterator[Metric]:
+        if self.broker.started.is_set():
+            for gone in [t for t in self.topics.topics if t not in self.broker.metadata.topics]:
+                self.topics.forget(gone)  # deleted: its series go, as Kafka removes its MBeans
+        topics = sorted(self.topics.topics.items())
+        for mbean, attr, doc in TOPIC_METERS:
+            name = f"kafka_server_brokertopicmetrics_{mbean.lower()}"
+            family = CounterMetricFamily(name, f"{doc} (BrokerTopicMetrics {mbean}PerSec)", labels=["topic"])
+            family.samples.append(Sample(name + "_total", {}, getattr(self.topics.all, attr)))
+            for topic, counters in topics:
+                family.add_metric([topic], getattr(counters, attr))
+            yield family
+
+    # ---------------------------------------------------------------- RequestMetrics
+
+    def _request_metrics(self) -> Iterator[Metric]:
+        self.requests.fold()
+        requests = CounterMetricFamily("kafka_network_requestmetrics_requests",
+                                       "Requests answered, per API and version (RequestMetrics RequestsPerSec)",
+                                       labels=["request", "version"])
+        for (key, version), count in sorted(self.requests.requests.items()):
+            requests.add_metric([_api_name(key), str(version)], count)
+        yield requests
+        for time_name in TIME_NAMES:
+            family = HistogramMetricFamily(f"kafka_network_requestmetrics_{time_name.lower()}",
+                                           f"RequestMetrics {time_name}, per API, in milliseconds",
+                                           labels=["request"])
+            for (key, name), h in sorted(self.requests.histograms.items()):
+                if name != time_name:
+                    continue
+                cumulative, buckets = 0, []
+                for bound, count in zip((*map(_bound, BUCKETS_MS), "+Inf"), h.counts):
+                    cumulative += count
+                    buckets.append((bound, cumulative))
+                family.add_metric([_api_name(key)], buckets, h.total)
+            yield family
+
+    # ---------------------------------------------------------------- ReplicaManager
+
+    def _replica_manager(self) -> Iterator[Metric]:
+        replicas = self.broker.replicas
+        min_isr: dict[str, int] = {}
+        hosted = led = under = under_min = at_min = 0
+        for p in list(replicas.partitions.values()):
+            hosted += 1
+            if not p.is_leader:
+                continue
+            led += 1
+            isr, rf = len(p.state.isr), len(p.state.replicas)
+            if isr < rf:
+                under += 1
+            m = min_isr.get(p.topic)
+            if m is None:
+                m = min_isr[p.topic] = self.broker.metadata.topic_config(p.topic)["min.insync.replicas"]
+            if isr < m:
+                under_min += 1
+            elif isr == m:
+                at_min += 1
+        for name, value, doc in (
+                ("underreplicatedpartitions", under, "Partitions led here whose ISR is smaller than their replicas"),
+                ("underminisrpartitioncount", under_min, "Partitions led here whose ISR is below min.insync.replicas"),
+                ("atminisrpartitioncount", at_min, "Partitions led here whose ISR is at min.insync.replicas"),
+                ("partitioncount", hosted, "Partitions hosted here (leader or follower)"),
+                ("leadercount", led, "Partitions led here")):
+            yield GaugeMetricFamily(f"kafka_server_replicamanager_{name}", doc, value=value)
+        yield CounterMetricFamily("kafka_server_replicamanager_isrshrinks", "ISR shrinks of partitions led here "
+                                  "(ReplicaManager IsrShrinksPerSec)", value=replicas.isr_shrinks)
+        yield CounterMetricFamily("kafka_server_replicamanager_isrexpands", "ISR expansions of partitions led here "
+                                  "(ReplicaManager IsrExpandsPerSec)", value=replicas.isr_expands)
+
+    # ---------------------------------------------------------------- KafkaController
+
+    def _controller(self) -> Iterator[Metric]:
+        active = self.broker.controller_id == self.broker.broker_id
+        topics = list(self.broker.metadata.topics.values())
+        offline = 0
+        if active:
+            alive = {b.id for b in self.broker.alive_brokers()}
+            offline = sum(1 for t in topics for s in t.partitions.values() if s.leader not in alive)
+        yield GaugeMetricFamily("kafka_controller_kafkacontroller_activecontrollercount",
+                                "1 on the broker that is the active controller, else 0", value=int(active))
+        yield GaugeMetricFamily("kafka_controller_kafkacontroller_offlinepartitionscount",
+                                "Partitions without a live leader (reported by the active controller)", value=offline)
+        yield GaugeMetricFamily("kafka_controller_kafkacontroller_globaltopiccount",
+                                "Topics in the cluster (reported by the active controller)",
+                                value=len(topics) if active else 0)
+        yield GaugeMetricFamily("kafka_controller_kafkacontroller_globalpartitioncount",
+                                "Partitions in the cluster (reported by the active controller)",
+                                value=sum(len(t.partitions) for t in topics) if active else 0)
+
+    # ---------------------------------------------------------------- Log
+
+    def _logs(self) -> Iterator[Metric]:
+        families = {name: GaugeMetricFamily(f"kafka_log_log_{name}", doc, labels=["topic", "partition"])
+                    for name, doc in (("size", "Bytes of a partition's log segments"),
+                                      ("numlogsegments", "Segments of a partition's log"),
+                                      ("logendoffset", "A partition's log end offset"),
+                                      ("logstartoffset", "A partition's log start offset"))}
+        for (topic, index), p in sorted(self.broker.replicas.partitions.items()):
+            plog, labels = p.log, [topic, str(index)]
+            families["size"].add_metric(labels, plog.size_bytes())
+            families["numlogsegments"].add_metric(labels, plog.num_segments)
+            families["logendoffset"].add_metric(labels, plog.log_end_offset)
+            families["logstartoffset"].add_metric(labels, plog.log_start_offset)
+        yield from families.values()
+
+    # ---------------------------------------------------------------- group coordinator
+
+    def _groups(self) -> Iterator[Metric]:
+        coordinator = self.broker.groups
+        groups = list(coordinator.groups.values())
+        prefix = "kafka_coordinator_group_groupmetadatamanager_"
+        yield GaugeMetricFamily(prefix + "numgroups", "Groups this broker coordinates", value=len(groups))
+        for state in GROUP_STATES:
+            yield GaugeMetricFamily(prefix + f"numgroups{state.lower()}", f"Groups in state {state}",
+                                    value=sum(1 for g in groups if g.state.value == state))
+        offsets = coordinator.offsets
+        committed = {gid: offsets.committed(gid) for gid in offsets.group_ids()}
+        yield GaugeMetricFamily(prefix + "numoffsets", "Committed offsets this broker holds",
+                                value=sum(len(c) for c in committed.values()))
+        yield CounterMetricFamily("kafka_server_group_coordinator_metrics_group_completed_rebalance",
+                                  "Rebalances completed (a new generation) by this coordinator",
+                                  value=coordinator.rebalancer.completed_rebalances)
+        yield from self._lag(committed)
+
+    def _lag(self, committed: dict[str, dict]) -> Iterator[Metric]:
+        """kafka_exporter's consumer-group families, for the partitions this broker hosts."""
+        partitions = self.broker.replicas.partitions
+        lag = GaugeMetricFamily("kafka_consumergroup_lag", "Log end offset (high watermark) less the group's "
+                                "committed offset", labels=["consumergroup", "topic", "partition"])
+        current = GaugeMetricFamily("kafka_consumergroup_current_offset", "The group's committed offset",
+                                    labels=["consumergroup", "topic", "partition"])
+        for group_id, offsets in sorted(committed.items()):
+            for (topic, index), o in sorted(offsets.items()):
+                p = partitions.get((topic, index))
+                if p is None:
+                    continue
+                labels = [group_id, topic, str(index)]
+                current.add_metric(labels, o.offset)
+                lag.add_metric(labels, max(p.high_watermark - o.offset, 0))
+        yield lag
+        yield current
+
+    # ---------------------------------------------------------------- network
+
+    def _network(self) -> Iterator[Metric]:
+        per_listener: dict[str, int] = {name: 0 for name, _, _ in self.broker.bound}
+        for conn in list(self.broker.dispatcher.connections):
+            listener = getattr(conn, "listener", "")
+            per_listener[listener] = per_listener.get(listener, 0) + 1
+        connections = GaugeMetricFamily("kafka_server_socket_server_metrics_connection_count",
+                                        "Open client connections, per listener", labels=["listener"])
+        for listener, count in sorted(per_listener.items()):
+            connections.add_metric([listener], count)
+        yield connections
+        busy = self.loop_busy.ratio
+        yield GaugeMetricFamily("samsa_event_loop_busy_ratio", "Share of the last window the broker's event loop "
+                                "spent running (not waiting for I/O)", value=busy)
+        yield GaugeMetricFamily("kafka_network_socketserver_networkprocessoravgidlepercent",
+                                "1 - samsa_event_loop_busy_ratio (the broker has one event loop, no network "
+                                "processor threads)", value=1.0 - busy)
+
+
+def _bound(ms: float) -> str:
+    return repr(float(ms))
+
+
+_NAMES: dict[int, str] = dict(EXTRA_REQUEST_NAMES)
+
+
+def _api_name(key: int) -> str:
+    name = _NAMES.get(key)
+    if name is None:
+        try:
+            name = api.api(key).name
+        except Exception:  # noqa: BLE001 - a key without a schema
+            name = str(key)
+        _NAMES[key] = name
+    return name
+
+
+def families_named(collector: Collector) -> Iterable[str]:
+    """The names of the families a collector yields (for tests and docs)."""
+    return [m.name for m in collector.collect()]

@@ -1,0 +1,63 @@
+"""The console without a browser: read-only mode, and a broker that is gone."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.parse
+import urllib.request
+
+from console_process import ConsoleProcess
+
+from broker_process import BrokerProcess
+from waiting import wait_until
+
+
+def get(url: str, data: dict | None = None) -> tuple[int, str]:
+    body = urllib.parse.urlencode(data).encode() if data is not None else None
+    try:
+        with urllib.request.urlopen(url, data=body, timeout=60) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def test_read_only_console_shows_but_changes_nothing(console_broker):
+    c = ConsoleProcess(console_broker.bootstrap, "--read-only")
+    try:
+        status, page = get(c.url + "/topics")
+        assert status == 200 and "read-only" in page
+        assert 'id="create-topic"' not in page
+        status, page = get(c.url + "/topics", {"name": "never-created"})
+        assert status == 403
+        assert "This console is read-only (--read-only): it makes no changes." in page
+        status, page = get(c.url + "/topics")
+        assert "never-created" not in page
+    finally:
+        c.stop()
+
+
+def test_a_lost_broker_is_a_clear_message(tmp_path):
+    broker = BrokerProcess(tmp_path / "lost").start()
+    c = ConsoleProcess(broker.bootstrap)
+    try:
+        assert get(c.url + "/")[0] == 200
+        broker.kill()
+        status, page = wait_until(lambda: (r := get(c.url + "/topics")) and r[0] == 503 and r, "the console to notice")
+        assert f"Could not reach the cluster at {broker.bootstrap}" in page
+        assert "Traceback" not in page
+    finally:
+        c.stop()
+        broker.kill()
+
+
+def test_bad_input_gives_one_sentence(console):
+    cases = {
+        "/topics/no-such/messages": (404, "Topic &#39;no-such&#39; does not exist."),
+        "/groups/no-such-group": (404, "Consumer group &#39;no-such-group&#39; does not exist."),
+        "/nowhere": (404, "There is no page at /nowhere."),
+    }
+    for path, (code, sentence) in cases.items():
+        status, page = get(console.url + path)
+        assert status == code and sentence in page, (path, status)
+    status, page = get(console.url + "/topics", {"name": "bad-partitions", "partitions": "many"})
+    assert status == 400 and "The number of partitions must be a whole number, not &#39;many&#39;." in page
