@@ -32,6 +32,7 @@ from samsa.coordinator.groups import GroupCoordinator
 from samsa.server.dispatcher import Dispatcher
 from samsa.server.metrics.counters import BrokerTopicStats
 from samsa.server.network import Connection, ConnectionLimits, close_idle
+from samsa.storage.descriptors import raise_open_file_limit
 from samsa.storage.dir_lock import LogDirLocks
 from samsa.storage.manager import LogManager
 
@@ -64,6 +65,11 @@ class BrokerServer:
     async def start(self) -> None:
         dirs = [Path(d) for d in self.config.log_dirs]
         self._dir_locks = LogDirLocks(dirs)  # before anything reads or writes the directories
+        before, now = raise_open_file_limit()
+        if now != before:
+            log.info("open file limit (ulimit -n) raised from %d to the hard limit, %d", before, now)
+        else:
+            log.info("open file limit (ulimit -n): %d", now)
         zookeeper = self.config["zookeeper.connect"]
         self.store = self._store or await self._open_store(dirs[0], zookeeper)
         self.config.apply_dynamic(self.store.broker_configs(None), self.store.broker_configs(self.broker_id))

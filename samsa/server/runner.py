@@ -11,7 +11,6 @@ from pathlib import Path
 
 from samsa.server.broker import BrokerServer
 from samsa.broker_config import BrokerConfig
-from samsa.storage.descriptors import raise_open_file_limit
 from samsa.storage.dir_lock import LogDirLockedError
 
 log = logging.getLogger("samsa")
@@ -28,11 +27,6 @@ def setup_logging(log_file: Path | None = None, level: str | None = None) -> Non
 
 
 async def serve(config: BrokerConfig, ready_message: str | None = None) -> None:
-    before, now = raise_open_file_limit()
-    if now != before:
-        log.info("open file limit (ulimit -n) raised from %d to the hard limit, %d", before, now)
-    else:
-        log.info("open file limit (ulimit -n): %d", now)
     broker = BrokerServer(config)
     await broker.start()
     if ready_message:
