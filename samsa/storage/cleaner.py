@@ -567,6 +567,7 @@ class Cleaner:
     def _install(plog: PartitionLog, i: int, olds: list[LogSegment], end: int, out: _CleanedSegment) -> None:
         dir, base, k = plog.dir, out.base_offset, len(olds)
         segments = plog._segments
+        aborted = [txn for seg in olds for txn in seg.txn_index.entries]  # transactional data is kept as it is
         for seg in olds:
             seg.delete()
         os.replace(out.index_path, segment_file(dir, base, INDEX_SUFFIX))
@@ -582,6 +583,8 @@ class Cleaner:
             new.recover(verify_crc=False)
             new.seal()
             new.flush()
+        new.txn_index.reset(aborted)
+        new.txn_index.flush()
         segments[i:i + k] = [new]
         plog._bases[i:i + k] = [base]
 
