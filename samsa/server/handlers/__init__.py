@@ -17,6 +17,7 @@ from samsa.cluster.metadata_cache import MetadataCache
 from samsa.cluster.replica_manager import ReplicaManager
 from samsa.cluster.topic_admin import TopicAdmin
 from samsa.coordinator.groups import GroupCoordinator
+from samsa.coordinator.transactions import TransactionCoordinator
 from samsa.protocol import api
 from samsa.protocol.api_keys import ApiKey
 from samsa.storage.manager import LogManager
@@ -34,6 +35,7 @@ class Services(Protocol):
     admin: TopicAdmin              # create/delete/grow topics, alter configs, producer ids
     cluster: LocalCluster | ZooKeeperCluster  # live brokers, controller, elections, reassignments
     groups: GroupCoordinator
+    txn: TransactionCoordinator
 
     def alive_brokers(self) -> list[BrokerInfo]: ...
 
@@ -76,4 +78,5 @@ from samsa.server.handlers import (  # noqa: E402,F401  (registration side effec
     produce,
     producer_ids,
     replication,
+    transactions,
 )

@@ -18,7 +18,8 @@ from samsa.server.handlers import handles
 log = logging.getLogger(__name__)
 
 
-def append_partition(broker, topic: str, index: int, records, acks: int, now: int) -> tuple[dict, object]:
+def append_partition(broker, topic: str, index: int, records, acks: int, now: int,
+                     transactional_id: str | None = None) -> tuple[dict, object]:
     """Append one partition's records; (response entry, what an acks=all answer waits for, or None)."""
     try:
         if records is None or len(records) == 0:
@@ -27,6 +28,8 @@ def append_partition(broker, topic: str, index: int, records, acks: int, now: in
         config = partition.log.config
         topic_config = broker.metadata.topic_config(topic)
         batches = batch.validate(records)
+        if transactional_id is not None:
+            check_in_transaction(broker, transactional_id, topic, index, batches)
         for pos, header in batches:
             if header.size > config.max_message_bytes:
                 raise errors.MessageTooLargeError(
@@ -53,6 +56,22 @@ def append_partition(broker, topic: str, index: int, records, acks: int, now: in
         return {"index": index, "error_code": e.code, "base_offset": -1, "log_append_time_ms": -1,
                 "log_start_offset": -1, "error_message": e.message,
                 "record_errors": getattr(e, "record_errors", [])}, None
+
+
+def check_in_transaction(broker, transactional_id: str, topic: str, index: int, batches) -> None:
+    """KIP-890: a transactional batch goes only to a partition added to the producer's open
+    transaction (checked where this broker coordinates the id)."""
+    h = batches[0][1]
+    if not h.is_transactional or not broker.txn.is_local(transactional_id):
+        return
+    code = broker.txn.verify(transactional_id, h.producer_id, h.producer_epoch, [(topic, index)])
+    if code == errors.E_PRODUCER_FENCED:
+        raise errors.InvalidProducerEpochError(
+            f"producer epoch {h.producer_epoch} of {transactional_id} is fenced by a newer producer")
+    if code == errors.E_INVALID_TXN_STATE:
+        raise errors.InvalidTxnStateError("Partition was not added to the transaction")
+    if code:
+        raise errors.error_for(code, f"transactional produce to {topic}-{index} refused")
 
 
 def check_client_batch(data, pos: int, h: batch.BatchHeader) -> None:
@@ -133,11 +152,9 @@ def produce(ctx, req: dict):
             if acks not in (0, 1, -1):
                 entry, wait = {"index": p["index"], "error_code": errors.E_INVALID_REQUIRED_ACKS,
                                "base_offset": -1}, None
-            elif req.get("transactional_id") is not None:
-                entry, wait = {"index": p["index"], "error_code": errors.E_TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                               "base_offset": -1, "error_message": "transactions are not supported"}, None
             else:
-                entry, wait = append_partition(broker, name, p["index"], p["records"], acks, now)
+                entry, wait = append_partition(broker, name, p["index"], p["records"], acks, now,
+                                               req.get("transactional_id"))
             if entry["error_code"]:
                 log.warning("produce to %s-%d from %s refused: %s", name, p["index"], ctx.connection.peer,
                             entry.get("error_message") or errors.error_name(entry["error_code"]))
