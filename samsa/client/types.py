@@ -191,6 +191,16 @@ class OffsetAndMetadata:
     leader_epoch: int | None = None
 
 
+@dataclass(frozen=True)
+class ConsumerGroupMetadata:
+    """A consumer's group membership, for ``Producer.send_offsets_to_transaction`` (``Consumer.group_metadata()``)."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+
 @dataclass
 class ConsumerGroupListing:
     group_id: str

@@ -48,13 +48,14 @@ class ProducerBatch:
         self.complete = False  # full, or closed by a record that did not fit
         self.size = 0  # bytes counted against batch.size and buffer.memory
 
-    def seal(self, producer_id: int = -1, epoch: int = -1, base_sequence: int = -1) -> None:
+    def seal(self, producer_id: int = -1, epoch: int = -1, base_sequence: int = -1,
+             transactional: bool = False) -> None:
         """Encode the batch (once: a retry sends the same bytes, so the same sequence)."""
         builder = self.builder
         if builder is None:
             return
         if producer_id >= 0:
-            builder.set_producer_state(producer_id, epoch, base_sequence)
+            builder.set_producer_state(producer_id, epoch, base_sequence, transactional)
         self.count = len(builder)
         self.data = builder.build()
         self.builder = None

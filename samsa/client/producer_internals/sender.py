@@ -20,6 +20,7 @@ from samsa.client.connection import KafkaConnectionError
 from samsa.client.futures import resolve_all
 from samsa.client.metadata import ClusterMetadata
 from samsa.client.producer_internals.accumulator import ProducerBatch, RecordAccumulator
+from samsa.client.producer_internals.transactions import TransactionManager
 from samsa.client.types import RecordMetadata
 from samsa.protocol import errors
 from samsa.protocol.api_keys import ApiKey
@@ -40,6 +41,7 @@ class Sender:
         self.interceptors = interceptors
         self.partition_counts = partition_counts  # the producer's topics: refreshed with their metadata
         self.producer_id, self.epoch = -1, -1
+        self.txn: TransactionManager | None = None  # set for a transactional producer
         self._sequences: dict[tuple[str, int], int] = {}
         self._woken = False
         self._waiter: asyncio.Future | None = None  # the run loop waiting for a wake-up or its next due time
@@ -83,7 +85,11 @@ class Sender:
     # ---------------------------------------------------------------- sending
 
     async def _send_ready(self, ready: list[ProducerBatch]) -> None:
-        if self.idempotent and self.producer_id < 0:
+        if self.txn is not None:
+            ready = await self._add_to_transaction(ready)
+            if not ready:
+                return
+        elif self.idempotent and self.producer_id < 0:
             try:
                 await self._init_producer_id()
             except (errors.KafkaError, OSError) as e:
@@ -113,6 +119,27 @@ class Sender:
             self._requests.add(task)
             task.add_done_callback(self._requests.discard)
 
+    async def _add_to_transaction(self, ready: list[ProducerBatch]) -> list[ProducerBatch]:
+        """A transactional producer's batches go only to partitions added to its transaction."""
+        txn = self.txn
+        assert txn is not None
+        if txn.producer_id < 0:
+            for b in ready:
+                self._complete(b, -1, -1, errors.KafkaError("init_transactions() was not called"))
+            return []
+        self.producer_id, self.epoch = txn.producer_id, txn.epoch
+        codes = await txn.add_partitions({(b.topic, b.partition) for b in ready})
+        out = []
+        for b in ready:
+            code = codes.get((b.topic, b.partition), 0)
+            if code or txn.error is not None and not b.sealed:
+                error = errors.error_for(code, "the partition could not be added to the transaction") if code else (
+                    txn.error or errors.KafkaError("the transaction failed"))
+                self._complete(b, -1, -1, error)
+            else:
+                out.append(b)
+        return out
+
     async def _init_producer_id(self) -> None:
         conn = await self.cluster.any()
         resp = await conn.request(ApiKey.INIT_PRODUCER_ID, {"transactional_id": None, "transaction_timeout_ms": 60000,
@@ -127,7 +154,7 @@ class Sender:
         if self.idempotent:
             tp = (b.topic, b.partition)
             seq = self._sequences.get(tp, 0)
-            b.seal(self.producer_id, self.epoch, seq)
+            b.seal(self.producer_id, self.epoch, seq, self.txn is not None)
             self._sequences[tp] = (seq + b.count) & 0x7FFFFFFF
         else:
             b.seal()
@@ -147,7 +174,7 @@ class Sender:
                     for b in batches:
                         b.attempts += 1
                         topics.setdefault(b.topic, []).append({"index": b.partition, "records": b.data})
-                    body = {"transactional_id": None, "acks": self.acks, "timeout_ms": self.request_timeout_ms,
+                    body = {"transactional_id": self.txn.transactional_id if self.txn else None, "acks": self.acks, "timeout_ms": self.request_timeout_ms,
                             "topic_data": [{"name": t, "partition_data": ps} for t, ps in topics.items()]}
                     answers.append((batches, conn.send(ApiKey.PRODUCE, body, min_version=3,
                                                       expect_response=self.acks != 0)))
@@ -222,6 +249,8 @@ class Sender:
     def _complete(self, b: ProducerBatch, base_offset: int, append_time: int, error: Exception | None) -> None:
         """Answer every record of ``b``: interceptors, on_delivery callbacks, then the futures."""
         self.accumulator.done(b, error is None)
+        if error is not None and self.txn is not None:
+            self.txn.fail(error if isinstance(error, errors.KafkaError) else errors.KafkaError(str(error)))
         pending = b.pending
         metas = None
         if error is None:
