@@ -1,5 +1,6 @@
 """Transaction APIs: AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26),
-WriteTxnMarkers (27), TxnOffsetCommit (28), DescribeTransactions (65), ListTransactions (66).
+WriteTxnMarkers (27), TxnOffsetCommit (28), DescribeProducers (61), DescribeTransactions (65),
+ListTransactions (66).
 
 The coordinator-side ones call the transaction coordinator (``ctx.broker.txn``);
 TxnOffsetCommit checks with it that the group's offsets partition is in the producer's
@@ -144,3 +145,27 @@ def list_transactions(ctx, req: dict) -> dict:
     return {"throttle_time_ms": 0, "error_code": 0, "unknown_state_filters": unknown,
             "transaction_states": [{"transactional_id": t.transactional_id, "producer_id": t.producer_id,
                                     "transaction_state": t.state} for t in listings]}
+
+
+# ---------------------------------------------------------------- DescribeProducers
+
+@handles(ApiKey.DESCRIBE_PRODUCERS, 0, 0)
+def describe_producers(ctx, req: dict) -> dict:
+    """The producers a partition's leader knows, with the start of their open transaction."""
+    topics = []
+    for t in req["topics"]:
+        parts = []
+        for index in t["partition_indexes"]:
+            try:
+                partition = ctx.broker.replicas.partition(t["name"], index)
+            except errors.KafkaError as e:
+                parts.append({"partition_index": index, "error_code": e.code, "error_message": e.message,
+                              "active_producers": []})
+                continue
+            producers = partition.log.producer_state.producers
+            parts.append({"partition_index": index, "error_code": 0, "error_message": None, "active_producers": [
+                {"producer_id": pid, "producer_epoch": e.epoch, "last_sequence": e.last_seq,
+                 "last_timestamp": e.last_timestamp, "coordinator_epoch": e.coordinator_epoch,
+                 "current_txn_start_offset": e.txn_first_offset} for pid, e in sorted(producers.items())]})
+        topics.append({"name": t["name"], "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": topics}
