@@ -4,9 +4,11 @@ prevents for clients, made here with a raw Produce that names no transactional i
 
 from __future__ import annotations
 
+import json
 import socket
 import struct
 import uuid
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -14,6 +16,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from cli_tools import samsa as run_tool
 from samsa.embedded import Broker
+from samsa.coordinator.transactions.persistence import partition_for
 from samsa.protocol.api import decode_response, encode_request
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.records import build_batch
@@ -74,6 +77,14 @@ def test_list_describe_and_describe_producers(broker):
     p.commit_transaction(30)
     wait_until(lambda: "CompleteCommit" in tx(broker, "describe", "--transactional-id", txn_id).stdout,
                "the commit to complete", 30)
+    # the coordinator's records, as dump-log's transaction log decoder prints them
+    index = partition_for(txn_id, 50)
+    seg = Path(broker.config.log_dirs[0]) / f"__transaction_state-{index}" / "00000000000000000000.log"
+    r = run_tool("dump-log", "--transaction-log-decoder", "--files", str(seg))
+    assert r.returncode == 0, r.stderr
+    statuses = [json.loads(line.split(" payload: ")[1])["data"]["transactionStatus"]
+                for line in r.stdout.splitlines() if f'"transactionalId":"{txn_id}"' in line]
+    assert statuses == [0, 1, 2, 4]  # Empty, Ongoing, PrepareCommit, CompleteCommit
     r = tx(broker, "describe", "--transactional-id", "no-such-id")
     assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1
 
