@@ -195,3 +195,21 @@ def test_aiokafka_transactional_producer(broker):
 
     asyncio.run(run())
     assert len(read(broker, name, "read_uncommitted", 5)) == 5
+
+
+def test_aio_producer_transactions(broker):
+    from samsa.aio import AIOProducer
+    name = topic(broker)
+
+    async def run() -> None:
+        async with AIOProducer({"bootstrap.servers": broker.bootstrap,
+                                "transactional.id": f"aio-samsa-{uuid.uuid4().hex[:8]}"}) as p:
+            await p.init_transactions()
+            p.begin_transaction()
+            await p.send(name, b"kept")
+            await p.commit_transaction()
+            p.begin_transaction()
+            await p.send(name, b"dropped")
+            await p.abort_transaction()
+    asyncio.run(run())
+    assert read(broker, name, "read_committed", 1) == [b"kept"]
