@@ -125,6 +125,30 @@ class MarkerSender:
                     out[(t["name"], p["partition_index"])] = p["error_code"]
         return out
 
+    async def verify(self, broker_id: int, transactional_id: str, producer_id: int, producer_epoch: int,
+                     partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """KIP-890 across brokers: AddPartitionsToTxn v4 with ``verify_only`` to the id's
+        coordinator; an error code per partition (0: in the producer's open transaction)."""
+        topics: dict[str, list[int]] = {}
+        for topic, index in partitions:
+            topics.setdefault(topic, []).append(index)
+        try:
+            conn = await self._connection(broker_id)
+            resp = await conn.request(ApiKey.ADD_PARTITIONS_TO_TXN, {"transactions": [{
+                "transactional_id": transactional_id, "producer_id": producer_id, "producer_epoch": producer_epoch,
+                "verify_only": True, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}]},
+                min_version=4)
+        except (errors.KafkaError, OSError) as e:
+            log.info("verifying transaction %s at broker %d failed: %r", transactional_id, broker_id, e)
+            self._drop(broker_id)
+            return {tp: errors.E_NOT_ENOUGH_REPLICAS for tp in partitions}  # retriable for the producer
+        out = {tp: resp.get("error_code") or errors.E_UNKNOWN_SERVER_ERROR for tp in partitions}
+        for result in resp.get("results_by_transaction") or []:
+            for t in result["topic_results"]:
+                for p in t["results_by_partition"]:
+                    out[(t["name"], p["partition_index"])] = p["partition_error_code"]
+        return out
+
     async def _connection(self, broker_id: int) -> BrokerConnection:
         conn = self._conns.get(broker_id)
         if conn is not None and conn.connected:

@@ -190,6 +190,14 @@ class TransactionCoordinator:
                 return b
         raise errors.CoordinatorNotAvailableError(f"no leader for the transaction state of {transactional_id}")
 
+    def coordinator_id(self, transactional_id: str) -> int | None:
+        """The broker leading the id's transaction-state partition, if it is known (no topic creation)."""
+        topic = self.host.topics.get(TRANSACTION_STATE_TOPIC)
+        if topic is None:
+            return None
+        state = topic.partitions.get(partition_for(transactional_id, len(topic.partitions)))
+        return state.leader if state is not None and state.leader >= 0 else None
+
     def is_local(self, transactional_id: str) -> bool:
         return TRANSACTION_STATE_TOPIC in self.host.topics and self.partition_of(transactional_id) in self.epochs
 

@@ -86,10 +86,15 @@ async def txn_offset_commit(ctx, req: dict) -> dict:
                                  p.get("committed_leader_epoch", -1), p.get("committed_metadata") or "")
                for t in req["topics"] for p in t["partitions"]]
     code = 0
-    if broker.txn.is_local(req["transactional_id"]):
-        # KIP-890: the offsets partition must be in the transaction (AddOffsetsToTxn came first).
-        code = broker.txn.verify(req["transactional_id"], req["producer_id"], req["producer_epoch"],
-                                 [broker.txn.offsets_partition(req["group_id"])])
+    # KIP-890: the offsets partition must be in the transaction (AddOffsetsToTxn came first).
+    txn_id, offsets_tp = req["transactional_id"], broker.txn.offsets_partition(req["group_id"])
+    if broker.txn.is_local(txn_id):
+        code = broker.txn.verify(txn_id, req["producer_id"], req["producer_epoch"], [offsets_tp])
+    elif (coordinator := broker.txn.coordinator_id(txn_id)) is not None:
+        code = (await broker.markers.verify(coordinator, txn_id, req["producer_id"], req["producer_epoch"],
+                                            [offsets_tp]))[offsets_tp]
+        if code in (errors.E_NOT_COORDINATOR, errors.E_COORDINATOR_NOT_AVAILABLE, errors.E_CONCURRENT_TRANSACTIONS):
+            code = errors.E_COORDINATOR_LOAD_IN_PROGRESS  # retriable for the producer
     if code:
         codes = [code] * len(entries)
     else:
