@@ -4,7 +4,13 @@ transactions of its logs."""
 
 from __future__ import annotations
 
+import json
+import signal
+import subprocess
+import sys
+import time
 import uuid
+from pathlib import Path
 
 from compat_helpers import WAIT, BrokerProcess, consume, consumer, create_topic, producer, start, wait_until
 from confluent_kafka import KafkaException, TopicPartition
@@ -102,3 +108,75 @@ def test_broker_killed_with_an_abandoned_transaction_aborts_it_after_restart(tmp
             b"kept"]
     finally:
         b.stop()
+
+
+def test_consume_transform_produce_killed_mid_transaction_outputs_each_once(tmp_path):
+    """The loop of ctp_proc.py SIGKILLed twice while it runs, and restarted: every input gives
+    exactly one committed output, and the group's offsets end at the end of the input."""
+    b = start(BrokerProcess(tmp_path))
+    procs: list[subprocess.Popen] = []
+    try:
+        create_topic(b.bootstrap, "in", partitions=2)
+        create_topic(b.bootstrap, "out", partitions=2)
+        feeder = producer(b.bootstrap)
+        for i in range(300):
+            feeder.produce("in", b"%d" % i, partition=i % 2)
+        feeder.flush(WAIT)
+        args = json.dumps({"bootstrap": b.bootstrap, "group": "ctp", "source": "in", "sink": "out",
+                           "txn_id": "ctp-app"})
+
+        def launch() -> subprocess.Popen:
+            p = subprocess.Popen([sys.executable, str(Path(__file__).with_name("ctp_proc.py")), args],
+                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            procs.append(p)
+            return p
+
+        def committed_outputs() -> int:
+            return sum(1 for _ in consume_committed(b.bootstrap))
+
+        for round_no in range(2):
+            p = launch()
+            wait_until(lambda: p.stdout.readline().startswith("committed"), "a committed transaction", 60)
+            p.send_signal(signal.SIGKILL)  # most likely inside a transaction: the loop never rests
+            p.wait(10)
+        launch()
+        wait_until(lambda: committed_outputs() == 300, "every output committed", 120)
+        values = [v for v in consume_committed(b.bootstrap)]
+        assert sorted(values) == sorted(b"out-%d" % i for i in range(300))  # each exactly once
+        c = consumer(b.bootstrap, group_id="ctp")
+        try:
+            offsets = c.committed([TopicPartition("in", 0), TopicPartition("in", 1)], WAIT)
+            assert [tp.offset for tp in offsets] == [150, 150]
+        finally:
+            c.close()
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGKILL)
+                p.wait(10)
+        b.stop()
+
+
+def consume_committed(bootstrap: str):
+    """The committed records of ``out`` (both partitions), up to the LSO."""
+    c = consumer(bootstrap, isolation_level="read_committed")
+    try:
+        tps = [TopicPartition("out", p) for p in range(2)]
+        ends = [c.get_watermark_offsets(tp, timeout=WAIT, cached=False)[1] for tp in tps]
+        c.assign([TopicPartition("out", p, 0) for p in range(2)])
+        done = {p: ends[p] == 0 for p in range(2)}
+        out = []
+        deadline = time.monotonic() + WAIT
+        while not all(done.values()) and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is None:
+                for p in range(2):  # control records and aborted data move the position without a message
+                    done[p] = done[p] or c.position([TopicPartition("out", p)])[0].offset >= ends[p]
+                continue
+            if m.error():
+                continue
+            out.append(m.value())
+            done[m.partition()] = done[m.partition()] or m.offset() + 1 >= ends[m.partition()]
+        return out
+    finally:
+        c.close()
