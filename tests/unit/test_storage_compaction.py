@@ -369,6 +369,30 @@ def test_transactional_and_control_batches_kept_as_is(open_log):
     assert [(o, v) for o, k, v in contents(plog) if k == "k"] == [(0, "txn"), (1, "txn2"), (3, "plain")]
 
 
+def test_aborted_transactions_survive_cleaning_merged_segments(open_log):
+    """Cleaned segments are merged into one: the aborted transactions of their .txnindex files go with them."""
+    from samsa.protocol.control import build_marker
+    from samsa.storage.txn_index import AbortedTxn
+    plog = open_log()
+    for pid in (5, 6):
+        txn = bytearray(build_batch([(b"k%d" % pid, b"v", T0)], producer_id=pid, producer_epoch=0,
+                                    base_sequence=0, is_transactional=True))
+        plog.append(txn, validate(txn), now_ms=T0)
+        m = build_marker(pid, 0, 0, False, T0)
+        plog.append(m, validate(m), now_ms=T0)
+        append(plog, [("k", "plain-%d" % pid)])
+        plog.roll(T0)
+    append(plog, [("x", "x")])
+    before = plog.aborted_transactions(0, 100)
+    assert before == [AbortedTxn(5, 0, 1, 2), AbortedTxn(6, 3, 4, 5)]
+    Cleaner().clean(plog, T0)
+    assert len(plog.segments) == 2  # the two cleaned segments became one
+    assert plog.aborted_transactions(0, 100) == before
+    plog.close()
+    reopened = open_log()
+    assert reopened.aborted_transactions(0, 100) == before
+
+
 # ---------------------------------------------------------------------------- reads
 
 
