@@ -96,6 +96,8 @@ class PartitionLog:
     def set_high_watermark(self, offset: int) -> None:
         with self._lock:
             self._hw = max(self.log_start_offset, min(offset, self._leo))
+            if self._producers.unreplicated:
+                self._producers.prune_replicated(self._hw)
 
     @property
     def last_stable_offset(self) -> int:
@@ -340,8 +342,11 @@ class PartitionLog:
             h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence, offset, offset, ts, True,
             transactional=True, marker=control_type(records, pos, h),
             coordinator_epoch=coordinator_epoch(records, pos, h))
-        if done is not None and done.aborted:
-            seg.txn_index.append(self._producers.aborted_entry(done))
+        if done is not None:
+            if done.aborted:
+                seg.txn_index.append(self._producers.aborted_entry(done))
+            if self._hw is None:  # the high watermark is the log end: the marker is below it already
+                self._producers.prune_replicated(self._leo + 1)
 
     def append_as_follower(self, records, batches: list[tuple[int, BatchHeader]]) -> None:
         """Append batches that already carry their offsets (replication): they must

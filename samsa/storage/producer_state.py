@@ -52,6 +52,7 @@ CACHED_BATCHES = 5  # Kafka's max.in.flight.requests.per.connection bound for id
 SNAPSHOTS_KEPT = 2
 INT32_MAX = 0x7FFFFFFF
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86400000  # producer.id.expiration.ms
+UNREPLICATED_KEPT = 100_000
 
 _MAGIC = b"SMPS"
 _VERSION = 2
@@ -115,8 +116,9 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerEntry] = {}
         # Open transactions, producer id -> first offset, oldest first (offsets only grow).
         self.ongoing: dict[int, int] = {}
-        # Transactions closed by a marker the high watermark may not cover yet, in marker order.
-        self.unreplicated: deque[CompletedTxn] = deque()
+        # Transactions closed by a marker the high watermark may not cover yet, in marker order
+        # (bounded: the log prunes it as the high watermark moves).
+        self.unreplicated: deque[CompletedTxn] = deque(maxlen=UNREPLICATED_KEPT)
 
     # ------------------------------------------------------------------ checks (leader)
 
@@ -258,12 +260,17 @@ class ProducerStateManager:
         lso = next(iter(self.ongoing.values()), txn.last_offset + 1)
         return AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso)
 
-    def first_unstable_offset(self, high_watermark: int) -> int:
-        """The LSO: the first offset of the oldest transaction that is open or whose marker is
-        not below ``high_watermark`` yet, capped by ``high_watermark``."""
+    def prune_replicated(self, high_watermark: int) -> None:
+        """Forget the closed transactions whose marker is below ``high_watermark``."""
         unreplicated = self.unreplicated
         while unreplicated and unreplicated[0].last_offset < high_watermark:
             unreplicated.popleft()
+
+    def first_unstable_offset(self, high_watermark: int) -> int:
+        """The LSO: the first offset of the oldest transaction that is open or whose marker is
+        not below ``high_watermark`` yet, capped by ``high_watermark``."""
+        self.prune_replicated(high_watermark)
+        unreplicated = self.unreplicated
         lso = high_watermark
         for first in self.ongoing.values():
             if first < lso:
@@ -371,7 +378,7 @@ class ProducerStateManager:
         its ``.txnindex`` entries from that offset on with them)."""
         self.producers = {}
         self.ongoing = {}
-        self.unreplicated = deque()
+        self.unreplicated = deque(maxlen=UNREPLICATED_KEPT)
         self.delete_snapshots_above(log_end_offset)
         start = log_start_offset
         for off in reversed(self.snapshot_offsets()):
@@ -395,5 +402,6 @@ class ProducerStateManager:
                     done = self.update_from_header(h, marker, coordinator_epoch)
                     if done is not None and done.aborted:
                         aborted.append(self.aborted_entry(done))
-        self.unreplicated.clear()
+        # The transactions closed by the markers replayed stay "unreplicated" until the high
+        # watermark (set by the replica manager after loading) passes their marker.
         return start, aborted

@@ -164,3 +164,27 @@ def test_read_committed_range(log):
     marker(log, 1, commit=True)
     data = log.read(0, 1 << 20, max_offset=log.last_stable_offset)
     assert [h.base_offset for _, h in iter_headers(data)] == [0, 2, 3]
+
+
+def test_after_reopening_the_lso_still_waits_for_unreplicated_markers(tmp_path):
+    plog = PartitionLog.open(tmp_path / "t-0", LogConfig())
+    plog.set_high_watermark(0)
+    append(plog, txn_batch(1, 0))             # 0-1
+    marker(plog, 1, commit=True)              # 2
+    plog.flush()
+    plog.close_handles()                      # a crash: the marker may not be on any follower
+    plog = PartitionLog.open(tmp_path / "t-0", LogConfig(), recover=True, recovery_point=0)
+    try:
+        plog.set_high_watermark(2)            # the replica manager's checkpoint
+        assert plog.last_stable_offset == 0
+        plog.set_high_watermark(3)
+        assert plog.last_stable_offset == 3
+    finally:
+        plog.close()
+
+
+def test_markers_on_a_single_broker_leave_nothing_unreplicated(log):
+    for pid in range(1, 50):
+        append(log, txn_batch(pid, 0))
+        marker(log, pid, commit=pid % 2 == 0)
+    assert not log.producer_state.unreplicated and not log.producer_state.ongoing
