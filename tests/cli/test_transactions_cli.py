@@ -111,3 +111,24 @@ def test_usage_errors(broker):
     assert r.returncode == 1 and "--start-offset" in r.stderr
     r = tx(broker, "find-hanging")
     assert r.returncode == 1 and "--broker-id" in r.stderr
+
+
+def test_console_consumer_isolation_level(broker):
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    admin.create_topics([NewTopic("iso", 1, 1)])["iso"].result()
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": f"iso-{uuid.uuid4().hex[:6]}"})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce("iso", b"committed")
+    p.commit_transaction(30)
+    p.begin_transaction()
+    p.produce("iso", b"aborted")
+    p.flush(30)
+    p.abort_transaction(30)
+
+    def console(*extra: str) -> list[str]:
+        r = run_tool("console-consumer", "--bootstrap-server", broker.bootstrap_servers, "--topic", "iso",
+                     "--from-beginning", "--timeout-ms", "3000", *extra)
+        return r.stdout.split()
+    assert console("--isolation-level", "read_committed") == ["committed"]
+    assert console("--isolation-level", "read_uncommitted") == ["committed", "aborted"]
