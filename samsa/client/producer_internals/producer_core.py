@@ -206,7 +206,10 @@ class ProducerCore:
         return self.txn
 
     async def init_transactions(self) -> None:
+        """Called again on a READY producer, it bumps the epoch (waiting for the id's last
+        transaction to complete): sequences start again at 0."""
         await self._transactional().init()
+        self.sender.reset_sequences()
 
     def begin_transaction(self) -> None:
         self._transactional().begin()

@@ -119,6 +119,10 @@ class Sender:
             self._requests.add(task)
             task.add_done_callback(self._requests.discard)
 
+    def reset_sequences(self) -> None:
+        """A new producer id or epoch: every partition's sequence starts again at 0."""
+        self._sequences.clear()
+
     async def _add_to_transaction(self, ready: list[ProducerBatch]) -> list[ProducerBatch]:
         """A transactional producer's batches go only to partitions added to its transaction."""
         txn = self.txn
