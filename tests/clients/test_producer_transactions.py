@@ -213,3 +213,40 @@ def test_aio_producer_transactions(broker):
             await p.abort_transaction()
     asyncio.run(run())
     assert read(broker, name, "read_committed", 1) == [b"kept"]
+
+
+def test_idempotent_producer_bumps_its_epoch_when_the_broker_lost_its_sequence(broker):
+    """KIP-360: the broker's sequence for the producer moved past what the producer knows (as
+    when a leader's log lost records): its next batch, the earliest in flight, is refused
+    OUT_OF_ORDER_SEQUENCE_NUMBER; the producer bumps its epoch and sends it again from 0."""
+    import socket
+    import struct
+
+    from samsa.protocol.api import decode_response, encode_request
+    from samsa.protocol.api_keys import ApiKey
+    from samsa.protocol.records import build_batch
+
+    name = topic(broker)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    try:
+        first = p.send(name, b"one", partition=0).result(WAIT)
+        pid, epoch = p._core.sender.producer_id, p._core.sender.epoch
+        # another write under the same producer id and epoch, sequences 1-2
+        data = build_batch([(None, b"other-1", None), (None, b"other-2", None)], producer_id=pid,
+                           producer_epoch=epoch, base_sequence=1)
+        body = {"transactional_id": None, "acks": -1, "timeout_ms": 10000,
+                "topic_data": [{"name": name, "partition_data": [{"index": 0, "records": data}]}]}
+        with socket.create_connection(("127.0.0.1", broker.port), timeout=WAIT) as s:
+            s.sendall(b"".join(bytes(c) for c in encode_request(ApiKey.PRODUCE, 9, 1, "kip-360", body)))
+            buf = b""
+            while len(buf) < 4 or len(buf) < 4 + struct.unpack(">i", buf[:4])[0]:
+                buf += s.recv(65536)
+        assert decode_response(ApiKey.PRODUCE, 9, buf[4:])[1]["responses"][0]["partition_responses"][0][
+            "error_code"] == 0
+        second = p.send(name, b"two", partition=0).result(WAIT)  # sequence 1: refused, then sent again
+        assert p._core.sender.epoch == epoch + 1
+        third = p.send(name, b"three", partition=0).result(WAIT)
+        assert (first.offset, second.offset, third.offset) == (0, 3, 4)
+    finally:
+        p.close()
+    assert read(broker, name, "read_uncommitted", 5) == [b"one", b"other-1", b"other-2", b"two", b"three"]

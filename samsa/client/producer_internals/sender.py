@@ -43,6 +43,7 @@ class Sender:
         self.producer_id, self.epoch = -1, -1
         self.txn: TransactionManager | None = None  # set for a transactional producer
         self._sequences: dict[tuple[str, int], int] = {}
+        self._bump_epoch = False  # KIP-360: the broker lost this producer's sequence; start a new epoch
         self._woken = False
         self._waiter: asyncio.Future | None = None  # the run loop waiting for a wake-up or its next due time
         self._requests: set[asyncio.Task] = set()
@@ -88,6 +89,13 @@ class Sender:
         if self.txn is not None:
             ready = await self._add_to_transaction(ready)
             if not ready:
+                return
+        elif self.idempotent and self._bump_epoch:
+            try:
+                await self._bump()
+            except (errors.KafkaError, OSError) as e:
+                for b in ready:
+                    self._retry_or_fail(b, _as_kafka_error(e), refresh=False)
                 return
         elif self.idempotent and self.producer_id < 0:
             try:
@@ -152,8 +160,34 @@ class Sender:
             raise errors.error_for(resp["error_code"], "InitProducerId failed")
         self.producer_id, self.epoch = resp["producer_id"], resp["producer_epoch"]
 
+    async def _bump(self) -> None:
+        """KIP-360: once the requests in flight are answered, a new epoch (InitProducerId with
+        our id and epoch; a new producer id from a broker without v3), sequences from 0."""
+        others = [t for t in self._requests if t is not asyncio.current_task()]
+        if others:
+            await asyncio.gather(*others, return_exceptions=True)
+        conn = await self.cluster.any()
+        try:
+            resp = await conn.request(ApiKey.INIT_PRODUCER_ID, {
+                "transactional_id": None, "transaction_timeout_ms": 60000, "producer_id": self.producer_id,
+                "producer_epoch": self.epoch}, min_version=3)
+            if resp["error_code"]:
+                raise errors.error_for(resp["error_code"], "InitProducerId (epoch bump) failed")
+            self.producer_id, self.epoch = resp["producer_id"], resp["producer_epoch"]
+        except errors.UnsupportedVersionError:
+            await self._init_producer_id()
+        log.info("Bumped the epoch of producer %d to %d: the broker lost its sequence numbers (KIP-360)",
+                 self.producer_id, self.epoch)
+        self._sequences.clear()
+        self._bump_epoch = False
+
     def _seal(self, b: ProducerBatch) -> None:
         if b.sealed:
+            if self.idempotent and b.producer != (self.producer_id, self.epoch) and self.producer_id >= 0:
+                tp = (b.topic, b.partition)  # sealed before an epoch bump: restamped, in order
+                seq = self._sequences.get(tp, 0)
+                b.restamp(self.producer_id, self.epoch, seq)
+                self._sequences[tp] = (seq + b.count) & 0x7FFFFFFF
             return
         if self.idempotent:
             tp = (b.topic, b.partition)
@@ -212,10 +246,15 @@ class Sender:
                 self._retry_or_fail(b, error, refresh=code in _REFRESH)
 
     def _retry_or_fail(self, b: ProducerBatch, error: errors.KafkaError, refresh: bool) -> None:
+        sequence_lost = self.idempotent and error.code in (errors.E_OUT_OF_ORDER_SEQUENCE_NUMBER,
+                                                           errors.E_UNKNOWN_PRODUCER_ID)
         retriable = error.retriable or isinstance(error, KafkaConnectionError) or (
             # an earlier batch of the partition did not make it and goes again first; this one follows it.
-            # Without such a batch the broker's sequence is past this one's: resending cannot help.
-            self.idempotent and error.code == errors.E_OUT_OF_ORDER_SEQUENCE_NUMBER and self.accumulator.has_earlier(b))
+            sequence_lost and self.accumulator.has_earlier(b))
+        if not retriable and sequence_lost and self.txn is None:
+            # The earliest batch of the partition, refused: the broker lost our sequence (its log lost
+            # records we had written). KIP-360: bump the epoch and send it again from sequence 0.
+            self._bump_epoch = retriable = True
         if retriable and self.acks != 0 and b.attempts <= self.retries and time.monotonic() < b.deadline:
             if refresh:
                 self._start_refresh(b.topic)
