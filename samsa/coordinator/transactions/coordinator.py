@@ -26,8 +26,8 @@ from samsa.clock import now_ms
 from samsa.cluster.metadata import BrokerInfo
 from samsa.coordinator.host import CoordinatorHost
 from samsa.coordinator.transactions.persistence import partition_for, read_partition, write_state
-from samsa.coordinator.transactions.state import (COMPLETE, EXPIRABLE, PREPARING, IllegalTransition,
-                                                  TransactionMetadata, TxnState)
+from samsa.coordinator.transactions.state import (EXPIRABLE, PREPARING, IllegalTransition, TransactionMetadata,
+                                                  TxnState)
 from samsa.protocol import errors
 from samsa.protocol.group_records import OFFSETS_TOPIC
 from samsa.protocol.txn_records import TRANSACTION_STATE_TOPIC
@@ -470,7 +470,3 @@ class TransactionCoordinator:
                 continue
             out.append(TransactionListing(meta.transactional_id, meta.producer_id, meta.state.display))
         return unknown, out
-
-    @staticmethod
-    def is_complete(state: TxnState) -> bool:
-        return state in COMPLETE
