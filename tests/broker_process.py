@@ -41,7 +41,8 @@ class BrokerProcess:
         self.port = port or free_port()
         self.overrides = {"broker.id": "0", "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
                           "log.dirs": str(self.data_dir / "logs"), "num.partitions": "1",
-                          "offsets.topic.replication.factor": "1", "group.initial.rebalance.delay.ms": "0"}
+                          "offsets.topic.replication.factor": "1", "group.initial.rebalance.delay.ms": "0",
+                          "transaction.state.log.replication.factor": "1", "transaction.state.log.min.isr": "1"}
         self.overrides.update({k: str(v) for k, v in overrides.items()})
         self.proc: subprocess.Popen | None = None
         self.log_path = self.data_dir / f"broker-{self.port}.log"

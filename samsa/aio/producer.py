@@ -98,6 +98,27 @@ class AIOProducer:
             f.add_done_callback(one_done)
         await all_done
 
+    # ---------------------------------------------------------------- transactions (KIP-98)
+
+    async def init_transactions(self) -> None:
+        """Get this transactional id's producer id and epoch, fencing any older producer of it."""
+        await self.core.init_transactions()
+
+    def begin_transaction(self) -> None:
+        self.core.begin_transaction()
+
+    async def send_offsets_to_transaction(self, offsets: dict, group_metadata: Any) -> None:
+        await self.core.send_offsets_to_transaction(offsets, group_metadata)
+
+    async def commit_transaction(self) -> None:
+        """Send what is queued, then commit (a failed send raises here: abort then)."""
+        await self.flush()
+        await self.core.end_transaction(True)
+
+    async def abort_transaction(self) -> None:
+        await self.flush()
+        await self.core.end_transaction(False)
+
     async def partitions_for(self, topic: str) -> list[int]:
         return list(range(await self.core.fetch_partitions(topic)))
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 from samsa.cli.common import Parser, UsageError, arguments
-from samsa.protocol import group_records
+from samsa.protocol import group_records, txn_records
 from samsa.protocol.batch import DELETE_HORIZON_BIT, BatchHeader, compute_crc, iter_headers
 from samsa.protocol.errors import CorruptRecordError, KafkaError
 from samsa.protocol.records import Record, decode_batch
@@ -60,7 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
       help="Decoder for the values: StringDecoder (default), IntegerDecoder or LongDecoder.")
     a("--offsets-decoder", action="store_true",
       help="If set, log data will be parsed as offset data from the __consumer_offsets topic.")
-    a("--transaction-log-decoder", action="store_true", help=argparse.SUPPRESS)
+    a("--transaction-log-decoder", action="store_true",
+      help="If set, log data will be parsed as transaction metadata from the __transaction_state topic.")
     a("--cluster-metadata-decoder", action="store_true", help=argparse.SUPPRESS)
     a("--remote-log-metadata-decoder", action="store_true", help=argparse.SUPPRESS)
     a("--skip-record-metadata", action="store_true", help="Whether to skip printing metadata for each record.")
@@ -117,6 +118,26 @@ def offsets_parser(record: Record) -> tuple[str | None, str | None]:
                 body["currentStateTimestamp"] = g.state_timestamp
             body["members"] = [_member(m, version) for m in g.members]
         return key, _json({"version": str(version), "data": body})
+    except (ValueError, struct.error, UnicodeDecodeError) as e:
+        return f"Error at offset {record.offset}, skipping. {e}", None
+
+
+def transaction_log_parser(record: Record) -> tuple[str | None, str | None]:
+    """__transaction_state records as Kafka's TransactionLogMessageParser shows them (JSON)."""
+    if record.key is None:
+        raise CorruptRecordError(f"Failed to decode message at offset {record.offset} using the transaction log "
+                                 "decoder (message had a missing key)")
+    try:
+        key = _json({"type": str(_I16.unpack_from(record.key)[0]),
+                     "data": {"transactionalId": txn_records.parse_txn_key(bytes(record.key))}})
+        if record.value is None:
+            return key, "<DELETE>"
+        v = txn_records.parse_txn_value(bytes(record.value))
+        body = {"producerId": v.producer_id, "producerEpoch": v.producer_epoch,
+                "transactionTimeoutMs": v.timeout_ms, "transactionStatus": v.status,
+                "transactionPartitions": [{"topic": t, "partitionIds": ps} for t, ps in v.partitions.items()],
+                "transactionLastUpdateTimestampMs": v.last_update_ms, "transactionStartTimestampMs": v.start_ms}
+        return key, _json({"version": "0", "data": body})
     except (ValueError, struct.error, UnicodeDecodeError) as e:
         return f"Error at offset {record.offset}, skipping. {e}", None
 
@@ -375,15 +396,20 @@ def main(argv: list[str] | None = None) -> int:
         opts = parser.parse_args(argv)
         if not opts.files:
             raise UsageError('Missing required argument "[files]"')
-        for flag in ("transaction_log_decoder", "cluster_metadata_decoder", "remote_log_metadata_decoder"):
+        for flag in ("cluster_metadata_decoder", "remote_log_metadata_decoder"):
             if getattr(opts, flag):
                 raise UsageError(f"--{flag.replace('_', '-')} is not supported by Samsa")
-        record_parser: PayloadDecoder = offsets_parser if opts.offsets_decoder else plain_parser(
-            opts.key_decoder_class, opts.value_decoder_class)
+        if opts.offsets_decoder:
+            record_parser: PayloadDecoder = offsets_parser
+        elif opts.transaction_log_decoder:
+            record_parser = transaction_log_parser
+        else:
+            record_parser = plain_parser(opts.key_decoder_class, opts.value_decoder_class)
     except UsageError as e:
         print(e, file=sys.stderr)
         return 1
-    print_data = bool(opts.print_data_log or opts.offsets_decoder or opts.key_decoder_class
+    print_data = bool(opts.print_data_log or opts.offsets_decoder or opts.transaction_log_decoder
+                      or opts.key_decoder_class
                       or opts.value_decoder_class)
     mismatches: dict[str, list[tuple[int, int]]] = {}
     non_consecutive: dict[str, list[tuple[int, int]]] = {}

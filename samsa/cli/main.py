@@ -17,6 +17,7 @@ TOOLS = {
     "consumer-groups": ("samsa.cli.consumer_groups", "list, describe, reset and delete consumer groups (kafka-consumer-groups.sh)"),
     "leader-election": ("samsa.cli.leader_election", "elect preferred or unclean leaders (kafka-leader-election.sh)"),
     "reassign-partitions": ("samsa.cli.reassign_partitions", "move partitions between brokers (kafka-reassign-partitions.sh)"),
+    "transactions": ("samsa.cli.transactions", "list, describe, find and abort hanging transactions (kafka-transactions.sh)"),
     "dump-log": ("samsa.cli.dump_log", "print the batches and records of a segment file (kafka-dump-log.sh)"),
     "console-producer": ("samsa.cli.console_producer", "send lines of stdin as records (kafka-console-producer.sh)"),
     "console-consumer": ("samsa.cli.console_consumer", "print records of topics to stdout (kafka-console-consumer.sh)"),

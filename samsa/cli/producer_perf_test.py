@@ -53,8 +53,16 @@ def build_parser() -> argparse.ArgumentParser:
     a("--producer.config", dest="producer_config", metavar="CONFIG-FILE", help="producer config properties file.")
     a("--bootstrap-server", metavar="BOOTSTRAP-SERVERS", help="The server(s) to connect to.")
     a("--print-metrics", action="store_true", help="print out metrics at the end of the test.")
-    a("--transactional-id", help=argparse.SUPPRESS)
-    a("--transaction-duration-ms", help=argparse.SUPPRESS)
+    a("--transactional-id", metavar="TRANSACTIONAL-ID",
+      help="The transactional id to use. This config takes precedence over the transactional.id specified via "
+      "--producer.config or --producer-props. Note that if the transactional id is not specified while "
+      "--transaction-duration-ms is provided, the default value for the transactional id will be "
+      "performance-producer-default-transactional-id.")
+    a("--transaction-duration-ms", metavar="TRANSACTION-DURATION", type=int,
+      help="The max age of each transaction. The commitTransaction will be called after this time has elapsed. "
+      "The value should be greater than 0. If the transactional id is specified via --producer-props, "
+      "--producer.config, or --transactional-id but --transaction-duration-ms is not specified, "
+      "the default value will be 3000.")
     a("--client", choices=CLIENTS, default="samsa",
       help="The client library to drive: samsa (default), confluent (confluent-kafka), kafka-python or aiokafka.")
     return p
@@ -145,11 +153,37 @@ def payloads(opts: argparse.Namespace) -> Callable[[int], bytes]:
 
 # ---------------------------------------------------------------------------- one loop per client
 
+class Transactions:
+    """Kafka's ProducerPerformance with transactions: one transaction per --transaction-duration-ms."""
+
+    def __init__(self, producer: Any, duration_ms: int | None):
+        self.producer, self.duration = producer, None if duration_ms is None else duration_ms / 1000
+        self.started = 0.0
+        if self.duration is not None:
+            producer.init_transactions()
+            self._begin()
+
+    def _begin(self) -> None:
+        self.producer.begin_transaction()
+        self.started = time.monotonic()
+
+    def tick(self) -> None:
+        if self.duration is not None and time.monotonic() - self.started >= self.duration:
+            self.producer.commit_transaction()
+            self._begin()
+
+    def finish(self) -> None:
+        if self.duration is not None:
+            self.producer.commit_transaction()
+
+
 def run_samsa(props: dict[str, str], opts: argparse.Namespace, stats: Stats, payload: Callable[[int], bytes]) -> None:
     from samsa.client.producer import Producer
     with Producer(props) as producer:
+        txn = Transactions(producer, opts.transaction_duration_ms)
         throttle = Throttler(opts.throughput)
         for i in range(opts.num_records):
+            txn.tick()
             value = payload(i)
             sent = time.monotonic()
             producer.send(opts.topic, value, on_delivery=lambda m, e, s=sent, n=len(value): stats.record(s, n, e))
@@ -157,6 +191,7 @@ def run_samsa(props: dict[str, str], opts: argparse.Namespace, stats: Stats, pay
             if wait:
                 time.sleep(wait)
         producer.flush()
+        txn.finish()
         stats.client_metrics = producer.metrics()
 
 
@@ -164,8 +199,10 @@ def run_confluent(props: dict[str, str], opts: argparse.Namespace, stats: Stats,
                   payload: Callable[[int], bytes]) -> None:
     from confluent_kafka import Producer
     producer = Producer(props)
+    txn = Transactions(producer, opts.transaction_duration_ms)
     throttle = Throttler(opts.throughput)
     for i in range(opts.num_records):
+        txn.tick()
         value = payload(i)
         sent = time.monotonic()
         while True:
@@ -180,6 +217,7 @@ def run_confluent(props: dict[str, str], opts: argparse.Namespace, stats: Stats,
         if wait:
             producer.poll(wait)
     producer.flush()
+    txn.finish()
 
 
 def python_client_config(props: dict[str, str]) -> dict[str, Any]:
@@ -273,9 +311,18 @@ def main(argv: list[str] | None = None) -> int:
                 raise UsageError(f"argument --{flag.replace('_', '-')} is required")
         if (opts.record_size is None) == (opts.payload_file is None):
             raise UsageError("Exactly one of --record-size or --payload-file must be specified")
-        if opts.transactional_id:
-            raise UsageError("--transactional-id: transactions are not supported")
         props = producer_props(opts)
+        if opts.transaction_duration_ms is not None and opts.transaction_duration_ms <= 0:
+            raise UsageError("--transaction-duration-ms should be greater than zero")
+        if opts.transactional_id:
+            props["transactional.id"] = opts.transactional_id
+        elif opts.transaction_duration_ms is not None:
+            props.setdefault("transactional.id", "performance-producer-default-transactional-id")
+        if "transactional.id" in props:
+            if opts.transaction_duration_ms is None:
+                opts.transaction_duration_ms = 3000
+            if opts.client not in ("samsa", "confluent"):
+                raise UsageError(f"--transactional-id: the {opts.client} client is driven without transactions here")
         payload = payloads(opts)
         stats = Stats(opts.num_records, lambda line: print(line, flush=True))
         RUNNERS[opts.client](props, opts, stats, payload)

@@ -39,10 +39,13 @@ from samsa.client.types import (
     Node,
     OffsetAndMetadata,
     PartitionInfo,
+    ProducerState,
     ReplicaInfo,
     TopicDescription,
     TopicListing,
     TopicPartition,
+    TransactionDescription,
+    TransactionListing,
     uuid_to_str,
 )
 from samsa.protocol import codec, errors
@@ -803,6 +806,73 @@ class AsyncAdmin:
                     for t in resp["topics"] for p in t["partitions"]}
         return await self._retrying(attempt)
 
+    # ------------------------------------------------------------------ transactions
+
+    async def list_transactions(self, states: Iterable[str] = (), producer_ids: Iterable[int] = (),
+                                duration_ms: int = -1) -> dict[int, list[TransactionListing]]:
+        """The transactional ids of every broker's coordinator, by broker id (ListTransactions)."""
+        cluster = await self._ready()
+        await cluster.refresh([])
+        body = {"state_filters": list(states), "producer_id_filters": list(producer_ids),
+                "duration_filter": duration_ms}
+        out: dict[int, list[TransactionListing]] = {}
+        for node_id in sorted(cluster.brokers):
+            resp = await self._to_node(node_id, ApiKey.LIST_TRANSACTIONS, body)
+            _check(resp["error_code"], None, f"Listing transactions at broker {node_id}")
+            out[node_id] = [TransactionListing(t["transactional_id"], t["producer_id"], t["transaction_state"])
+                            for t in resp["transaction_states"]]
+        return out
+
+    async def describe_transactions(self, transactional_ids: Iterable[str]) -> dict[str, TransactionDescription]:
+        """Each id as its coordinator has it (FindCoordinator key type 1, DescribeTransactions)."""
+        out: dict[str, TransactionDescription] = {}
+        for txn_id in transactional_ids:
+            async def attempt(txn_id: str = txn_id) -> TransactionDescription:
+                find = await self._to_node(None, ApiKey.FIND_COORDINATOR, {"key": txn_id, "key_type": 1,
+                                                                            "coordinator_keys": [txn_id]})
+                c = find["coordinators"][0] if find.get("coordinators") else find
+                _check(c["error_code"], c.get("error_message"), f"Finding the coordinator of {txn_id}")
+                resp = await self._to_node(c["node_id"], ApiKey.DESCRIBE_TRANSACTIONS,
+                                           {"transactional_ids": [txn_id]})
+                d = resp["transaction_states"][0]
+                _check(d["error_code"], None, f"Describing transactional id {txn_id}")
+                return TransactionDescription(c["node_id"], d["transaction_state"], d["producer_id"],
+                                              d["producer_epoch"], d["transaction_timeout_ms"],
+                                              d["transaction_start_time_ms"],
+                                              [TopicPartition(t["topic"], p) for t in d["topics"]
+                                               for p in t["partitions"]])
+            out[txn_id] = await self._retrying(attempt)
+        return out
+
+    async def describe_producers(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, list[ProducerState]]:
+        """The producers each partition's leader knows (DescribeProducers)."""
+        async def send(conn: BrokerConnection, group: list[TopicPartition]) -> dict[TopicPartition, tuple[int, Any]]:
+            by_topic: dict[str, list[int]] = defaultdict(list)
+            for tp in group:
+                by_topic[tp.topic].append(tp.partition)
+            resp = await conn.request(ApiKey.DESCRIBE_PRODUCERS, {
+                "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]})
+            assert resp is not None
+            return {TopicPartition(t["name"], p["partition_index"]): (p["error_code"], [
+                ProducerState(a["producer_id"], a["producer_epoch"], a["last_sequence"], a["last_timestamp"],
+                              a["coordinator_epoch"], a["current_txn_start_offset"]) for a in p["active_producers"]])
+                for t in resp["topics"] for p in t["partitions"]}
+        return await self._by_leader(list(partitions), send)
+
+    async def abort_transaction(self, partition: TopicPartition, producer_id: int, producer_epoch: int,
+                                coordinator_epoch: int) -> None:
+        """Write an abort marker for the producer's open transaction on ``partition`` (a hanging
+        transaction its coordinator no longer knows), as Kafka's Admin.abortTransaction."""
+        async def send(conn: BrokerConnection, group: list[TopicPartition]) -> dict[TopicPartition, tuple[int, Any]]:
+            resp = await conn.request(ApiKey.WRITE_TXN_MARKERS, {"markers": [{
+                "producer_id": producer_id, "producer_epoch": producer_epoch, "transaction_result": False,
+                "coordinator_epoch": coordinator_epoch,
+                "topics": [{"name": partition.topic, "partition_indexes": [partition.partition]}]}]})
+            assert resp is not None
+            return {TopicPartition(t["name"], p["partition_index"]): (p["error_code"], None)
+                    for m in resp["markers"] for t in m["topics"] for p in t["partitions"]}
+        await self._by_leader([partition], send)
+
 
 class Admin:
     """Blocking admin client: :class:`AsyncAdmin` on a private event loop thread."""
@@ -910,3 +980,17 @@ class Admin:
                                      ) -> dict[TopicPartition, dict[str, list[int]]]:
         return self._run(self._admin.list_partition_reassignments(
             None if partitions is None else list(partitions)))
+
+    def list_transactions(self, states: Iterable[str] = (), producer_ids: Iterable[int] = (),
+                          duration_ms: int = -1) -> dict[int, list[TransactionListing]]:
+        return self._run(self._admin.list_transactions(list(states), list(producer_ids), duration_ms))
+
+    def describe_transactions(self, transactional_ids: Iterable[str]) -> dict[str, TransactionDescription]:
+        return self._run(self._admin.describe_transactions(list(transactional_ids)))
+
+    def describe_producers(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, list[ProducerState]]:
+        return self._run(self._admin.describe_producers(list(partitions)))
+
+    def abort_transaction(self, partition: TopicPartition, producer_id: int, producer_epoch: int,
+                          coordinator_epoch: int) -> None:
+        return self._run(self._admin.abort_transaction(partition, producer_id, producer_epoch, coordinator_epoch))

@@ -143,6 +143,10 @@ class Consumer:
     def subscription(self) -> set[str]:
         return self._call(self._core.subscription)
 
+    def group_metadata(self) -> Any:
+        """What ``Producer.send_offsets_to_transaction`` needs of this consumer's group membership."""
+        return self._call(self._core.group_metadata)
+
     # ---------------------------------------------------------------- poll
 
     def poll(self, timeout: float | None = None, max_records: int | None = None) -> list[ConsumerRecord]:

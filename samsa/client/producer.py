@@ -80,6 +80,32 @@ class Producer:
                 break
         return sum(1 for f in self._core.accumulator.pending_futures() if not f.done())
 
+    # ---------------------------------------------------------------- transactions (KIP-98)
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """Get this transactional id's producer id and epoch, fencing any older producer of it
+        (and aborting its open transaction). Once, before the first transaction."""
+        self._thread.run(self._core.init_transactions(), timeout)
+
+    def begin_transaction(self) -> None:
+        self._core.begin_transaction()
+
+    def send_offsets_to_transaction(self, offsets: dict, group_metadata: Any, timeout: float | None = None) -> None:
+        """Commit a consumer group's ``offsets`` ({TopicPartition: offset or OffsetAndMetadata})
+        with the transaction; ``group_metadata`` is the consumer's ``group_metadata()``."""
+        self._thread.run(self._core.send_offsets_to_transaction(offsets, group_metadata), timeout)
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Send what is buffered, then commit. If a send failed the commit raises its error,
+        and the application must abort the transaction."""
+        self.flush(timeout)
+        self._thread.run(self._core.end_transaction(True), timeout)
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Wait for the sends in flight, then abort: none of the transaction's records or offsets count."""
+        self.flush(timeout)
+        self._thread.run(self._core.end_transaction(False), timeout)
+
     def close(self, timeout: float | None = None) -> None:
         """Flush (up to ``timeout`` seconds), then stop the sender and close the connections."""
         if self._core.closed:

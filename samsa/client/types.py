@@ -191,6 +191,16 @@ class OffsetAndMetadata:
     leader_epoch: int | None = None
 
 
+@dataclass(frozen=True)
+class ConsumerGroupMetadata:
+    """A consumer's group membership, for ``Producer.send_offsets_to_transaction`` (``Consumer.group_metadata()``)."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+
 @dataclass
 class ConsumerGroupListing:
     group_id: str
@@ -217,3 +227,38 @@ class ConsumerGroupDescription:
     partition_assignor: str  # the selected protocol ("range", ...); "" unless Stable
     coordinator: Node | None
     members: list[MemberDescription] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class TransactionListing:
+    """One transactional id a coordinator holds (Admin.list_transactions)."""
+
+    transactional_id: str
+    producer_id: int
+    state: str
+
+
+@dataclass
+class TransactionDescription:
+    """A transactional id at its coordinator (Admin.describe_transactions)."""
+
+    coordinator_id: int
+    state: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    start_ms: int  # -1 when no transaction is open
+    partitions: list[TopicPartition]
+
+
+@dataclass(frozen=True)
+class ProducerState:
+    """A producer a partition's leader knows (Admin.describe_producers); ``current_transaction_start_offset``
+    is the first offset of its open transaction there, -1 if none."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_transaction_start_offset: int

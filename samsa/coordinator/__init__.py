@@ -5,6 +5,7 @@ Each coordinator sits in a room of its own and reaches the broker only through
 
 - :mod:`samsa.coordinator.groups` — the group coordinator: consumer-group rebalances and
   committed offsets, kept in ``__consumer_offsets``;
-- a transaction coordinator (``__transaction_state``, InitProducerId/AddPartitionsToTxn/
-  EndTxn) will sit beside it as ``samsa.coordinator.transactions``, using the same host seam.
+- :mod:`samsa.coordinator.transactions` — the transaction coordinator: producer ids and
+  epochs of transactional ids, the two-phase end of transactions (markers), kept in
+  ``__transaction_state``; its host adds producer ids and marker writing to the same seam.
 """

@@ -65,11 +65,14 @@ def ensure_topics(cfg: PipelineConfig, names: list[str]) -> None:
                 pass
 
 
-def read_topic(spark: SparkSession, cfg: PipelineConfig, topic: str, starting: str = "earliest") -> DataFrame:
+def read_topic(spark: SparkSession, cfg: PipelineConfig, topic: str, starting: str = "earliest",
+               isolation: str = "read_uncommitted") -> DataFrame:
+    """``isolation="read_committed"`` for a topic written in transactions (only committed records)."""
     if cfg.reader is not None:
         return cfg.reader(spark, cfg, topic)
     reader = (spark.readStream.format("samsa").option("kafka.bootstrap.servers", cfg.bootstrap_servers)
-              .option("subscribe", topic).option("startingOffsets", starting))
+              .option("subscribe", topic).option("startingOffsets", starting)
+              .option("kafka.isolation.level", isolation))
     if cfg.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(cfg.max_offsets_per_trigger))
     for k, v in cfg.options.items():

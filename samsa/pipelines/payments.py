@@ -14,7 +14,8 @@ Queries:
 - ``payments-dead-letters``: transactions that are not valid go to ``payments-dead-letters``;
 - ``payments-decide``: the rules, per card in event-time order (``applyInPandasWithState``
   over buckets of cards),
-  to ``payment-decisions`` keyed by tx_id, exactly once across restarts (ExactlyOnceWriter);
+  to ``payment-decisions`` keyed by tx_id, exactly once across restarts: the ``samsa`` sink with
+  ``exactlyOnce`` writes each micro-batch's decisions in transactions (read them read_committed);
 - ``payments-archive``: transactions joined with their decisions (a stream-stream join of the
   two topics) to Parquet for analysts;
 - ``payments-archive-postgres``, with a PostgreSQL DSN configured: the same rows into the
@@ -38,7 +39,6 @@ from samsa.client.consumer import Consumer
 from samsa.client.types import TopicPartition
 from samsa.pipelines.common import (PipelineConfig, Query, as_json, dead_letters, ensure_topics, field_of, read_topic,
                                     require, run_queries, validate, with_options)
-from samsa.spark.exactly_once import ExactlyOnceWriter
 
 # PySpark's own worker code concatenates empty frames, which pandas 2.x warns about on every batch.
 warnings.filterwarnings("ignore", category=FutureWarning, module="pyspark")
@@ -147,6 +147,7 @@ def archive(txs: DataFrame, decided: DataFrame) -> DataFrame:
                          F.to_date("tx_time").alias("date"))
 
 
+LATEST_LOOKBACK = 20  # records read back from each partition's end for the latest decision
 URGENT = frozenset({"payments-decide"})  # the queries run at the pipeline's trigger; the others less often
 
 
@@ -158,13 +159,12 @@ def queries(spark: SparkSession, cfg: PipelineConfig) -> list[tuple[str, Query]]
         return with_options(dead_letters(validated()).writeStream, cfg, DEAD_LETTERS)
 
     def decide() -> object:
-        writer = ExactlyOnceWriter(cfg.bootstrap_servers, DECISIONS, cfg.state_dir / "exactly-once" / DECISIONS,
-                                   cfg.options)
-        return decision_records(decisions(transactions(validated()))).writeStream.outputMode("append") \
-            .foreachBatch(writer)
+        out = decision_records(decisions(transactions(validated()))).writeStream.outputMode("append")
+        return with_options(out, cfg, DECISIONS).option("exactlyOnce", "true")
 
     def joined() -> DataFrame:
-        return archive(transactions(validated()), parsed_decisions(read_topic(spark, cfg, DECISIONS)))
+        return archive(transactions(validated()),
+                       parsed_decisions(read_topic(spark, cfg, DECISIONS, isolation="read_committed")))
 
     def store() -> object:
         return (joined().writeStream.format("parquet").outputMode("append").partitionBy("date")
@@ -199,9 +199,10 @@ class DecisionLatency:
 
     def line(self) -> str | None:
         if self._consumer is None:
-            self._consumer = Consumer({"bootstrap.servers": self.cfg.bootstrap_servers, "enable.auto.commit": False})
+            self._consumer = Consumer({"bootstrap.servers": self.cfg.bootstrap_servers, "enable.auto.commit": False,
+                                       "isolation.level": "read_committed"})
         ends = self._consumer.end_offsets([TopicPartition(DECISIONS, p) for p in range(self.cfg.partitions)])
-        last = {tp: end - 1 for tp, end in ends.items() if end > 0}
+        last = {tp: max(end - LATEST_LOOKBACK, 0) for tp, end in ends.items() if end > 0}  # markers end the log
         if not last:
             return None
         self._consumer.assign(list(last))

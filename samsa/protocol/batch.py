@@ -188,6 +188,17 @@ def set_partition_leader_epoch(buf: bytearray, pos: int, epoch: int) -> None:
     _EPOCH.pack_into(buf, pos + 12, epoch)
 
 
+_PRODUCER = struct.Struct(">qhi")  # producer_id, producer_epoch, base_sequence at 43
+
+
+def set_producer_state(buf: bytearray, pos: int, header: BatchHeader, producer_id: int, epoch: int,
+                       base_sequence: int) -> None:
+    """Give a built batch another producer id, epoch and base sequence (a producer whose epoch
+    was bumped resends it, KIP-360), and re-checksum."""
+    _PRODUCER.pack_into(buf, pos + 43, producer_id, epoch, base_sequence)
+    _CRC.pack_into(buf, pos + 17, compute_crc(buf, pos, header.size))
+
+
 def set_log_append_time(buf: bytearray, pos: int, header: BatchHeader, timestamp: int) -> None:
     """Stamp LogAppendTime into the header and re-checksum (both lie under the CRC)."""
     _ATTRS.pack_into(buf, pos + 21, header.attributes | TIMESTAMP_TYPE_BIT)

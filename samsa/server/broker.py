@@ -29,9 +29,11 @@ from samsa.cluster.partition import Partition
 from samsa.cluster.replica_manager import ReplicaManager
 from samsa.cluster.topic_admin import TopicAdmin
 from samsa.coordinator.groups import GroupCoordinator
+from samsa.coordinator.transactions import TransactionCoordinator
 from samsa.server.dispatcher import Dispatcher
 from samsa.server.metrics.counters import BrokerTopicStats
 from samsa.server.network import Connection, ConnectionLimits, close_idle
+from samsa.server.txn_markers import MarkerSender
 from samsa.storage.descriptors import raise_open_file_limit
 from samsa.storage.dir_lock import LogDirLocks
 from samsa.storage.manager import LogManager
@@ -52,6 +54,8 @@ class BrokerServer:
         self.cluster: LocalCluster | ZooKeeperCluster
         self.dispatcher = Dispatcher(self)
         self.groups = GroupCoordinator(GroupCoordinatorHost(self))
+        self.markers = MarkerSender(self)
+        self.txn = TransactionCoordinator(TransactionCoordinatorHost(self))
         self.servers: list[asyncio.AbstractServer] = []
         self.bound: list[tuple[str, str, int]] = []  # (listener name, host, port) as bound
         self._tasks: list[asyncio.Task] = []
@@ -87,12 +91,14 @@ class BrokerServer:
         self.replicas = ReplicaManager(self.config, self.logs, self.metadata, replicated=bool(zookeeper),
                                        broker_info=lambda broker_id: self.cluster.broker_info(broker_id))
         self.replicas.listeners.append(self.groups)
+        self.replicas.listeners.append(self.txn)
         if zookeeper:
             self.cluster = ZooKeeperCluster(self.config, self.store, self.replicas, self.advertised)
         else:
             self.cluster = LocalCluster(self.config, self.replicas, self.advertised)
         self.admin = TopicAdmin(self.config, self.store, self.metadata, self.replicas, self.alive_brokers)
         self.groups.start()
+        self.txn.start()
         if self.config["prometheus.listener"]:
             await self._start_metrics(self.config["prometheus.listener"])
         # Bound first (registration advertises the bound port), served only once this broker
@@ -170,6 +176,8 @@ class BrokerServer:
         if hasattr(self, "replicas"):
             await self.replicas.stop()
         self.groups.stop()
+        self.txn.stop()
+        self.markers.close()
         for task in self._tasks:
             task.cancel()
         for server in self.servers:
@@ -257,3 +265,16 @@ class GroupCoordinatorHost:
     def create_topic(self, name: str, num_partitions: int, replication_factor: int, *,
                      configs: dict[str, str] | None = None) -> TopicInfo:
         return self._server.admin.create_topic(name, num_partitions, replication_factor, configs=configs)
+
+
+class TransactionCoordinatorHost(GroupCoordinatorHost):
+    """The broker as the transaction coordinator sees it
+    (:class:`samsa.coordinator.transactions.TransactionHost`): the group coordinator's host,
+    producer ids, and marker writes at the partitions' leaders."""
+
+    def allocate_producer_id(self) -> int:
+        return self._server.admin.allocate_producer_id()
+
+    async def write_txn_markers(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
+                                partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        return await self._server.markers.write(producer_id, producer_epoch, coordinator_epoch, commit, partitions)

@@ -113,7 +113,10 @@ class OffsetReader:
     def _list(self, specs: dict[TP, int]) -> dict[TP, int]:
         if not specs:
             return {}
-        result = self._call(lambda admin: admin.list_offsets({TopicPartition(*tp): s for tp, s in specs.items()}))
+        # read_committed plans up to the last stable offset: its consumers cannot read past it
+        isolation = dict(self.opts.client).get("isolation.level", "read_uncommitted")
+        result = self._call(lambda admin: admin.list_offsets({TopicPartition(*tp): s for tp, s in specs.items()},
+                                                             isolation))
         return {(tp.topic, tp.partition): info.offset for tp, info in result.items()}
 
     def earliest(self, tps: list[TP]) -> dict[TP, int]:

@@ -272,6 +272,8 @@ class SinkOptions:
     bootstrap_servers: str
     topic: str | None
     client: tuple[tuple[str, str], ...] = ()
+    exactly_once: bool = False            # each task's rows in a transaction; a replayed task is skipped
+    transactional_id_prefix: str | None = None  # default: samsa-spark-<query id>
 
     def producer_config(self) -> dict[str, Any]:
         """Idempotent, acks=all: a record is either written once or its micro-batch fails."""
@@ -295,5 +297,11 @@ def parse_sink(o: Mapping[str, str]) -> SinkOptions:
     if not servers:
         raise OptionError("Option 'kafka.bootstrap.servers' must be specified for configuring Kafka producer")
     topic = o.get("topic")
+    if "transactional.id" in client:
+        raise OptionError("Kafka option 'transactional.id' is not supported: set exactlyOnce=true (and "
+                          "transactionalIdPrefix) for transactional writes.")
+    prefix = o.get("transactionalidprefix")
     return SinkOptions(servers, topic.strip() if topic is not None else None,
-                       tuple(sorted((k, v) for k, v in client.items() if k != "bootstrap.servers")))
+                       tuple(sorted((k, v) for k, v in client.items() if k != "bootstrap.servers")),
+                       exactly_once=_bool(o, "exactlyonce", False),
+                       transactional_id_prefix=prefix.strip() if prefix else None)

@@ -3,21 +3,36 @@
 Each task sends its rows through an idempotent producer (``acks=all``), flushes, and fails
 if any record failed, which fails the micro-batch (or the batch write). As with Spark's
 Kafka sink this is at-least-once: a micro-batch that is run again after a failure writes
-its records again. :mod:`samsa.spark.exactly_once` gives exactly-once output through
-``foreachBatch``.
+its records again.
+
+With ``exactlyOnce=true`` each task writes its rows in one Kafka transaction instead, with
+the transactional id ``<prefix>-<task partition>`` (prefix: ``transactionalIdPrefix``, by
+default ``samsa-spark-<query id>``, which the checkpoint keeps). In the same transaction it
+commits, as consumer group ``<transactional id>``, an "offset" of micro-batch id + 1 on
+partition 0 of the topic it writes: a progress note that is committed exactly when the rows
+are. A task of a micro-batch run again (the query restarted from its checkpoint) first
+starts its producer, which fences any older one with the id and waits for its last
+transaction to be decided, then reads the note: a task whose rows were committed writes
+nothing. Readers use ``isolation.level=read_committed``. As with
+:class:`samsa.spark.exactly_once.ExactlyOnceWriter`, a micro-batch run again must give each
+task the same rows (Spark's replay from a checkpoint does).
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
 from dataclasses import dataclass
 from typing import Any, Iterator
 
 import pyarrow as pa
+from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
+from samsa.client.admin import Admin
 from samsa.client.producer import Producer
+from samsa.client.types import OffsetAndMetadata, TopicPartition
 from samsa.spark.options import OptionError, SinkOptions
 from samsa.spark.schema import HEADER
 
@@ -90,8 +105,89 @@ def _bytes(v: Any) -> bytes | None:
     return v.encode() if isinstance(v, str) else v
 
 
+def _rows(cols: Columns, opts: SinkOptions, batch: pa.RecordBatch) -> Iterator[tuple]:
+    """(topic, key, value, partition, headers) of each row."""
+    n = batch.num_rows
+    values = batch.column(cols.value).to_pylist()
+    keys = batch.column(cols.key).to_pylist() if cols.key else [None] * n
+    topics = batch.column(cols.topic).to_pylist() if cols.topic else [opts.topic] * n
+    parts = batch.column(cols.partition).to_pylist() if cols.partition else [None] * n
+    headers = batch.column(cols.headers).to_pylist() if cols.headers else None
+    for i in range(n):
+        topic = topics[i]
+        if topic is None:
+            raise ValueError("null topic present in the data. Use the topic option for setting a topic.")
+        hdrs = [(h["key"], _bytes(h["value"])) for h in headers[i] or ()] if headers else None
+        yield topic, _bytes(keys[i]), _bytes(values[i]), parts[i], hdrs
+
+
+_admins: dict[str, Admin] = {}
+
+
+def _admin(bootstrap_servers: str) -> Admin:
+    with _lock:
+        admin = _admins.get(bootstrap_servers)
+        if admin is None:
+            admin = _admins[bootstrap_servers] = Admin({"bootstrap.servers": bootstrap_servers})
+        return admin
+
+
+def write_transactionally(opts: SinkOptions, cols: Columns, batches: Iterator[pa.RecordBatch]) -> int:
+    """The task's rows in one transaction, with its progress note (see the module docstring)."""
+    task = TaskContext.get()
+    partition = task.partitionId() if task is not None else 0
+    query = task.getLocalProperty("sql.streaming.queryId") if task is not None else None
+    batch_id = task.getLocalProperty("streaming.sql.batchId") if task is not None else None
+    prefix = opts.transactional_id_prefix or f"samsa-spark-{query or 'batch'}"
+    txn_id = f"{prefix}-{partition}"
+    config = {**opts.producer_config(), "transactional.id": txn_id}
+    producer = _producer(config)
+    producer.init_transactions()  # fences an older producer of the id; its last transaction is decided
+    rows = (row for batch in batches for row in _rows(cols, opts, batch))
+    first = next(rows, None)
+    if first is None:
+        return 0
+    note = TopicPartition(opts.topic or first[0], 0)
+    if batch_id is not None:
+        done = _admin(opts.bootstrap_servers).list_consumer_group_offsets(txn_id, [note]).get(note)
+        if done is not None and done.offset > int(batch_id):
+            for _ in rows:  # written and committed by an earlier run of this micro-batch
+                pass
+            return 0
+    count = 0
+    producer.begin_transaction()
+    try:
+        for topic, key, value, part, hdrs in itertools.chain([first], rows):
+            producer.send(topic, value, key=key, partition=part, headers=hdrs)
+            count += 1
+        if batch_id is not None:
+            producer.send_offsets_to_transaction({note: OffsetAndMetadata(int(batch_id) + 1)}, txn_id)
+        producer.commit_transaction()
+    except BaseException:
+        try:
+            producer.abort_transaction()
+        except Exception:  # noqa: BLE001 - the producer may be fenced: its transaction is aborted anyway
+            _forget(config)
+        raise
+    return count
+
+
+def _forget(config: dict[str, Any]) -> None:
+    """A producer in a state it cannot leave (fenced): the next task starts a new one."""
+    key = tuple(sorted((k, str(v)) for k, v in config.items()))
+    with _lock:
+        producer = _producers.pop(key, None)
+    if producer is not None:
+        try:
+            producer.close(1)
+        except Exception:  # noqa: BLE001 - being thrown away
+            pass
+
+
 def write_batches(opts: SinkOptions, cols: Columns, batches: Iterator[pa.RecordBatch]) -> int:
     """Send every row; raise if any record could not be written."""
+    if opts.exactly_once:
+        return write_transactionally(opts, cols, batches)
     producer = _producer(opts.producer_config())
     failures: list[BaseException] = []
 
@@ -101,20 +197,9 @@ def write_batches(opts: SinkOptions, cols: Columns, batches: Iterator[pa.RecordB
 
     count = 0
     for batch in batches:
-        n = batch.num_rows
-        values = batch.column(cols.value).to_pylist()
-        keys = batch.column(cols.key).to_pylist() if cols.key else [None] * n
-        topics = batch.column(cols.topic).to_pylist() if cols.topic else [opts.topic] * n
-        parts = batch.column(cols.partition).to_pylist() if cols.partition else [None] * n
-        headers = batch.column(cols.headers).to_pylist() if cols.headers else None
-        for i in range(n):
-            topic = topics[i]
-            if topic is None:
-                raise ValueError("null topic present in the data. Use the topic option for setting a topic.")
-            hdrs = [(h["key"], _bytes(h["value"])) for h in headers[i] or ()] if headers else None
-            producer.send(topic, _bytes(values[i]), key=_bytes(keys[i]), partition=parts[i], headers=hdrs,
-                          on_delivery=delivered)
-        count += n
+        for topic, key, value, part, hdrs in _rows(cols, opts, batch):
+            producer.send(topic, value, key=key, partition=part, headers=hdrs, on_delivery=delivered)
+        count += batch.num_rows
         if failures:
             break
     producer.flush()
@@ -140,7 +225,7 @@ class StreamWriter(DataSourceStreamArrowWriter):
         return Written(write_batches(self.opts, self.cols, iterator))
 
     def commit(self, messages: list, batchId: int) -> None:
-        pass  # every record was acknowledged (acks=all) before its task finished
+        pass  # every record was acknowledged (acks=all), or its transaction committed, before its task finished
 
     def abort(self, messages: list, batchId: int) -> None:
-        pass  # records of the tasks that finished stay written: at-least-once, as Spark's Kafka sink
+        pass  # records of the tasks that finished stay written: at-least-once (exactlyOnce: skipped when run again)

@@ -9,8 +9,8 @@ start have had time to see it.
 How a clean runs, for one partition:
 
 * The cleanable part of the log is made of whole closed segments below the *first
-  uncleanable offset*: the smallest of the active segment's base, the high watermark,
-  and the base of the first segment holding a record younger than
+  uncleanable offset*: the smallest of the active segment's base, the high watermark
+  (the last stable offset, which is never above it), and the base of the first segment holding a record younger than
   ``min.compaction.lag.ms`` (KIP-58). The active segment is never touched.
 * The part after the *first dirty offset* (where the previous clean stopped, kept in
   ``PartitionLog.cleaner_offset`` and the log directory's ``cleaner-offset-checkpoint``)
@@ -35,8 +35,10 @@ How a clean runs, for one partition:
   attribute bit 0x40 (KIP-534); record timestamp deltas are re-encoded against it so
   record timestamps do not change. A later clean at or after the horizon drops the
   batch's tombstones.
-* Transactional and control batches are copied as they are (not mapped either: a
-  transactional record may still be aborted); compacting transactions is not done.
+* Transactions: the cleanable part also ends at the last stable offset, so every
+  transaction in it is decided. A batch of an aborted transaction (the segments'
+  ``.txnindex``) is dropped and never mapped; committed transactional records are
+  compacted as any others. Markers (control batches) are copied as they are.
 
 Crash safety, per group of consecutive segments cleaned into one (a group is at most
 ``segment.bytes``): the cleaned data goes to ``<base>.log.cleaned`` (indexes to
@@ -174,9 +176,12 @@ def _encode_batch(
 class _Context:
     """What deciding the fate of a record needs during one clean."""
 
-    __slots__ = ("offset_map", "now", "delete_retention_ms", "producer_last", "records_read", "records_kept", "horizon")
+    __slots__ = ("offset_map", "now", "delete_retention_ms", "producer_last", "records_read", "records_kept", "horizon",
+                 "aborted")
 
-    def __init__(self, offset_map: dict[bytes, int], now: int, delete_retention_ms: int, producer_last: dict[int, int]):
+    def __init__(self, offset_map: dict[bytes, int], now: int, delete_retention_ms: int, producer_last: dict[int, int],
+                 aborted: dict[int, list[tuple[int, int]]] | None = None):
+        self.aborted = aborted or {}
         self.offset_map = offset_map
         self.now = now
         self.delete_retention_ms = delete_retention_ms
@@ -190,10 +195,23 @@ class _Context:
             self.horizon = horizon
 
 
+def _is_aborted(h: BatchHeader, aborted: dict[int, list[tuple[int, int]]]) -> bool:
+    """Is ``h`` a batch of an aborted transaction? (``aborted``: producer id -> [(first, marker offset)])"""
+    if not h.is_transactional or h.is_control:
+        return False
+    return any(first <= h.base_offset <= last for first, last in aborted.get(h.producer_id, ()))
+
+
 def _clean_batch(h: BatchHeader, buf, off: int, ctx: _Context) -> bytes | memoryview | None:
     """The batch as it is to be kept (its bytes, maybe rewritten), or None to drop it."""
-    if h.is_control or h.is_transactional:
+    if h.is_control:
         return memoryview(buf)[off:off + h.size]
+    if h.is_transactional and _is_aborted(h, ctx.aborted):
+        ctx.records_read += h.record_count
+        if h.producer_id >= 0 and ctx.producer_last.get(h.producer_id) == h.last_offset:
+            attrs = h.attributes & ~(COMPRESSION_MASK | DELETE_HORIZON_BIT)
+            return _encode_batch(h, attrs, h.base_timestamp, h.max_timestamp, 0, b"")
+        return None
     data, records = _batch_records(h, buf, off)
     ctx.records_read += len(records)
     horizon = h.base_timestamp if h.attributes & DELETE_HORIZON_BIT else None
@@ -343,6 +361,7 @@ class _Plan:
     segment_count: int
     checkpoint_seen: int  # plog.cleaner_offset when planned
     fds: list[int] = field(default_factory=list)
+    aborted: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # producer id -> [(first, last)]
 
 
 class Cleaner:
@@ -411,7 +430,7 @@ class Cleaner:
             config = plog.config
             segments = plog._segments
             active = segments[-1]
-            uncleanable = min(active.base_offset, plog.high_watermark)
+            uncleanable = min(active.base_offset, plog.last_stable_offset)
             if config.min_compaction_lag_ms > 0:
                 limit = now - config.min_compaction_lag_ms
                 for seg in segments[:-1]:
@@ -447,6 +466,8 @@ class Cleaner:
                 pid: e.batches[-1].last_offset for pid, e in plog._producers.producers.items() if e.batches
             }
             plan = _Plan(sources, first_dirty, ratio, producer_last, config, len(segments), plog.cleaner_offset)
+            for txn in plog.aborted_transactions(sources[0].base, sources[-1].end):
+                plan.aborted.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
             for s in sources:
                 s.fd = os.dup(s.segment.fd)
                 plan.fds.append(s.fd)
@@ -460,7 +481,7 @@ class Cleaner:
         offset_map, clean_end = self._build_offset_map(plan)
         sources = [s for s in plan.sources if s.end <= clean_end]
         result = CleanResult(sources[0].base, clean_end, plan.dirty_ratio, keys_mapped=len(offset_map))
-        ctx = _Context(offset_map, now, config.delete_retention_ms, plan.producer_last)
+        ctx = _Context(offset_map, now, config.delete_retention_ms, plan.producer_last, plan.aborted)
         swapped = 0
         for group in _group(sources, config):
             out = _CleanedSegment(plog.dir, group[0].base, config)
@@ -520,7 +541,7 @@ class Cleaner:
             if offset_map and len(offset_map) >= self.max_map_entries:
                 break
             for _, h, buf, off in _read_batches(src.fd, src.size):
-                if h.is_control or h.is_transactional:
+                if h.is_control or _is_aborted(h, plan.aborted):
                     continue
                 _, records = _batch_records(h, buf, off)
                 base = h.base_offset
@@ -567,6 +588,7 @@ class Cleaner:
     def _install(plog: PartitionLog, i: int, olds: list[LogSegment], end: int, out: _CleanedSegment) -> None:
         dir, base, k = plog.dir, out.base_offset, len(olds)
         segments = plog._segments
+        aborted = [txn for seg in olds for txn in seg.txn_index.entries]  # transactional data is kept as it is
         for seg in olds:
             seg.delete()
         os.replace(out.index_path, segment_file(dir, base, INDEX_SUFFIX))
@@ -582,6 +604,8 @@ class Cleaner:
             new.recover(verify_crc=False)
             new.seal()
             new.flush()
+        new.txn_index.reset(aborted)
+        new.txn_index.flush()
         segments[i:i + k] = [new]
         plog._bases[i:i + k] = [base]
 

@@ -20,11 +20,14 @@ from pathlib import Path
 from typing import Iterator, NamedTuple
 
 from samsa.protocol.batch import (
+    CONTROL_BIT,
+    TRANSACTIONAL_BIT,
     BatchHeader,
     set_base_offset,
     set_log_append_time,
     set_partition_leader_epoch,
 )
+from samsa.protocol.control import control_type, coordinator_epoch
 from samsa.protocol.errors import CorruptRecordError, KafkaStorageError, OffsetOutOfRangeError
 from samsa.storage.config import LogConfig
 from samsa.storage.files import (
@@ -33,6 +36,7 @@ from samsa.storage.files import (
     LOG_SUFFIX,
     TEMP_SUFFIXES,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     parse_offset_name,
     parse_partition_dir,
 )
@@ -40,6 +44,7 @@ from samsa.storage.index import IndexCorruptError, OffsetIndex, TimeIndex
 from samsa.storage.leader_epoch import LeaderEpochCache
 from samsa.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
 from samsa.storage.segment import INT32_MAX, LogSegment
+from samsa.storage.txn_index import AbortedTxn
 from samsa.clock import now_ms as wall_ms
 from samsa.storage.swap import complete_swaps
 
@@ -91,6 +96,17 @@ class PartitionLog:
     def set_high_watermark(self, offset: int) -> None:
         with self._lock:
             self._hw = max(self.log_start_offset, min(offset, self._leo))
+            if self._producers.unreplicated:
+                self._producers.prune_replicated(self._hw)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The LSO: below it every transaction is decided (read_committed reads up to it)."""
+        producers = self._producers
+        if not producers.ongoing and not producers.unreplicated:
+            return self.high_watermark
+        with self._lock:
+            return producers.first_unstable_offset(self.high_watermark)
 
     @property
     def producer_state(self) -> ProducerStateManager:
@@ -159,6 +175,7 @@ class PartitionLog:
         if recover and segments:
             first_to_recover = max(bisect_right(bases, recovery_point) - 1, 0)
         recovered = False
+        first_recovered: int | None = None
         i = 0
         while i < len(segments):
             seg = segments[i]
@@ -175,6 +192,8 @@ class PartitionLog:
                     needs_recovery = True
             if needs_recovery:
                 recovered = True
+                if first_recovered is None:
+                    first_recovered = seg.base_offset
                 cut = seg.recover()
                 if cut:
                     log.warning("%s: cut %d bytes of invalid data at position %d", seg.path, cut, seg.size)
@@ -198,7 +217,23 @@ class PartitionLog:
         self._leader_epochs = LeaderEpochCache(self.dir)
         self._leader_epochs.truncate_from_end(self._leo)
         self._leader_epochs.truncate_from_start(self.log_start_offset)
-        self._producers.load(self.log_start_offset, self._leo, self._headers_from)
+        if first_recovered is not None:
+            # The producer state (and the .txnindex files) are rebuilt from before the first
+            # recovered segment: replaying from a later snapshot would skip its markers.
+            self._producers.delete_snapshots_above(first_recovered)
+        self._load_producer_state()
+
+    def _load_producer_state(self) -> None:
+        """Producer state from its newest snapshot and the batches after it; the aborted
+        transactions replayed replace the ``.txnindex`` entries from there on."""
+        start, aborted = self._producers.load(self.log_start_offset, self._leo, self._producer_batches_from)
+        segments = self._segments
+        i = max(bisect_right(self._bases, start) - 1, 0)
+        for seg in segments[i:]:
+            seg.txn_index.truncate_to(start)
+        for txn in aborted:
+            j = max(bisect_right(self._bases, txn.last_offset) - 1, 0)
+            segments[j].txn_index.append(txn)
 
     def _clean_directory(self) -> list[int]:
         """Remove leftovers of interrupted operations and orphan indexes; return the
@@ -214,7 +249,7 @@ class PartitionLog:
             if off is not None:
                 logs.add(off)
                 continue
-            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                 off = parse_offset_name(name, suffix)
                 if off is not None:
                     others.append((off, path))
@@ -224,10 +259,10 @@ class PartitionLog:
                 path.unlink(missing_ok=True)
         return sorted(logs)
 
-    def _headers_from(self, offset: int) -> Iterator[BatchHeader]:
+    def _producer_batches_from(self, offset: int) -> Iterator[tuple[BatchHeader, int | None, int]]:
         i = max(bisect_right(self._bases, offset) - 1, 0)
         for seg in self._segments[i:]:
-            yield from seg.iter_headers(offset)
+            yield from seg.iter_producer_batches(offset)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -254,8 +289,10 @@ class PartitionLog:
             self._check_open()
             producers = self._producers
             pending: dict[int, tuple[int, int]] | None = {} if len(batches) > 1 else None
-            for _, h in batches:
+            for pos, h in batches:
                 if h.producer_id >= 0:
+                    if h.attributes & CONTROL_BIT:
+                        producers.check_marker(h.producer_id, h.producer_epoch, coordinator_epoch(records, pos, h))
                     dup = producers.check(h, pending)
                     if dup is not None:
                         return AppendInfo(
@@ -286,16 +323,34 @@ class PartitionLog:
             seg = self._maybe_roll(len(records), max_ts, first, last, now_ms)
             seg.append(records, metas)
             self._leo = offset
-            for (_, h), m in zip(batches, metas):
+            for (pos, h), m in zip(batches, metas):
                 if h.producer_id >= 0:
-                    producers.update(
-                        h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence,
-                        m[2] - h.last_offset_delta, m[2], m[3], h.is_control,
-                    )
+                    attrs = h.attributes
+                    if attrs & CONTROL_BIT:
+                        self._apply_marker(seg, records, pos, h, m[2], m[3])
+                    else:
+                        producers.update(
+                            h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence,
+                            m[2] - h.last_offset_delta, m[2], m[3], False,
+                            transactional=bool(attrs & TRANSACTIONAL_BIT),
+                        )
             if leader_epoch > self._leader_epochs.latest_epoch:  # type: ignore[union-attr]
                 self._leader_epochs.assign(leader_epoch, first)  # type: ignore[union-attr]
             self._after_append(offset - first)
             return AppendInfo(first, last, append_time, self.log_start_offset, False)
+
+    def _apply_marker(self, seg: LogSegment, records, pos: int, h: BatchHeader, offset: int, ts: int) -> None:
+        """A control batch is in ``seg`` at ``offset``: close its producer's transaction and
+        index it if aborted."""
+        done = self._producers.update(
+            h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence, offset, offset, ts, True,
+            transactional=True, marker=control_type(records, pos, h),
+            coordinator_epoch=coordinator_epoch(records, pos, h))
+        if done is not None:
+            if done.aborted:
+                seg.txn_index.append(self._producers.aborted_entry(done))
+            if self._hw is None:  # the high watermark is the log end: the marker is below it already
+                self._producers.prune_replicated(self._leo + 1)
 
     def append_as_follower(self, records, batches: list[tuple[int, BatchHeader]]) -> None:
         """Append batches that already carry their offsets (replication): they must
@@ -324,8 +379,11 @@ class PartitionLog:
             seg.append(records, metas)
             self._leo = expected
             epochs = self._leader_epochs
-            for _, h in batches:
-                self._producers.update_from_header(h)
+            for pos, h in batches:
+                if h.attributes & CONTROL_BIT and h.producer_id >= 0:
+                    self._apply_marker(seg, records, pos, h, h.base_offset, h.max_timestamp)
+                else:
+                    self._producers.update_from_header(h)
                 if h.partition_leader_epoch > epochs.latest_epoch:  # type: ignore[union-attr]
                     epochs.assign(h.partition_leader_epoch, h.base_offset)  # type: ignore[union-attr]
             self._after_append(expected - first)
@@ -422,6 +480,17 @@ class PartitionLog:
             if len(parts) == 1:
                 return parts[0]
             return b"".join(parts)
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [fetch_offset, upper_bound), for a
+        read_committed fetch: from the ``.txnindex`` of the segment holding ``fetch_offset`` on."""
+        out: list[AbortedTxn] = []
+        with self._lock:
+            i = max(bisect_right(self._bases, fetch_offset) - 1, 0)
+            for seg in self._segments[i:]:
+                if seg.txn_index.collect(fetch_offset, upper_bound, out):
+                    break
+        return out
 
     # ------------------------------------------------------------------ timestamps
 
@@ -582,7 +651,7 @@ class PartitionLog:
         self.recovery_point = min(self.recovery_point, leo)
         self.cleaner_offset = min(self.cleaner_offset, leo)
         self.leader_epochs.truncate_from_end(leo)
-        self._producers.load(self.log_start_offset, leo, self._headers_from)
+        self._load_producer_state()
 
     # ------------------------------------------------------------------ flush
 

@@ -14,13 +14,15 @@ from array import array
 from pathlib import Path
 from typing import Iterator
 
-from samsa.protocol.batch import (HEADER_SIZE, LOG_OVERHEAD, MAGIC, MIN_BATCH_LENGTH, BatchHeader, batch_problem,
-                                  compute_crc, iter_headers, read_header)
+from samsa.protocol.batch import (CONTROL_BIT, HEADER_SIZE, LOG_OVERHEAD, MAGIC, MIN_BATCH_LENGTH, BatchHeader,
+                                  batch_problem, compute_crc, iter_headers, read_header)
+from samsa.protocol.control import control_type, coordinator_epoch
 from samsa.clock import now_ms
 from samsa.protocol.errors import CorruptRecordError, KafkaStorageError
 from samsa.storage.config import LogConfig
-from samsa.storage.files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, pwrite_all, segment_file
+from samsa.storage.files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, pwrite_all, segment_file
 from samsa.storage.index import IndexCorruptError, OffsetIndex, TimeIndex
+from samsa.storage.txn_index import TransactionIndex
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +73,7 @@ class LogSegment:
     __slots__ = (
         "dir", "base_offset", "fd", "size", "offset_index", "time_index", "index_interval_bytes",
         "next_offset", "max_timestamp", "offset_of_max_timestamp", "rolling_base_timestamp",
-        "created_ms", "bytes_since_index", "dirty", "kind",
+        "created_ms", "bytes_since_index", "dirty", "kind", "txn_index",
     )
 
     def __init__(self, dir: Path, base_offset: int, fd: int, size: int, config: LogConfig, *, new: bool,
@@ -85,6 +87,7 @@ class LogSegment:
                                         config.segment_index_bytes, new=new)
         self.time_index = TimeIndex(segment_file(dir, base_offset, TIME_INDEX_SUFFIX + kind), base_offset,
                                     config.segment_index_bytes, new=new)
+        self.txn_index = TransactionIndex(segment_file(dir, base_offset, TXN_INDEX_SUFFIX + kind))
         self.index_interval_bytes = config.index_interval_bytes
         self.next_offset = base_offset
         self.max_timestamp = -1
@@ -107,6 +110,7 @@ class LogSegment:
                kind: str = "") -> LogSegment:
         fd = os.open(segment_file(dir, base_offset, LOG_SUFFIX + kind), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         seg = cls(dir, base_offset, fd, 0, config, new=True, kind=kind)
+        seg.txn_index.delete()  # a new segment has no aborted transactions yet
         if created_ms is not None:
             seg.created_ms = created_ms
         return seg
@@ -226,6 +230,21 @@ class LogSegment:
             return
         for _, h, _, _ in self._scan(loc[0], self.size, False):
             yield h
+
+    def iter_producer_batches(self, from_offset: int) -> Iterator[tuple[BatchHeader, int | None, int]]:
+        """``(header, marker type, coordinator epoch)`` of the batches holding offsets >=
+        ``from_offset``: what rebuilding the producer state needs (markers are read from
+        their control record; other batches give ``None, -1``)."""
+        loc = self.locate(from_offset)
+        if loc is None:
+            return
+        for pos, h, buf, off in self._scan(loc[0], self.size, False):
+            if not h.attributes & CONTROL_BIT:
+                yield h, None, -1
+                continue
+            if buf is None:
+                buf, off = os.pread(self.fd, h.size, pos), 0
+            yield h, control_type(buf, off, h), coordinator_epoch(buf, off, h)
 
     # ------------------------------------------------------------------ append
 
@@ -391,6 +410,7 @@ class LogSegment:
         new_next = min(offset, base)
         self.offset_index.truncate_to_offset(new_next)
         self.time_index.truncate_to_offset(new_next)
+        self.txn_index.truncate_to(new_next)
         self._load_tail()
         self.next_offset = max(new_next, self.base_offset)
         if self.size == 0:
@@ -414,6 +434,7 @@ class LogSegment:
                 os.fsync(self.fd)
             self.offset_index.flush(fsync=True)
             self.time_index.flush(fsync=True)
+            self.txn_index.flush()
         except OSError as e:
             raise KafkaStorageError(f"flush of {self.path} failed: {e}") from e
         self.dirty = False
@@ -442,6 +463,7 @@ class LogSegment:
                 path.unlink()
             except FileNotFoundError:
                 pass
+        self.txn_index.delete()
 
     def __repr__(self) -> str:
         return f"LogSegment(base={self.base_offset}, size={self.size}, next={self.next_offset})"

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from samsa.protocol.batch import compute_crc
 from samsa.protocol.errors import CorruptRecordError
-from samsa.storage.files import (INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, fsync_dir, parse_offset_name,
+from samsa.storage.files import (INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, fsync_dir,
+                                 parse_offset_name,
                                  segment_file)
 from samsa.storage.segment import scan_batches
 
@@ -59,12 +60,24 @@ def complete_swaps(dir: Path) -> None:
             path.unlink(missing_ok=True)
             continue
         log.info("%s: completing the swap of cleaned segment %s (offsets %d..%d)", dir, path.name, base, end - 1)
-        for name in os.listdir(dir):
-            off = parse_offset_name(name, LOG_SUFFIX)
-            if off is not None and base <= off < end:
-                for s in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                    segment_file(dir, off, s).unlink(missing_ok=True)
+        replaced = sorted(off for name in os.listdir(dir)
+                          if (off := parse_offset_name(name, LOG_SUFFIX)) is not None and base <= off < end)
+        # The cleaned segment keeps every transactional batch, so its aborted transactions
+        # are those of the segments it replaces.
+        aborted = b"".join(_read_or_empty(segment_file(dir, off, TXN_INDEX_SUFFIX)) for off in replaced)
+        for off in replaced:
+            for s in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+                segment_file(dir, off, s).unlink(missing_ok=True)
+        if aborted:
+            segment_file(dir, base, TXN_INDEX_SUFFIX).write_bytes(aborted)
         for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
             segment_file(dir, base, s).unlink(missing_ok=True)  # rebuilt from the log
         os.replace(path, segment_file(dir, base, LOG_SUFFIX))
         fsync_dir(dir)
+
+
+def _read_or_empty(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return b""

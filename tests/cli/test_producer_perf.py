@@ -35,6 +35,29 @@ def test_each_client_sends_every_record_and_prints_kafkas_summary(broker, admin,
     assert end_offset(broker, topic) == 3000
 
 
+@pytest.mark.parametrize("client", ["samsa", "confluent"])
+def test_transactions_every_duration(broker, admin, client):
+    """--transactional-id / --transaction-duration-ms: every record committed, in several transactions."""
+    topic = f"pp-txn-{client}"
+    admin.create_topics([NewTopic(topic, 1, 1)])
+    r = samsa("producer-perf-test", "--topic", topic, "--num-records", "2000", "--record-size", "100",
+              "--throughput", "4000", "--producer-props", f"bootstrap.servers={broker.bootstrap_servers}",
+              "--transactional-id", f"pp-{client}", "--transaction-duration-ms", "100", "--client", client)
+    assert r.returncode == 0, r.stderr
+    m = FINAL.match(r.stdout.strip().splitlines()[-1])
+    assert m and m.group(1) == "2000", r.stdout
+    c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "pp-txn",
+                  "isolation.level": "read_committed"})
+    try:
+        low, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False)
+    finally:
+        c.close()
+    assert high > 2001  # the records and a commit marker per transaction, all stable
+    r = samsa("producer-perf-test", "--topic", topic, "--num-records", "1", "--record-size", "1", "--throughput",
+              "-1", "--bootstrap-server", broker.bootstrap_servers, "--transaction-duration-ms", "0")
+    assert "greater than zero" in one_error_line(r)
+
+
 def test_throttle_payload_file_and_config_file(broker, admin, tmp_path):
     admin.create_topics([NewTopic("pp-file", 1, 1)])
     payloads = tmp_path / "payloads.txt"

@@ -62,6 +62,29 @@ def read_topic(bootstrap: str, topic: str, partitions: int = 1, timeout: float =
         c.close()
 
 
+def read_committed(bootstrap: str, topic: str, partitions: int = 1, timeout: float = 30.0) -> list:
+    """Every committed record of a topic written in transactions, up to the last stable offsets
+    seen at the start (markers and aborted records move the position without a message)."""
+    c = CKConsumer({"bootstrap.servers": bootstrap, "group.id": "spark-tests-reader", "enable.auto.commit": False,
+                    "isolation.level": "read_committed"})
+    try:
+        tps = [CKTopicPartition(topic, p) for p in range(partitions)]
+        ends = {tp.partition: c.get_watermark_offsets(tp, timeout=10, cached=False)[1] for tp in tps}
+        c.assign([CKTopicPartition(topic, p, 0) for p in range(partitions)])
+        out = []
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            m = c.poll(0.2)
+            if m is not None and not m.error():
+                out.append(m)
+                continue
+            if all(tp.offset >= ends[tp.partition] for tp in c.position(tps)):
+                return out
+        raise AssertionError(f"{topic} not read to its last stable offsets {ends}")
+    finally:
+        c.close()
+
+
 def source(spark, bootstrap: str, *, stream: bool = True, **options: str):
     reader = spark.readStream if stream else spark.read
     reader = reader.format("samsa").option("kafka.bootstrap.servers", bootstrap)

@@ -24,7 +24,7 @@ from samsa.client.types import TopicPartition
 from samsa.pipelines import payments
 from samsa.pipelines.common import PipelineConfig, ensure_topics
 from samsa.pipelines.feed import send
-from spark_helpers import read_topic
+from spark_helpers import read_committed, read_topic
 from waiting import wait_until
 
 BAD = [
@@ -67,7 +67,7 @@ def expected_decisions(values: list[bytes]) -> dict[str, tuple[str, list[str]]]:
 
 
 def decisions_in(bootstrap: str) -> list:
-    return read_topic(bootstrap, payments.DECISIONS, partitions=2)
+    return read_committed(bootstrap, payments.DECISIONS, partitions=2)  # written in transactions
 
 
 def check_one_decision_each(bootstrap: str, values: list[bytes]) -> dict:

@@ -352,21 +352,62 @@ def test_log_append_time_batches(open_log):
     assert [(r.offset, r.key, r.value, r.timestamp) for r in recs] == [(1, b"b", b"1", T0), (2, b"a", None, T0)]
 
 
-def test_transactional_and_control_batches_kept_as_is(open_log):
+def test_committed_transactions_compacted_aborted_dropped_markers_kept(open_log):
+    """Below the LSO every transaction is decided: committed records compact as any others, an
+    aborted transaction's batches go (and never shadow an older value), markers stay."""
+    from samsa.protocol.control import build_marker
     plog = open_log()
-    txn = bytearray(build_batch([(b"k", b"txn", T0), (b"k", b"txn2", T0)], producer_id=5, producer_epoch=0,
-                                base_sequence=0, is_transactional=True))
-    plog.append(txn, validate(txn), now_ms=T0)
-    marker = bytearray(build_batch([(b"\x00\x00\x00\x01", b"\x00\x00\x00\x00\x00\x00", T0)], producer_id=5,
-                                   producer_epoch=0, is_transactional=True, is_control=True))
-    plog.append(marker, validate(marker), now_ms=T0)
-    append(plog, [("k", "plain")])
+    append(plog, [("a", "plain-a"), ("b", "plain-b")])                                 # 0-1
+    committed = bytearray(build_batch([(b"a", b"txn-a", T0)], producer_id=5, producer_epoch=0, base_sequence=0,
+                                      is_transactional=True))
+    plog.append(committed, validate(committed), now_ms=T0)                             # 2
+    m = build_marker(5, 0, 0, True, T0)
+    plog.append(m, validate(m), now_ms=T0)                                             # 3 commit
+    aborted = bytearray(build_batch([(b"b", b"aborted-b", T0)], producer_id=6, producer_epoch=0, base_sequence=0,
+                                    is_transactional=True))
+    plog.append(aborted, validate(aborted), now_ms=T0)                                 # 4
+    m = build_marker(6, 0, 0, False, T0)
+    plog.append(m, validate(m), now_ms=T0)                                             # 5 abort
+    append(plog, [("c", "plain-c")])                                                   # 6
+    open_txn = bytearray(build_batch([(b"a", b"open-a", T0)], producer_id=7, producer_epoch=0, base_sequence=0,
+                                     is_transactional=True))
+    plog.roll(T0)
+    plog.append(open_txn, validate(open_txn), now_ms=T0)                               # 7, still open
     plog.roll(T0)
     append(plog, [("x", "x")])
-    before = plog.read(0, 3)  # the two transactional batches
     Cleaner().clean(plog, T0)
-    assert plog.read(0, 1 << 30).startswith(before)
-    assert [(o, v) for o, k, v in contents(plog) if k == "k"] == [(0, "txn"), (1, "txn2"), (3, "plain")]
+    rows = [(o, k, v) for o, k, v in contents(plog)]
+    # "a" committed in the transaction supersedes its plain value; the aborted "b" does not; the open
+    # transaction's segment is past the LSO and not cleaned
+    assert (0, "a", "plain-a") not in rows and (2, "a", "txn-a") in rows
+    assert (1, "b", "plain-b") in rows and not any(v == "aborted-b" for _, _, v in rows)
+    assert (7, "a", "open-a") in rows
+    headers = [h for _, h in iter_headers(plog.read(0, 1 << 30))]
+    assert [h.base_offset for h in headers if h.is_control] == [3, 5]
+
+
+def test_aborted_transactions_survive_cleaning_merged_segments(open_log):
+    """Cleaned segments are merged into one: the aborted transactions of their .txnindex files go with them."""
+    from samsa.protocol.control import build_marker
+    from samsa.storage.txn_index import AbortedTxn
+    plog = open_log()
+    for pid in (5, 6):
+        txn = bytearray(build_batch([(b"k%d" % pid, b"v", T0)], producer_id=pid, producer_epoch=0,
+                                    base_sequence=0, is_transactional=True))
+        plog.append(txn, validate(txn), now_ms=T0)
+        m = build_marker(pid, 0, 0, False, T0)
+        plog.append(m, validate(m), now_ms=T0)
+        append(plog, [("k", "plain-%d" % pid)])
+        plog.roll(T0)
+    append(plog, [("x", "x")])
+    before = plog.aborted_transactions(0, 100)
+    assert before == [AbortedTxn(5, 0, 1, 2), AbortedTxn(6, 3, 4, 5)]
+    Cleaner().clean(plog, T0)
+    assert len(plog.segments) == 2  # the two cleaned segments became one
+    assert plog.aborted_transactions(0, 100) == before
+    plog.close()
+    reopened = open_log()
+    assert reopened.aborted_transactions(0, 100) == before
 
 
 # ---------------------------------------------------------------------------- reads

@@ -31,7 +31,7 @@ from samsa.client.consumer_internals.records import ConsumerRecord, OffsetAndMet
 from samsa.client.consumer_internals.subscription import IllegalStateError, SubscriptionState
 from samsa.client.metadata import ClusterMetadata
 from samsa.client.metrics import MetricName, default_client_id
-from samsa.client.types import PartitionInfo, TopicPartition
+from samsa.client.types import ConsumerGroupMetadata, PartitionInfo, TopicPartition
 from samsa.protocol import errors
 from samsa.timeouts import within
 
@@ -318,6 +318,16 @@ class AsyncConsumer:
 
     def assignment(self) -> set[TopicPartition]:
         return set(self.subs.assignment)
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The group, generation and member a transactional producer commits offsets for
+        (``Producer.send_offsets_to_transaction``), as Java's ``groupMetadata()``."""
+        if self.group_id is None:
+            raise errors.InvalidGroupIdError("group_metadata() needs a group.id")
+        g = self.group
+        if g is None:
+            return ConsumerGroupMetadata(self.group_id)
+        return ConsumerGroupMetadata(self.group_id, g.generation, g.member_id, g.instance_id)
 
     def subscription(self) -> set[str]:
         return set(self.subs.topics) if self.subs.subscribed else set()

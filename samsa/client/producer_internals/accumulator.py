@@ -20,6 +20,7 @@ from typing import Callable
 
 from samsa.client.connection import KafkaTimeoutError
 from samsa.client.futures import pending_future
+from samsa.protocol.batch import read_header, set_producer_state
 from samsa.protocol.records import BatchBuilder
 from samsa.timeouts import within
 
@@ -30,7 +31,7 @@ class ProducerBatch:
     """Records of one partition sent together: their builder until the first send, then fixed bytes."""
 
     __slots__ = ("topic", "partition", "builder", "data", "count", "pending", "condition", "created", "deadline",
-                 "attempts", "size", "number", "in_flight", "complete")
+                 "attempts", "size", "number", "in_flight", "complete", "producer")
     _numbers = itertools.count()
 
     def __init__(self, topic: str, partition: int, codec: int, level: int | None, deadline: float):
@@ -47,14 +48,17 @@ class ProducerBatch:
         self.in_flight = False
         self.complete = False  # full, or closed by a record that did not fit
         self.size = 0  # bytes counted against batch.size and buffer.memory
+        self.producer = (-1, -1)  # (producer id, epoch) it was sealed with
 
-    def seal(self, producer_id: int = -1, epoch: int = -1, base_sequence: int = -1) -> None:
+    def seal(self, producer_id: int = -1, epoch: int = -1, base_sequence: int = -1,
+             transactional: bool = False) -> None:
         """Encode the batch (once: a retry sends the same bytes, so the same sequence)."""
         builder = self.builder
         if builder is None:
             return
         if producer_id >= 0:
-            builder.set_producer_state(producer_id, epoch, base_sequence)
+            builder.set_producer_state(producer_id, epoch, base_sequence, transactional)
+            self.producer = (producer_id, epoch)
         self.count = len(builder)
         self.data = builder.build()
         self.builder = None
@@ -62,6 +66,13 @@ class ProducerBatch:
     @property
     def sealed(self) -> bool:
         return self.builder is None
+
+    def restamp(self, producer_id: int, epoch: int, base_sequence: int) -> None:
+        """A sealed batch to send again after an epoch bump (KIP-360): new producer state, same records."""
+        data = bytearray(self.data)
+        set_producer_state(data, 0, read_header(data), producer_id, epoch, base_sequence)
+        self.data = bytes(data)
+        self.producer = (producer_id, epoch)
 
 
 class RecordAccumulator:

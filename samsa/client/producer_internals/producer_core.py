@@ -26,6 +26,7 @@ from samsa.client.partitioner import StickyPartitioner
 from samsa.client.producer_internals.accumulator import RecordAccumulator
 from samsa.client.producer_internals.producer_metrics import ProducerMetrics
 from samsa.client.producer_internals.sender import Sender
+from samsa.client.producer_internals.transactions import IllegalStateError, TransactionManager
 from samsa.client.types import RecordMetadata
 from samsa.protocol import compression, errors
 from samsa.protocol.records import RECORD_OVERHEAD_MAX, estimate_record_size
@@ -51,7 +52,13 @@ class ProducerCore:
         self.config = c = ClientConfig(PRODUCER_KEYS, config, **kwargs)
         configs = dict(c.originals)
         self.acks = {"all": -1, "-1": -1, "0": 0, "1": 1}[str(c["acks"])]
-        self.idempotent = c["enable.idempotence"] and self.acks == -1
+        txn_id = c["transactional.id"]
+        if txn_id is not None:
+            if "enable.idempotence" in c.originals and not c["enable.idempotence"]:
+                raise ConfigError("Cannot set a transactional.id without also enabling idempotence.")
+            if self.acks != -1:
+                raise ConfigError("Must set acks to all in order to use the transactional producer.")
+        self.idempotent = c["enable.idempotence"] and self.acks == -1 or txn_id is not None
         if c["enable.idempotence"] and "enable.idempotence" in c.originals and self.acks != -1:
             raise ConfigError("Must set acks to all in order to use the idempotent producer.")
         self.key_serializer = _serializer(configs.get("key.serializer"), configs, True)
@@ -88,6 +95,11 @@ class ProducerCore:
                              retry_backoff_ms=c["retry.backoff.ms"], retry_backoff_max_ms=c["retry.backoff.max.ms"],
                              interceptors=self.interceptors, partition_counts=self.partition_counts,
                              metrics=self._metrics)
+        self.txn: TransactionManager | None = None
+        if txn_id is not None:
+            self.txn = TransactionManager(self.cluster, txn_id, c["transaction.timeout.ms"],
+                                          max_block_ms=c["max.block.ms"], retry_backoff_ms=c["retry.backoff.ms"])
+            self.sender.txn = self.txn
         self._task: asyncio.Future | None = None
 
     # ---------------------------------------------------------------- the caller's side
@@ -97,6 +109,8 @@ class ProducerCore:
         """Serialize, partition and append one record: a Future of its RecordMetadata."""
         if self.closed:
             raise RuntimeError("Cannot send after the producer is closed.")
+        if self.txn is not None:
+            self.txn.check_send()
         if self.interceptors:
             topic, value, key, partition, timestamp, headers = self._on_send(topic, value, key, partition, timestamp,
                                                                              headers)
@@ -190,6 +204,34 @@ class ProducerCore:
                 raise KafkaTimeoutError(f"Topic {topic} not present in metadata after "
                                         f"{self.config['max.block.ms']} ms: {error}")
             await asyncio.sleep(self.config["retry.backoff.ms"] / 1000)
+
+    # ---------------------------------------------------------------- transactions (on the sender's loop)
+
+    def _transactional(self) -> TransactionManager:
+        if self.txn is None:
+            raise IllegalStateError("Cannot use transactional methods without enabling transactions "
+                                    "by setting the transactional.id configuration property")
+        return self.txn
+
+    async def init_transactions(self) -> None:
+        """Called again on a READY producer, it bumps the epoch (waiting for the id's last
+        transaction to complete): sequences start again at 0."""
+        await self._transactional().init()
+        self.sender.reset_sequences()
+
+    def begin_transaction(self) -> None:
+        self._transactional().begin()
+
+    async def send_offsets_to_transaction(self, offsets, group_metadata) -> None:
+        await self._transactional().send_offsets(offsets, group_metadata)
+
+    async def end_transaction(self, commit: bool) -> None:
+        """After a flush (the caller's): EndTxn. A commit of a transaction with a failed send
+        raises that failure instead (the application must abort)."""
+        txn = self._transactional()
+        if commit and txn.error is not None:
+            raise txn.error
+        await txn.end(commit)
 
     def start(self) -> None:
         """Start the sender (on the running loop)."""

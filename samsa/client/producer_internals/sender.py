@@ -21,6 +21,7 @@ from samsa.client.futures import resolve_all
 from samsa.client.metadata import ClusterMetadata
 from samsa.client.producer_internals.accumulator import ProducerBatch, RecordAccumulator
 from samsa.client.producer_internals.producer_metrics import ProducerMetrics
+from samsa.client.producer_internals.transactions import TransactionManager
 from samsa.client.types import RecordMetadata
 from samsa.protocol import errors
 from samsa.protocol.api_keys import ApiKey
@@ -42,7 +43,9 @@ class Sender:
         self.partition_counts = partition_counts  # the producer's topics: refreshed with their metadata
         self.metrics = metrics
         self.producer_id, self.epoch = -1, -1
+        self.txn: TransactionManager | None = None  # set for a transactional producer
         self._sequences: dict[tuple[str, int], int] = {}
+        self._bump_epoch = False  # KIP-360: the broker lost this producer's sequence; start a new epoch
         self._woken = False
         self._waiter: asyncio.Future | None = None  # the run loop waiting for a wake-up or its next due time
         self._requests: set[asyncio.Task] = set()
@@ -85,7 +88,18 @@ class Sender:
     # ---------------------------------------------------------------- sending
 
     async def _send_ready(self, ready: list[ProducerBatch]) -> None:
-        if self.idempotent and self.producer_id < 0:
+        if self.txn is not None:
+            ready = await self._add_to_transaction(ready)
+            if not ready:
+                return
+        elif self.idempotent and self._bump_epoch:
+            try:
+                await self._bump()
+            except (errors.KafkaError, OSError) as e:
+                for b in ready:
+                    self._retry_or_fail(b, _as_kafka_error(e), refresh=False)
+                return
+        elif self.idempotent and self.producer_id < 0:
             try:
                 await self._init_producer_id()
             except (errors.KafkaError, OSError) as e:
@@ -115,6 +129,31 @@ class Sender:
             self._requests.add(task)
             task.add_done_callback(self._requests.discard)
 
+    def reset_sequences(self) -> None:
+        """A new producer id or epoch: every partition's sequence starts again at 0."""
+        self._sequences.clear()
+
+    async def _add_to_transaction(self, ready: list[ProducerBatch]) -> list[ProducerBatch]:
+        """A transactional producer's batches go only to partitions added to its transaction."""
+        txn = self.txn
+        assert txn is not None
+        if txn.producer_id < 0:
+            for b in ready:
+                self._complete(b, -1, -1, errors.KafkaError("init_transactions() was not called"))
+            return []
+        self.producer_id, self.epoch = txn.producer_id, txn.epoch
+        codes = await txn.add_partitions({(b.topic, b.partition) for b in ready})
+        out = []
+        for b in ready:
+            code = codes.get((b.topic, b.partition), 0)
+            if code or txn.error is not None and not b.sealed:
+                error = errors.error_for(code, "the partition could not be added to the transaction") if code else (
+                    txn.error or errors.KafkaError("the transaction failed"))
+                self._complete(b, -1, -1, error)
+            else:
+                out.append(b)
+        return out
+
     async def _init_producer_id(self) -> None:
         conn = await self.cluster.any()
         resp = await conn.request(ApiKey.INIT_PRODUCER_ID, {"transactional_id": None, "transaction_timeout_ms": 60000,
@@ -123,13 +162,39 @@ class Sender:
             raise errors.error_for(resp["error_code"], "InitProducerId failed")
         self.producer_id, self.epoch = resp["producer_id"], resp["producer_epoch"]
 
+    async def _bump(self) -> None:
+        """KIP-360: once the requests in flight are answered, a new epoch (InitProducerId with
+        our id and epoch; a new producer id from a broker without v3), sequences from 0."""
+        others = [t for t in self._requests if t is not asyncio.current_task()]
+        if others:
+            await asyncio.gather(*others, return_exceptions=True)
+        conn = await self.cluster.any()
+        try:
+            resp = await conn.request(ApiKey.INIT_PRODUCER_ID, {
+                "transactional_id": None, "transaction_timeout_ms": 60000, "producer_id": self.producer_id,
+                "producer_epoch": self.epoch}, min_version=3)
+            if resp["error_code"]:
+                raise errors.error_for(resp["error_code"], "InitProducerId (epoch bump) failed")
+            self.producer_id, self.epoch = resp["producer_id"], resp["producer_epoch"]
+        except errors.UnsupportedVersionError:
+            await self._init_producer_id()
+        log.info("Bumped the epoch of producer %d to %d: the broker lost its sequence numbers (KIP-360)",
+                 self.producer_id, self.epoch)
+        self._sequences.clear()
+        self._bump_epoch = False
+
     def _seal(self, b: ProducerBatch) -> None:
         if b.sealed:
+            if self.idempotent and b.producer != (self.producer_id, self.epoch) and self.producer_id >= 0:
+                tp = (b.topic, b.partition)  # sealed before an epoch bump: restamped, in order
+                seq = self._sequences.get(tp, 0)
+                b.restamp(self.producer_id, self.epoch, seq)
+                self._sequences[tp] = (seq + b.count) & 0x7FFFFFFF
             return
         if self.idempotent:
             tp = (b.topic, b.partition)
             seq = self._sequences.get(tp, 0)
-            b.seal(self.producer_id, self.epoch, seq)
+            b.seal(self.producer_id, self.epoch, seq, self.txn is not None)
             self._sequences[tp] = (seq + b.count) & 0x7FFFFFFF
         else:
             b.seal()
@@ -150,7 +215,7 @@ class Sender:
                     for b in batches:
                         b.attempts += 1
                         topics.setdefault(b.topic, []).append({"index": b.partition, "records": b.data})
-                    body = {"transactional_id": None, "acks": self.acks, "timeout_ms": self.request_timeout_ms,
+                    body = {"transactional_id": self.txn.transactional_id if self.txn else None, "acks": self.acks, "timeout_ms": self.request_timeout_ms,
                             "topic_data": [{"name": t, "partition_data": ps} for t, ps in topics.items()]}
                     answers.append((batches, conn.send(ApiKey.PRODUCE, body, min_version=3,
                                                       expect_response=self.acks != 0)))
@@ -204,10 +269,15 @@ class Sender:
                 self._retry_or_fail(b, error, refresh=code in _REFRESH)
 
     def _retry_or_fail(self, b: ProducerBatch, error: errors.KafkaError, refresh: bool) -> None:
+        sequence_lost = self.idempotent and error.code in (errors.E_OUT_OF_ORDER_SEQUENCE_NUMBER,
+                                                           errors.E_UNKNOWN_PRODUCER_ID)
         retriable = error.retriable or isinstance(error, KafkaConnectionError) or (
             # an earlier batch of the partition did not make it and goes again first; this one follows it.
-            # Without such a batch the broker's sequence is past this one's: resending cannot help.
-            self.idempotent and error.code == errors.E_OUT_OF_ORDER_SEQUENCE_NUMBER and self.accumulator.has_earlier(b))
+            sequence_lost and self.accumulator.has_earlier(b))
+        if not retriable and sequence_lost and self.txn is None:
+            # The earliest batch of the partition, refused: the broker lost our sequence (its log lost
+            # records we had written). KIP-360: bump the epoch and send it again from sequence 0.
+            self._bump_epoch = retriable = True
         if retriable and self.acks != 0 and b.attempts <= self.retries and time.monotonic() < b.deadline:
             if refresh:
                 self._start_refresh(b.topic)
@@ -245,6 +315,8 @@ class Sender:
     def _complete(self, b: ProducerBatch, base_offset: int, append_time: int, error: Exception | None) -> None:
         """Answer every record of ``b``: interceptors, on_delivery callbacks, then the futures."""
         self.accumulator.done(b, error is None)
+        if error is not None and self.txn is not None:
+            self.txn.fail(error if isinstance(error, errors.KafkaError) else errors.KafkaError(str(error)))
         pending = b.pending
         if error is not None:
             self.metrics.record_error.record(len(pending))

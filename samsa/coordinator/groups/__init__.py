@@ -11,11 +11,12 @@
 """
 
 from samsa.coordinator.groups.coordinator import (GroupCoordinator, GroupDescription, GroupListing,
-                                                  MemberDescription, OffsetCommitEntry, OffsetCommitRequest)
+                                                  MemberDescription, OffsetCommitEntry, OffsetCommitRequest,
+                                                  TxnOffsetCommitRequest)
 from samsa.coordinator.groups.rebalance import (HeartbeatRequest, JoinedMember, JoinRequest, JoinResult,
                                                 LeavingMember, SyncRequest, SyncResult)
 from samsa.coordinator.groups.state import GroupState
 
 __all__ = ["GroupCoordinator", "GroupDescription", "GroupListing", "GroupState", "HeartbeatRequest", "JoinRequest",
            "JoinResult", "JoinedMember", "LeavingMember", "MemberDescription", "OffsetCommitEntry",
-           "OffsetCommitRequest", "SyncRequest", "SyncResult"]
+           "OffsetCommitRequest", "SyncRequest", "SyncResult", "TxnOffsetCommitRequest"]

@@ -21,7 +21,8 @@ from typing import Any
 from samsa.cluster.metadata import BrokerInfo
 from samsa.coordinator.groups import persistence
 from samsa.coordinator.groups.offsets import OffsetStore, TopicPartition
-from samsa.coordinator.groups.persistence import GroupLoaded, OffsetLoaded, OffsetsTopicWriter, partition_for
+from samsa.coordinator.groups.persistence import (GroupLoaded, MarkerLoaded, OffsetLoaded, OffsetsTopicWriter,
+                                                  partition_for)
 from samsa.coordinator.groups.rebalance import CONFIG_KEYS as REBALANCE_CONFIG_KEYS
 from samsa.coordinator.groups.rebalance import (HeartbeatRequest, JoinRequest, JoinResult, LeavingMember, Rebalancer,
                                                 SyncRequest, SyncResult)
@@ -56,6 +57,18 @@ class OffsetCommitRequest:
     group_id: str
     offsets: list[OffsetCommitEntry]
     generation_id: int = -1                       # -1: a consumer committing without group management
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+
+@dataclass(frozen=True)
+class TxnOffsetCommitRequest:
+    """Offsets committed inside a producer's transaction: they take effect with its commit marker."""
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    offsets: list[OffsetCommitEntry]
+    generation_id: int = -1
     member_id: str = ""
     group_instance_id: str | None = None
 
@@ -108,6 +121,8 @@ class GroupCoordinator:
         self.offsets_topic = OffsetsTopicWriter(host, lambda: self.num_partitions)
         self._expiry_task: asyncio.Task | None = None
         self._loaded: list[int] | None = None  # [partitions, records] taken over since the last report
+        # Transactional commits awaiting their marker: producer id -> group -> partition -> offset.
+        self.pending_txn: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}
 
     @property
     def groups(self) -> dict[str, Group]:
@@ -143,13 +158,11 @@ class GroupCoordinator:
         latest: dict[str, GroupLoaded] = {}  # a group's last record is the one that counts
         offsets_after: set[str] = set()  # groups with offset records after their last group record
         for loaded in persistence.read_partition(self.host.partition(topic, index)):
-            if isinstance(loaded, OffsetLoaded):
-                self.offsets.load(loaded.group_id, (loaded.topic, loaded.partition), loaded.offset)
-                self.groups.setdefault(loaded.group_id, Group(loaded.group_id))
-                offsets_after.add(loaded.group_id)
-            else:
+            if isinstance(loaded, GroupLoaded):
                 latest[loaded.group_id] = loaded
                 offsets_after.discard(loaded.group_id)
+            else:
+                offsets_after.update(self._replay_offsets(loaded, index))
             count += 1
         for loaded in latest.values():
             # Restored once, after the whole partition is read: members' sessions (timers)
@@ -188,6 +201,28 @@ class GroupCoordinator:
         for group_id in [g for g in set(self.groups) | set(self.offsets.group_ids()) if partition_for(g, n) == index]:
             self.rebalancer.forget(group_id)
             self.offsets.drop_group(group_id)
+        for pid, by_group in list(self.pending_txn.items()):
+            for group_id in [g for g in by_group if partition_for(g, n) == index]:
+                del by_group[group_id]
+            if not by_group:
+                del self.pending_txn[pid]
+
+    def _replay_offsets(self, loaded: OffsetLoaded | MarkerLoaded, index: int) -> set[str]:
+        """Replay an offset record or a transaction marker, in log order; the groups whose
+        committed offsets it changed."""
+        if isinstance(loaded, MarkerLoaded):
+            groups = set(self.pending_txn.get(loaded.producer_id, {})) if loaded.commit else set()
+            self.complete_txn(loaded.producer_id, loaded.commit, index)
+            return groups
+        group_id = loaded.group_id
+        if loaded.producer_id >= 0:  # a transactional offset: it counts once the commit marker is read
+            if loaded.offset is not None:
+                self.pending_txn.setdefault(loaded.producer_id, {}).setdefault(group_id, {})[
+                    (loaded.topic, loaded.partition)] = loaded.offset
+            return set()
+        self.offsets.load(group_id, (loaded.topic, loaded.partition), loaded.offset)
+        self.groups.setdefault(group_id, Group(group_id))
+        return {group_id}
 
     # ---------------------------------------------------------------- routing
 
@@ -308,6 +343,63 @@ class GroupCoordinator:
         if code := self._coordinator_error(group_id):
             return code, []
         return 0, list(self.offsets.fetch(group_id, wanted))
+
+    def unstable(self, group_id: str, tp: TopicPartition) -> bool:
+        """Does an open transaction hold an offset for this partition? (OffsetFetch require_stable)"""
+        return any(tp in by_group.get(group_id, {}) for by_group in self.pending_txn.values())
+
+    # ---------------------------------------------------------------- transactional offsets
+
+    async def txn_commit(self, req: TxnOffsetCommitRequest) -> list[int]:
+        """TxnOffsetCommit: write the offsets in the producer's transaction; one error code per
+        entry. They become the group's committed offsets when the commit marker arrives."""
+        group_id = req.group_id
+        error = self._coordinator_error(group_id)
+        if not error and req.generation_id >= 0:
+            error = self.rebalancer.check_commit(group_id, req.generation_id, req.member_id, req.group_instance_id)
+        if not error and req.generation_id < 0 and req.member_id:
+            error = self.rebalancer.check_commit(group_id, -1, req.member_id, req.group_instance_id)
+        ts = now_ms()
+        max_meta = self.cfg("offset.metadata.max.bytes")
+        codes, writes, updates = [], [], []
+        for entry in req.offsets:
+            code = error
+            topic = self.host.topics.get(entry.topic)
+            if not code and (topic is None or entry.partition not in topic.partitions):
+                code = errors.E_UNKNOWN_TOPIC_OR_PARTITION
+            elif not code and len(entry.metadata.encode()) > max_meta:
+                code = errors.E_OFFSET_METADATA_TOO_LARGE
+            if not code:
+                o = OffsetAndMetadata(entry.offset, entry.leader_epoch, entry.metadata, ts)
+                writes.append(persistence.offset_entry(group_id, entry.topic, entry.partition, o))
+                updates.append(((entry.topic, entry.partition), o))
+            codes.append(code)
+        if writes:
+            try:
+                await self.offsets_topic.write(group_id, writes, producer_id=req.producer_id,
+                                               producer_epoch=req.producer_epoch)
+            except errors.KafkaError as e:
+                return [code or e.code for code in codes]
+            pending = self.pending_txn.setdefault(req.producer_id, {}).setdefault(group_id, {})
+            pending.update(updates)
+            self.groups.setdefault(group_id, Group(group_id, state_timestamp=ts))
+        return codes
+
+    def complete_txn(self, producer_id: int, commit: bool, offsets_partition: int) -> None:
+        """A marker landed on an offsets partition led here: the producer's pending offsets of
+        that partition's groups take effect (commit) or go (abort)."""
+        by_group = self.pending_txn.get(producer_id)
+        if not by_group:
+            return
+        n = self.num_partitions
+        for group_id in list(by_group):
+            if partition_for(group_id, n) != offsets_partition:
+                continue
+            offsets = by_group.pop(group_id)
+            if commit:
+                self.offsets.commit(group_id, offsets.items())
+        if not by_group:
+            del self.pending_txn[producer_id]
 
     # ---------------------------------------------------------------- admin
 

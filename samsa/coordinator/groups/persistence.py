@@ -9,13 +9,14 @@ format itself is :mod:`samsa.protocol.group_records`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from samsa.cluster.partition import Partition
 from samsa.coordinator.groups.state import EMPTY, STABLE, Group, Member
 from samsa.clock import now_ms
 from samsa.coordinator.host import CoordinatorHost
 from samsa.protocol import batch, records
+from samsa.protocol.control import COMMIT, control_type
 from samsa.protocol import group_records as gr
 from samsa.protocol.group_records import OFFSETS_TOPIC, GroupRecord, MemberRecord, OffsetAndMetadata
 
@@ -83,6 +84,14 @@ class OffsetLoaded:
     topic: str
     partition: int
     offset: OffsetAndMetadata | None        # None: deleted
+    producer_id: int = -1                   # >= 0: a transactional commit, pending until its marker
+
+
+@dataclass(frozen=True)
+class MarkerLoaded:
+    """A transaction marker: the producer's pending offsets in this partition commit or go."""
+    producer_id: int
+    commit: bool
 
 
 @dataclass(frozen=True)
@@ -104,20 +113,30 @@ def decode_entry(key: bytes | None, value: bytes | None) -> OffsetLoaded | Group
     return GroupLoaded(group_id, None if value is None else gr.parse_group_value(value))
 
 
-def read_partition(partition: Partition) -> Iterator[OffsetLoaded | GroupLoaded]:
-    """Every group and offset record of a partition, oldest first (transaction markers skipped)."""
+def read_partition(partition: Partition) -> Iterator[OffsetLoaded | GroupLoaded | MarkerLoaded]:
+    """Every group and offset record and transaction marker of a partition, oldest first."""
     plog = partition.log
     offset = plog.log_start_offset
     while offset < plog.log_end_offset:
         data = plog.read(offset, 1 << 20)
         if not data:
             break
-        for record in records.iter_records(data, skip_control=True):
-            if record.offset >= offset:
-                loaded = decode_entry(record.key, record.value)
-                if loaded is not None:
-                    yield loaded
-                offset = record.offset + 1
+        pos = 0
+        for h, recs in records.iter_batches(data):
+            if h.is_control:
+                kind = control_type(data, pos, h)
+                if h.base_offset >= offset and kind is not None:
+                    yield MarkerLoaded(h.producer_id, kind == COMMIT)
+            else:
+                for record in recs:
+                    if record.offset >= offset:
+                        loaded = decode_entry(record.key, record.value)
+                        if isinstance(loaded, OffsetLoaded) and h.is_transactional:
+                            loaded = replace(loaded, producer_id=h.producer_id)
+                        if loaded is not None:
+                            yield loaded
+            pos += h.size
+            offset = max(offset, h.next_offset)
         last = [h for _, h in batch.iter_headers(data)]
         if last:
             offset = max(offset, last[-1].next_offset)
@@ -132,10 +151,13 @@ class OffsetsTopicWriter:
         self.host = host
         self.num_partitions = num_partitions
 
-    async def write(self, group_id: str, entries: list[Entry]) -> None:
+    async def write(self, group_id: str, entries: list[Entry], *, producer_id: int = -1,
+                    producer_epoch: int = -1) -> None:
+        """With a producer id: a transactional batch of that producer (TxnOffsetCommit)."""
         partition = self.host.partition(OFFSETS_TOPIC, partition_for(group_id, self.num_partitions()))
         ts = now_ms()
-        data = bytearray(records.build_batch([(k, v, ts, []) for k, v in entries]))
+        data = bytearray(records.build_batch([(k, v, ts, []) for k, v in entries], producer_id=producer_id,
+                                             producer_epoch=producer_epoch, is_transactional=producer_id >= 0))
         info = partition.append(data, batch.validate(data), ts)
         await self.host.wait_for_high_watermark(partition, info.last_offset + 1,
                                                 self.host.config["offsets.commit.timeout.ms"])

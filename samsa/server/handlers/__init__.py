@@ -17,6 +17,7 @@ from samsa.cluster.metadata_cache import MetadataCache
 from samsa.cluster.replica_manager import ReplicaManager
 from samsa.cluster.topic_admin import TopicAdmin
 from samsa.coordinator.groups import GroupCoordinator
+from samsa.coordinator.transactions import TransactionCoordinator
 from samsa.protocol import api
 from samsa.protocol.api_keys import ApiKey
 from samsa.server.metrics.counters import BrokerTopicStats
@@ -36,6 +37,7 @@ class Services(Protocol):
     cluster: LocalCluster | ZooKeeperCluster  # live brokers, controller, elections, reassignments
     groups: GroupCoordinator
     stats: BrokerTopicStats | None  # BrokerTopicMetrics, when the broker's metrics are on
+    txn: TransactionCoordinator
 
     def alive_brokers(self) -> list[BrokerInfo]: ...
 
@@ -78,4 +80,5 @@ from samsa.server.handlers import (  # noqa: E402,F401  (registration side effec
     produce,
     producer_ids,
     replication,
+    transactions,
 )

@@ -1,7 +1,8 @@
 """Fetch (1): byte ranges of the logs, long-polled until ``min_bytes`` or ``max_wait_ms``.
 
-Consumers read below the high watermark; a follower (``replica_id`` >= 0) reads up to the
-log end. The records go out as the bytes read from the segment file, never decoded. With
+Consumers read below the high watermark (read_committed ones below the last stable offset,
+with the aborted transactions of what they read); a follower (``replica_id`` >= 0) reads up
+to the log end. The records go out as the bytes read from the segment file, never decoded. With
 too little data, the request waits on the partitions' next high-watermark change rather
 than polling. Fetch sessions (KIP-227) are not kept: every response has session id 0,
 which tells clients to send full fetches.
@@ -13,9 +14,11 @@ import asyncio
 
 from samsa.protocol import errors
 from samsa.protocol.api_keys import ApiKey
+from samsa.protocol.batch import iter_headers
 from samsa.server.handlers import handles
 
 INT32_MAX = 2147483647
+READ_COMMITTED = 1
 
 
 def _partition_error(index: int, code: int) -> dict:
@@ -26,6 +29,7 @@ def _partition_error(index: int, code: int) -> dict:
 def collect(broker, req: dict, version: int) -> tuple[list, int, list]:
     """Read every requested partition; (topic responses, bytes read, partitions read)."""
     replica_id = (req["replica_state"] or {}).get("replica_id", -1) if version >= 15 else req["replica_id"]
+    read_committed = replica_id < 0 and req.get("isolation_level", 0) == READ_COMMITTED
     remaining = req.get("max_bytes", INT32_MAX) if version >= 3 else INT32_MAX
     total = 0
     touched = []
@@ -45,10 +49,14 @@ def collect(broker, req: dict, version: int) -> tuple[list, int, list]:
                 parts.append(_partition_error(index, e.code))
                 continue
             plog = partition.log
-            limit = plog.log_end_offset if replica_id >= 0 else partition.high_watermark
+            lso = plog.last_stable_offset
+            if replica_id >= 0:
+                limit = plog.log_end_offset
+            else:
+                limit = lso if read_committed else partition.high_watermark
             offset = p["fetch_offset"]
             entry = {"partition_index": index, "error_code": 0, "high_watermark": partition.high_watermark,
-                     "last_stable_offset": partition.high_watermark, "log_start_offset": plog.log_start_offset,
+                     "last_stable_offset": lso, "log_start_offset": plog.log_start_offset,
                      "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}
             if offset < plog.log_start_offset or offset > plog.log_end_offset:
                 entry["error_code"] = errors.E_OFFSET_OUT_OF_RANGE
@@ -57,16 +65,30 @@ def collect(broker, req: dict, version: int) -> tuple[list, int, list]:
             touched.append(partition)
             if replica_id >= 0:
                 broker.replicas.follower_fetched(partition, replica_id, offset)
-                entry["high_watermark"] = entry["last_stable_offset"] = partition.high_watermark
+                entry["high_watermark"] = partition.high_watermark
+                entry["last_stable_offset"] = plog.last_stable_offset
             if offset < limit and remaining > 0:
                 data = plog.read(offset, min(p["partition_max_bytes"], remaining), max_offset=limit,
                                  min_one_batch=(total == 0))
                 entry["records"] = data
+                if read_committed:
+                    entry["aborted_transactions"] = aborted_in(plog, offset, data)
                 total += len(data)
                 remaining -= len(data)
             parts.append(entry)
         responses.append({"topic": name, "topic_id": t.get("topic_id"), "partitions": parts})
     return responses, total, touched
+
+
+def aborted_in(plog, offset: int, data: bytes) -> list[dict]:
+    """The aborted transactions a read_committed consumer needs to filter ``data`` (KIP-98)."""
+    if not data:
+        return []
+    end = offset
+    for _, h in iter_headers(data):
+        end = h.next_offset
+    return [{"producer_id": t.producer_id, "first_offset": t.first_offset}
+            for t in plog.aborted_transactions(offset, end)]
 
 
 def check_leader_epoch(partition, epoch: int) -> None:

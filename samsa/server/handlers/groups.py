@@ -32,8 +32,12 @@ async def _later(reply: Awaitable[Any], to_wire: Callable[[Any], dict]) -> dict:
 
 def _coordinator(ctx, key: str, key_type: int) -> dict:
     try:
-        if key_type == TRANSACTION_KEY:  # a final answer, so transactional clients fail at once, not at a timeout
-            raise errors.TransactionalIdAuthorizationFailedError("transactions are not supported by Samsa yet")
+        if key_type == TRANSACTION_KEY:
+            if not key:
+                raise errors.InvalidRequestError("transactional id must not be empty")
+            b = ctx.broker.txn.coordinator_for(key)
+            return {"key": key, "node_id": b.id, "host": b.host, "port": b.port, "error_code": 0,
+                    "error_message": None}
         if key_type != GROUP_KEY:
             raise errors.InvalidRequestError(f"unknown coordinator key type {key_type}")
         if not key:
@@ -132,19 +136,27 @@ async def offset_commit(ctx, req: dict) -> dict:
                                            for p in t["partitions"]]} for t in req["topics"]]}
 
 
-def _fetch_offsets(ctx, group_id: str, topics: list[dict] | None) -> tuple[int, list[dict]]:
+def _fetch_offsets(ctx, group_id: str, topics: list[dict] | None, require_stable: bool = False
+                   ) -> tuple[int, list[dict]]:
     wanted = None if topics is None else {t["name"]: t["partition_indexes"] for t in topics}
-    error, found = ctx.broker.groups.fetch_offsets(group_id, wanted)
-    return error, [{"name": topic, "partitions": [
-        {"partition_index": p, "committed_offset": o.offset if o else -1,
-         "committed_leader_epoch": o.leader_epoch if o else -1, "metadata": o.metadata if o else "",
-         "error_code": 0} for p, o in partitions]} for topic, partitions in found]
+    groups = ctx.broker.groups
+    error, found = groups.fetch_offsets(group_id, wanted)
+
+    def entry(topic: str, p: int, o) -> dict:
+        if require_stable and groups.unstable(group_id, (topic, p)):  # an open transaction holds an offset
+            return {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",
+                    "error_code": errors.E_UNSTABLE_OFFSET_COMMIT}
+        return {"partition_index": p, "committed_offset": o.offset if o else -1,
+                "committed_leader_epoch": o.leader_epoch if o else -1, "metadata": o.metadata if o else "",
+                "error_code": 0}
+    return error, [{"name": topic, "partitions": [entry(topic, p, o) for p, o in partitions]}
+                   for topic, partitions in found]
 
 
 @handles(ApiKey.OFFSET_FETCH)
 def offset_fetch(ctx, req: dict) -> dict:
     if ctx.version <= 7:
-        error, topics = _fetch_offsets(ctx, req["group_id"], req["topics"])
+        error, topics = _fetch_offsets(ctx, req["group_id"], req["topics"], req.get("require_stable", False))
         if error and ctx.version < 2:
             topics = [{"name": t["name"], "partitions": [
                 {"partition_index": p, "committed_offset": -1, "metadata": "", "error_code": error}
@@ -152,7 +164,7 @@ def offset_fetch(ctx, req: dict) -> dict:
         return {"throttle_time_ms": 0, "topics": topics, "error_code": error}
     out = []
     for g in req["groups"]:
-        error, topics = _fetch_offsets(ctx, g["group_id"], g["topics"])
+        error, topics = _fetch_offsets(ctx, g["group_id"], g["topics"], req.get("require_stable", False))
         out.append({"group_id": g["group_id"], "topics": topics, "error_code": error})
     return {"throttle_time_ms": 0, "groups": out}
 

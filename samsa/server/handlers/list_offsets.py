@@ -7,10 +7,11 @@ from samsa.server.handlers import handles
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 
 
-def lookup(partition, timestamp: int) -> tuple[int, int]:
-    """(timestamp, offset) as Kafka answers for a ListOffsets timestamp."""
+def lookup(partition, timestamp: int, read_committed: bool = False) -> tuple[int, int]:
+    """(timestamp, offset) as Kafka answers for a ListOffsets timestamp; read_committed sees
+    only offsets below the last stable offset."""
     plog = partition.log
-    hw = partition.high_watermark
+    hw = plog.last_stable_offset if read_committed else partition.high_watermark
     if timestamp == LATEST:
         return -1, hw
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
@@ -41,7 +42,7 @@ def list_offsets(ctx, req: dict) -> dict:
             index = p["partition_index"]
             try:
                 partition = broker.replicas.partition(t["name"], index)
-                ts, offset = lookup(partition, p["timestamp"])
+                ts, offset = lookup(partition, p["timestamp"], req.get("isolation_level", 0) == 1)
                 entry = {"partition_index": index, "error_code": 0, "timestamp": ts, "offset": offset,
                          "leader_epoch": partition.state.leader_epoch,
                          "old_style_offsets": [offset] if offset >= 0 else []}

@@ -18,7 +18,8 @@ from samsa.server.handlers import handles
 log = logging.getLogger(__name__)
 
 
-def append_partition(broker, topic: str, index: int, records, acks: int, now: int) -> tuple[dict, object]:
+def append_partition(broker, topic: str, index: int, records, acks: int, now: int,
+                     transactional_id: str | None = None) -> tuple[dict, object]:
     """Append one partition's records; (response entry, what an acks=all answer waits for, or None)."""
     try:
         if records is None or len(records) == 0:
@@ -27,6 +28,8 @@ def append_partition(broker, topic: str, index: int, records, acks: int, now: in
         config = partition.log.config
         topic_config = broker.metadata.topic_config(topic)
         batches = batch.validate(records)
+        if transactional_id is not None:
+            check_in_transaction(broker, transactional_id, topic, index, batches)
         for pos, header in batches:
             if header.size > config.max_message_bytes:
                 raise errors.MessageTooLargeError(
@@ -57,6 +60,22 @@ def append_partition(broker, topic: str, index: int, records, acks: int, now: in
         return {"index": index, "error_code": e.code, "base_offset": -1, "log_append_time_ms": -1,
                 "log_start_offset": -1, "error_message": e.message,
                 "record_errors": getattr(e, "record_errors", [])}, None
+
+
+def check_in_transaction(broker, transactional_id: str, topic: str, index: int, batches) -> None:
+    """KIP-890: a transactional batch goes only to a partition added to the producer's open
+    transaction (checked where this broker coordinates the id)."""
+    h = batches[0][1]
+    if not h.is_transactional or not broker.txn.is_local(transactional_id):
+        return
+    code = broker.txn.verify(transactional_id, h.producer_id, h.producer_epoch, [(topic, index)])
+    if code == errors.E_PRODUCER_FENCED:
+        raise errors.InvalidProducerEpochError(
+            f"producer epoch {h.producer_epoch} of {transactional_id} is fenced by a newer producer")
+    if code == errors.E_INVALID_TXN_STATE:
+        raise errors.InvalidTxnStateError("Partition was not added to the transaction")
+    if code:
+        raise errors.error_for(code, f"transactional produce to {topic}-{index} refused")
 
 
 def check_client_batch(data, pos: int, h: batch.BatchHeader) -> None:
@@ -123,8 +142,55 @@ def _check_keys(data, batches, topic: str, index: int) -> None:
                                f"in total, the first: {why}", keyless)
 
 
+# Answers of a coordinator's verification, as a Produce answers them (KIP-890): a coordinator
+# that is moving or busy is a retriable NOT_ENOUGH_REPLICAS for the producer.
+_VERIFY_AS = {errors.E_PRODUCER_FENCED: errors.E_INVALID_PRODUCER_EPOCH,
+              errors.E_NOT_COORDINATOR: errors.E_NOT_ENOUGH_REPLICAS,
+              errors.E_COORDINATOR_NOT_AVAILABLE: errors.E_NOT_ENOUGH_REPLICAS,
+              errors.E_COORDINATOR_LOAD_IN_PROGRESS: errors.E_NOT_ENOUGH_REPLICAS,
+              errors.E_CONCURRENT_TRANSACTIONS: errors.E_NOT_ENOUGH_REPLICAS}
+
+
+async def _verified_produce(ctx, req: dict, transactional_id: str):
+    """A transactional Produce whose coordinator is another broker: ask it (AddPartitionsToTxn
+    verify_only) about the partitions where the producer has no open transaction yet."""
+    broker = ctx.broker
+    need: list[tuple[str, int]] = []
+    producer = None
+    for t in req["topic_data"]:
+        for p in t["partition_data"]:
+            data = p["records"]
+            if data is None or len(data) < batch.HEADER_SIZE:
+                continue
+            h = batch.read_header(data, 0)
+            if not h.is_transactional:
+                continue
+            producer = (h.producer_id, h.producer_epoch)
+            try:
+                plog = broker.replicas.partition(t["name"], p["index"]).log
+            except errors.KafkaError:
+                continue  # the append answers the error
+            entry = plog.producer_state.producers.get(h.producer_id)
+            if entry is None or entry.epoch != h.producer_epoch or entry.txn_first_offset < 0:
+                need.append((t["name"], p["index"]))
+    refused: dict[tuple[str, int], int] = {}
+    coordinator = broker.txn.coordinator_id(transactional_id)
+    if need and producer is not None and coordinator is not None:
+        results = await broker.markers.verify(coordinator, transactional_id, *producer, need)
+        refused = {tp: _VERIFY_AS.get(code, code) for tp, code in results.items() if code}
+    result = _produce(ctx, req, refused)
+    return await result if asyncio.iscoroutine(result) else result
+
+
 @handles(ApiKey.PRODUCE, 0, 11)
 def produce(ctx, req: dict):
+    txn_id = req.get("transactional_id")
+    if txn_id is not None and not ctx.broker.txn.is_local(txn_id):
+        return _verified_produce(ctx, req, txn_id)
+    return _produce(ctx, req, None)
+
+
+def _produce(ctx, req: dict, refused: dict[tuple[str, int], int] | None):
     broker = ctx.broker
     acks = req["acks"]
     now = now_ms()
@@ -137,11 +203,15 @@ def produce(ctx, req: dict):
             if acks not in (0, 1, -1):
                 entry, wait = {"index": p["index"], "error_code": errors.E_INVALID_REQUIRED_ACKS,
                                "base_offset": -1}, None
-            elif req.get("transactional_id") is not None:
-                entry, wait = {"index": p["index"], "error_code": errors.E_TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                               "base_offset": -1, "error_message": "transactions are not supported"}, None
+            elif refused and (name, p["index"]) in refused:
+                code = refused[(name, p["index"])]
+                entry, wait = {"index": p["index"], "error_code": code, "base_offset": -1, "log_start_offset": -1,
+                               "log_append_time_ms": -1,
+                               "error_message": "Partition was not added to the transaction"
+                               if code == errors.E_INVALID_TXN_STATE else errors.error_name(code)}, None
             else:
-                entry, wait = append_partition(broker, name, p["index"], p["records"], acks, now)
+                entry, wait = append_partition(broker, name, p["index"], p["records"], acks, now,
+                                               req.get("transactional_id"))
             if entry["error_code"]:
                 log.warning("produce to %s-%d from %s refused: %s", name, p["index"], ctx.connection.peer,
                             entry.get("error_message") or errors.error_name(entry["error_code"]))

@@ -1,0 +1,16 @@
+"""The transaction coordinator (KIP-98), in rooms as the group coordinator's:
+
+- :mod:`.state` — a transactional id's metadata and the enforced table of state transitions;
+- :mod:`.persistence` — states in ``__transaction_state``: which partition holds an id,
+  writing a state, replaying a partition on becoming its leader;
+- :mod:`.coordinator` — :class:`TransactionCoordinator`, the service the request handlers
+  call (InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, DescribeTransactions,
+  ListTransactions), and the marker writing, timeouts and expiry behind them.
+"""
+
+from samsa.coordinator.transactions.coordinator import (TransactionCoordinator, TransactionDescription,
+                                                        TransactionHost, TransactionListing)
+from samsa.coordinator.transactions.state import TransactionMetadata, TxnState
+
+__all__ = ["TransactionCoordinator", "TransactionDescription", "TransactionHost", "TransactionListing",
+           "TransactionMetadata", "TxnState"]

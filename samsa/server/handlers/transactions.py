@@ -1,0 +1,176 @@
+"""Transaction APIs: AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26),
+WriteTxnMarkers (27), TxnOffsetCommit (28), DescribeProducers (61), DescribeTransactions (65),
+ListTransactions (66).
+
+The coordinator-side ones call the transaction coordinator (``ctx.broker.txn``);
+TxnOffsetCommit checks with it that the group's offsets partition is in the producer's
+transaction, then goes to the group coordinator; WriteTxnMarkers is the leader side of a
+coordinator's marker writes. Versions that predate PRODUCER_FENCED (KIP-588) answer
+INVALID_PRODUCER_EPOCH instead, as Kafka does.
+"""
+
+from __future__ import annotations
+
+from samsa.coordinator.groups import OffsetCommitEntry, TxnOffsetCommitRequest
+from samsa.protocol import errors
+from samsa.protocol.api_keys import ApiKey
+from samsa.server.handlers import handles
+from samsa.server.txn_markers import write_local_markers
+
+
+def fenced_as(code: int, version: int, first_fenced_version: int) -> int:
+    """PRODUCER_FENCED for clients that know it, INVALID_PRODUCER_EPOCH for older ones."""
+    if code == errors.E_PRODUCER_FENCED and version < first_fenced_version:
+        return errors.E_INVALID_PRODUCER_EPOCH
+    return code
+
+
+# ---------------------------------------------------------------- AddPartitionsToTxn
+
+def _topic_results(results: dict[tuple[str, int], int], version: int) -> list[dict]:
+    by_topic: dict[str, list[dict]] = {}
+    for (topic, index), code in results.items():
+        by_topic.setdefault(topic, []).append({"partition_index": index,
+                                               "partition_error_code": fenced_as(code, version, 2)})
+    return [{"name": t, "results_by_partition": ps} for t, ps in by_topic.items()]
+
+
+def _partitions(topics: list[dict]) -> list[tuple[str, int]]:
+    return [(t["name"], p) for t in topics for p in t["partitions"]]
+
+
+@handles(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5)
+async def add_partitions_to_txn(ctx, req: dict) -> dict:
+    txn = ctx.broker.txn
+    v = ctx.version
+    if v <= 3:
+        partitions = _partitions(req["v3_and_below_topics"])
+        results = await txn.add_partitions(req["v3_and_below_transactional_id"], req["v3_and_below_producer_id"],
+                                           req["v3_and_below_producer_epoch"], partitions)
+        return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": _topic_results(results, v)}
+    out = []
+    for t in req["transactions"]:  # v4+: batched, from brokers (KIP-890 verification)
+        results = await txn.add_partitions(t["transactional_id"], t["producer_id"], t["producer_epoch"],
+                                           _partitions(t["topics"]), verify_only=t.get("verify_only", False))
+        out.append({"transactional_id": t["transactional_id"], "topic_results": _topic_results(results, v)})
+    return {"throttle_time_ms": 0, "error_code": 0, "results_by_transaction": out}
+
+
+# ---------------------------------------------------------------- AddOffsetsToTxn / EndTxn
+
+@handles(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4)
+async def add_offsets_to_txn(ctx, req: dict) -> dict:
+    code = await ctx.broker.txn.add_offsets(req["transactional_id"], req["producer_id"], req["producer_epoch"],
+                                            req["group_id"])
+    return {"throttle_time_ms": 0, "error_code": fenced_as(code, ctx.version, 2)}
+
+
+@handles(ApiKey.END_TXN, 0, 4)
+async def end_txn(ctx, req: dict) -> dict:
+    try:
+        await ctx.broker.txn.end_txn(req["transactional_id"], req["producer_id"], req["producer_epoch"],
+                                     req["committed"])
+        code = 0
+    except errors.KafkaError as e:
+        code = e.code
+    return {"throttle_time_ms": 0, "error_code": fenced_as(code, ctx.version, 2)}
+
+
+# ---------------------------------------------------------------- TxnOffsetCommit
+
+@handles(ApiKey.TXN_OFFSET_COMMIT, 0, 4)
+async def txn_offset_commit(ctx, req: dict) -> dict:
+    broker = ctx.broker
+    v = ctx.version
+    entries = [OffsetCommitEntry(t["name"], p["partition_index"], p["committed_offset"],
+                                 p.get("committed_leader_epoch", -1), p.get("committed_metadata") or "")
+               for t in req["topics"] for p in t["partitions"]]
+    code = 0
+    # KIP-890: the offsets partition must be in the transaction (AddOffsetsToTxn came first).
+    txn_id, offsets_tp = req["transactional_id"], broker.txn.offsets_partition(req["group_id"])
+    if broker.txn.is_local(txn_id):
+        code = broker.txn.verify(txn_id, req["producer_id"], req["producer_epoch"], [offsets_tp])
+    elif (coordinator := broker.txn.coordinator_id(txn_id)) is not None:
+        code = (await broker.markers.verify(coordinator, txn_id, req["producer_id"], req["producer_epoch"],
+                                            [offsets_tp]))[offsets_tp]
+        if code in (errors.E_NOT_COORDINATOR, errors.E_COORDINATOR_NOT_AVAILABLE, errors.E_CONCURRENT_TRANSACTIONS):
+            code = errors.E_COORDINATOR_LOAD_IN_PROGRESS  # retriable for the producer
+    if code:
+        codes = [code] * len(entries)
+    else:
+        codes = await broker.groups.txn_commit(TxnOffsetCommitRequest(
+            req["group_id"], req["producer_id"], req["producer_epoch"], entries, req.get("generation_id", -1),
+            req.get("member_id", ""), req.get("group_instance_id")))
+    it = iter(codes)
+    return {"throttle_time_ms": 0, "topics": [
+        {"name": t["name"], "partitions": [{"partition_index": p["partition_index"],
+                                            "error_code": fenced_as(next(it), v, 3)} for p in t["partitions"]]}
+        for t in req["topics"]]}
+
+
+# ---------------------------------------------------------------- WriteTxnMarkers
+
+@handles(ApiKey.WRITE_TXN_MARKERS, 0, 1)
+async def write_txn_markers(ctx, req: dict) -> dict:
+    out = []
+    for m in req["markers"]:
+        partitions = [(t["name"], p) for t in m["topics"] for p in t["partition_indexes"]]
+        results = await write_local_markers(ctx.broker, m["producer_id"], m["producer_epoch"],
+                                            m["coordinator_epoch"], m["transaction_result"], partitions)
+        by_topic: dict[str, list[dict]] = {}
+        for (topic, index), code in results.items():
+            by_topic.setdefault(topic, []).append({"partition_index": index, "error_code": code})
+        out.append({"producer_id": m["producer_id"],
+                    "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]})
+    return {"markers": out}
+
+
+# ---------------------------------------------------------------- DescribeTransactions / ListTransactions
+
+@handles(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0)
+def describe_transactions(ctx, req: dict) -> dict:
+    states = []
+    for txn_id in req["transactional_ids"]:
+        d = ctx.broker.txn.describe(txn_id)
+        topics: dict[str, list[int]] = {}
+        for topic, index in d.partitions:
+            topics.setdefault(topic, []).append(index)
+        states.append({"error_code": d.error, "transactional_id": txn_id, "transaction_state": d.state,
+                       "transaction_timeout_ms": d.timeout_ms, "transaction_start_time_ms": d.start_ms,
+                       "producer_id": d.producer_id, "producer_epoch": d.producer_epoch,
+                       "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]})
+    return {"throttle_time_ms": 0, "transaction_states": states}
+
+
+@handles(ApiKey.LIST_TRANSACTIONS, 0, 1)
+def list_transactions(ctx, req: dict) -> dict:
+    unknown, listings = ctx.broker.txn.list_transactions(req.get("state_filters") or [],
+                                                         req.get("producer_id_filters") or [],
+                                                         req.get("duration_filter", -1))
+    return {"throttle_time_ms": 0, "error_code": 0, "unknown_state_filters": unknown,
+            "transaction_states": [{"transactional_id": t.transactional_id, "producer_id": t.producer_id,
+                                    "transaction_state": t.state} for t in listings]}
+
+
+# ---------------------------------------------------------------- DescribeProducers
+
+@handles(ApiKey.DESCRIBE_PRODUCERS, 0, 0)
+def describe_producers(ctx, req: dict) -> dict:
+    """The producers a partition's leader knows, with the start of their open transaction."""
+    topics = []
+    for t in req["topics"]:
+        parts = []
+        for index in t["partition_indexes"]:
+            try:
+                partition = ctx.broker.replicas.partition(t["name"], index)
+            except errors.KafkaError as e:
+                parts.append({"partition_index": index, "error_code": e.code, "error_message": e.message,
+                              "active_producers": []})
+                continue
+            producers = partition.log.producer_state.producers
+            parts.append({"partition_index": index, "error_code": 0, "error_message": None, "active_producers": [
+                {"producer_id": pid, "producer_epoch": e.epoch, "last_sequence": e.last_seq,
+                 "last_timestamp": e.last_timestamp, "coordinator_epoch": e.coordinator_epoch,
+                 "current_txn_start_offset": e.txn_first_offset} for pid, e in sorted(producers.items())]})
+        topics.append({"name": t["name"], "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": topics}
