@@ -178,7 +178,8 @@ class TransactionCoordinator:
                                             "segment.bytes": str(self.cfg("transaction.state.log.segment.bytes")),
                                             "unclean.leader.election.enable": "false"})
         except errors.TopicAlreadyExistsError:
-            pass
+            # Another broker created it a moment ago and this broker has not loaded it yet.
+            raise errors.CoordinatorNotAvailableError(f"{TRANSACTION_STATE_TOPIC} is being created") from None
 
     def coordinator_for(self, transactional_id: str) -> BrokerInfo:
         """The broker leading the id's transaction-state partition (FindCoordinator)."""
