@@ -312,9 +312,24 @@ class GroupCoordinator:
         error = self._coordinator_error(group_id) or self.rebalancer.check_commit(
             group_id, req.generation_id, req.member_id, req.group_instance_id)
         ts = now_ms()
+        codes, writes, updates = self._offset_records(group_id, req.offsets, error, ts)
+        if writes:
+            try:
+                await self.offsets_topic.write(group_id, writes)
+            except errors.KafkaError as e:
+                codes = [code or e.code for code in codes]
+                updates = []
+            self.offsets.commit(group_id, updates)
+            self.groups.setdefault(group_id, Group(group_id, state_timestamp=ts))
+        return codes
+
+    def _offset_records(self, group_id: str, offsets: list, error: int, ts: int
+                        ) -> tuple[list[int], list, list[tuple[TopicPartition, OffsetAndMetadata]]]:
+        """For each entry: its error code, and for the good ones the record to write and the
+        offset it stores (OffsetCommit and TxnOffsetCommit check entries alike)."""
         max_meta = self.cfg("offset.metadata.max.bytes")
         codes, writes, updates = [], [], []
-        for entry in req.offsets:
+        for entry in offsets:
             code = error
             topic = self.host.topics.get(entry.topic)
             if not code and (topic is None or entry.partition not in topic.partitions):
@@ -326,15 +341,7 @@ class GroupCoordinator:
                 writes.append(persistence.offset_entry(group_id, entry.topic, entry.partition, o))
                 updates.append(((entry.topic, entry.partition), o))
             codes.append(code)
-        if writes:
-            try:
-                await self.offsets_topic.write(group_id, writes)
-            except errors.KafkaError as e:
-                codes = [code or e.code for code in codes]
-                updates = []
-            self.offsets.commit(group_id, updates)
-            self.groups.setdefault(group_id, Group(group_id, state_timestamp=ts))
-        return codes
+        return codes, writes, updates
 
     def fetch_offsets(self, group_id: str, wanted: dict[str, list[int]] | None
                       ) -> tuple[int, list[tuple[str, list[tuple[int, OffsetAndMetadata | None]]]]]:
@@ -360,20 +367,7 @@ class GroupCoordinator:
         if not error and req.generation_id < 0 and req.member_id:
             error = self.rebalancer.check_commit(group_id, -1, req.member_id, req.group_instance_id)
         ts = now_ms()
-        max_meta = self.cfg("offset.metadata.max.bytes")
-        codes, writes, updates = [], [], []
-        for entry in req.offsets:
-            code = error
-            topic = self.host.topics.get(entry.topic)
-            if not code and (topic is None or entry.partition not in topic.partitions):
-                code = errors.E_UNKNOWN_TOPIC_OR_PARTITION
-            elif not code and len(entry.metadata.encode()) > max_meta:
-                code = errors.E_OFFSET_METADATA_TOO_LARGE
-            if not code:
-                o = OffsetAndMetadata(entry.offset, entry.leader_epoch, entry.metadata, ts)
-                writes.append(persistence.offset_entry(group_id, entry.topic, entry.partition, o))
-                updates.append(((entry.topic, entry.partition), o))
-            codes.append(code)
+        codes, writes, updates = self._offset_records(group_id, req.offsets, error, ts)
         if writes:
             try:
                 await self.offsets_topic.write(group_id, writes, producer_id=req.producer_id,
