@@ -5,14 +5,19 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
+import threading
 
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from kazoo.client import KazooClient
 
+from broker_process import BrokerProcess
 from cluster_harness import Cluster
 from waiting import wait_until
+from zookeeper_process import ZooKeeperProcess
 
 
 @pytest.mark.parametrize("zookeeper_fault", ["killed", "frozen"])
@@ -44,7 +49,6 @@ def test_sigterm_with_zookeeper_unreachable_still_shuts_down(tmp_path, zookeeper
 
 def _states(cluster: Cluster, topic: str) -> dict[int, dict]:
     """Each partition's state as the controller wrote it in ZooKeeper (leader, leader_epoch, isr)."""
-    from kazoo.client import KazooClient
     zk = KazooClient(hosts=cluster.connect)
     zk.start(timeout=30)
     try:
@@ -110,3 +114,36 @@ def _consume_all(cluster: Cluster, count: int) -> list[bytes]:
     finally:
         c.close()
     return got
+
+
+def test_broker_serves_only_once_registered(tmp_path):
+    """A broker whose id is still registered by another live session (other endpoints) waits for
+    that registration to go before it registers, and meanwhile answers no client: no Metadata
+    with zero brokers and no leaders. It serves as soon as it is registered."""
+    zk = ZooKeeperProcess(tmp_path / "zk").start()
+    holder = KazooClient(hosts=zk.connect, timeout=30)
+    holder.start(timeout=30)
+    try:
+        holder.ensure_path("/samsa/brokers/ids")
+        holder.create("/samsa/brokers/ids/5", json.dumps(
+            {"endpoints": ["PLAINTEXT://127.0.0.1:1"], "host": "127.0.0.1", "port": 1}).encode(), ephemeral=True)
+        b = BrokerProcess(tmp_path / "b", **{"broker.id": 5, "zookeeper.connect": f"{zk.connect}/samsa",
+                                             "zookeeper.session.timeout.ms": 30000,
+                                             "offsets.topic.replication.factor": 1})
+        starting = threading.Thread(target=b.start, daemon=True)
+        starting.start()
+        wait_until(lambda: "registered" not in b.log_text() and "loaded" in b.log_text(),
+                   what="the broker loaded, waiting to register")
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", b.port), timeout=2).close()
+        holder.stop()  # the other registration goes with its session
+        starting.join(60)
+        wait_until(lambda: "registered broker 5" in b.log_text(), what="the broker registered")
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        md = admin.list_topics(timeout=30)
+        assert list(md.brokers) == [5] and md.controller_id == 5
+        b.stop()
+    finally:
+        holder.stop()
+        holder.close()
+        zk.stop()
