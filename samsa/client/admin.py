@@ -48,6 +48,7 @@ from samsa.client.types import (
     TransactionListing,
     uuid_to_str,
 )
+from samsa.client.security import security_of
 from samsa.protocol import codec, errors
 from samsa.protocol.api_keys import ApiKey
 
@@ -133,7 +134,8 @@ class AsyncAdmin:
             bootstrap_timeout_ms=min(self.request_timeout_ms, self.default_api_timeout_ms),
             retry_backoff_ms=self.retry_backoff_ms,
             reconnect_backoff_ms=int(config.get("reconnect.backoff.ms", 50)),
-            reconnect_backoff_max_ms=int(config.get("reconnect.backoff.max.ms", 1000)))
+            reconnect_backoff_max_ms=int(config.get("reconnect.backoff.max.ms", 1000)),
+            security=security_of(config))
         self._ready_lock = asyncio.Lock()
         self._bootstrapped = False
 

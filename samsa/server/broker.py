@@ -32,7 +32,9 @@ from samsa.coordinator.groups import GroupCoordinator
 from samsa.coordinator.transactions import TransactionCoordinator
 from samsa.server.dispatcher import Dispatcher
 from samsa.server.metrics.counters import BrokerTopicStats
+from samsa.security.scram import ScramCredential
 from samsa.server.network import Connection, ConnectionLimits, close_idle
+from samsa.server.security import listener_security
 from samsa.server.txn_markers import MarkerSender
 from samsa.storage.descriptors import raise_open_file_limit
 from samsa.storage.dir_lock import LogDirLocks
@@ -152,6 +154,11 @@ class BrokerServer:
             zookeeper, session_timeout_ms=session,
             connection_timeout_ms=self.config["zookeeper.connection.timeout.ms"]))
 
+    def scram_credential(self, mechanism: str, user: str) -> ScramCredential | None:
+        """A user's stored SCRAM credential (``/config/users/<user>``), read at each authentication."""
+        text = self.store.entity_configs(f"users/{user}").get(mechanism)
+        return ScramCredential.from_text(text) if text else None
+
     async def _listen(self) -> None:
         loop = asyncio.get_running_loop()
         limits = ConnectionLimits(self.config["socket.request.max.bytes"], self.config["queued.max.requests"],
@@ -159,9 +166,12 @@ class BrokerServer:
         timed = self.dispatcher.times is not None
         for listener in self.config.listeners:
             name, host, port = parse_listener(listener)
+            security = listener_security(self.config, name, self.scram_credential)
+            if security.protocol == "PLAINTEXT":
+                security = None  # nothing to do per connection: the hot path stays as it was
             server = await loop.create_server(
-                lambda name=name: Connection(self.dispatcher, limits, name, timed), host or None, port,
-                reuse_address=True, backlog=512, start_serving=False)
+                lambda name=name, security=security: Connection(self.dispatcher, limits, name, timed, security),
+                host or None, port, reuse_address=True, backlog=512, start_serving=False)
             for sock in server.sockets:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             actual = server.sockets[0].getsockname()[1]
@@ -216,14 +226,24 @@ class BrokerServer:
     # ---------------------------------------------------------------- cluster view
 
     def advertised(self) -> BrokerInfo:
-        """This broker's endpoint as clients should reach it (first advertised listener)."""
-        name, host, port = parse_listener(self.config.advertised_listeners[0])
-        for bound_name, bound_host, bound_port in self.bound:
-            if bound_name == name and port == 0:
-                port = bound_port
-        if not host or host in ("0.0.0.0", "::"):
-            host = socket.gethostname() if not self.bound or self.bound[0][1] in ("", "0.0.0.0", "::") else self.bound[0][1]
-        return BrokerInfo(self.broker_id, host, port, self.config["broker.rack"])
+        """This broker's endpoints as clients should reach them, one per advertised listener
+        (``advertised.listeners``, else ``listeners``); host and port are the inter-broker
+        listener's."""
+        endpoints: dict[str, tuple[str, int]] = {}
+        for listener in self.config.advertised_listeners:
+            name, host, port = parse_listener(listener)
+            bound = next(((h, p) for n, h, p in self.bound if n == name), None)
+            if port == 0 and bound is not None:
+                port = bound[1]
+            if not host or host in ("0.0.0.0", "::"):
+                bound_host = bound[0] if bound is not None else ""
+                host = socket.gethostname() if bound_host in ("", "0.0.0.0", "::") else bound_host
+            endpoints[name] = (host, port)
+        inter = self.config.inter_broker_listener
+        host, port = endpoints.get(inter) or next(iter(endpoints.values()))
+        protocols = {name: self.config.security_protocol(name) for name in endpoints}
+        return BrokerInfo(self.broker_id, host, port, self.config["broker.rack"], endpoints=endpoints,
+                          protocols=protocols)
 
     def alive_brokers(self) -> list[BrokerInfo]:
         return self.cluster.alive_brokers()

@@ -9,6 +9,7 @@ v0-layout UNSUPPORTED_VERSION answer so the client can retry.
 from __future__ import annotations
 
 import logging
+import struct
 import time
 from dataclasses import dataclass
 from typing import Any, Awaitable
@@ -18,9 +19,12 @@ from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.errors import InvalidRequestError
 from samsa.server.handlers import HANDLERS, Handler, Services
 from samsa.server.metrics.counters import FETCH_CONSUMER, FETCH_FOLLOWER, RequestTimes
+from samsa.security.sasl import SaslAuthenticationError
 from samsa.server.network import Connection
+from samsa.server.security import SaslSession, log_failure
 
 log = logging.getLogger(__name__)
+_SIZE = struct.Struct(">i")
 
 
 @dataclass
@@ -45,6 +49,43 @@ class Dispatcher:
         return [(key, h.min_version, h.max_version) for key, h in sorted(HANDLERS.items())]
 
     def dispatch(self, conn: Connection, frame: bytearray) -> list | Awaitable[list | None] | None:
+        auth = conn.auth  # None but on SASL listeners: PLAINTEXT's whole cost of authentication
+        if auth is not None and (auth.raw_tokens or not auth.open):
+            return self._unauthenticated(conn, auth, frame)
+        return self._dispatch(conn, frame)
+
+    def _unauthenticated(self, conn: Connection, auth: SaslSession,
+                         frame: bytearray) -> list | Awaitable[list | None] | None:
+        """A SASL connection before (or between) authentications: ApiVersions, SaslHandshake and
+        SaslAuthenticate only, or the bare tokens that follow a SaslHandshake v0."""
+        if auth.raw_tokens:
+            try:
+                reply, _ = auth.authenticate(bytes(frame))
+            except SaslAuthenticationError as e:
+                log_failure(conn.peer, str(e), auth.mechanism_name)
+                conn.close(str(e), quiet=True)
+                return None
+            if auth.authenticated:
+                auth.raw_tokens = False
+            return [_SIZE.pack(len(reply)), reply]
+        try:
+            api_key = api.peek_request_header(frame)[0]
+        except InvalidRequestError as e:
+            conn.close(str(e))
+            return None
+        if api_key not in (ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
+            if auth.authenticated:
+                log_failure(conn.peer, "the SASL session expired without re-authentication "
+                                       "(connections.max.reauth.ms)")
+                conn.close("session expired", quiet=True)
+            else:
+                name = HANDLERS[api_key].name if api_key in HANDLERS else str(api_key)
+                log_failure(conn.peer, f"Unexpected Kafka request of type {name} during SASL handshake")
+                conn.close("request before SASL authentication", quiet=True)
+            return None
+        return self._dispatch(conn, frame)
+
+    def _dispatch(self, conn: Connection, frame: bytearray) -> list | Awaitable[list | None] | None:
         try:
             api_key, version, correlation_id = api.peek_request_header(frame)
         except InvalidRequestError as e:

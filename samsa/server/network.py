@@ -16,11 +16,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import struct
 import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Awaitable, Protocol
+
+from samsa.security.principal import ANONYMOUS, KafkaPrincipal
+from samsa.server.security import ListenerSecurity, SaslSession, log_failure, ssl_principal
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +53,13 @@ class ConnectionLimits:
 
 class Connection(asyncio.Protocol):
     def __init__(self, dispatcher: FrameDispatcher, limits: ConnectionLimits, listener: str = "",
-                 timed: bool = False):
+                 timed: bool = False, security: ListenerSecurity | None = None):
         self.dispatcher = dispatcher
+        self.security = security
+        # Who the client is: the certificate's subject on SSL, the SASL user once authenticated.
+        self.principal: KafkaPrincipal = ANONYMOUS
+        self.auth: SaslSession | None = None  # SASL listeners only: the dispatcher's gate
+        self.tls_task: asyncio.Task | None = None
         self.limits = limits
         self.max_request_bytes = limits.max_request_bytes
         self.listener = listener  # the listener's name (PLAINTEXT), for the connection-count metric
@@ -76,6 +85,44 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.dispatcher.connections.add(self)
+        security = self.security
+        if security is not None:
+            if security.sasl:
+                self.auth = SaslSession(security, self.peer)
+            if security.ssl_context is not None:
+                # Busy until the handshake is done: requests that arrive with its last flight are
+                # queued, and answered once self.transport is the TLS one.
+                self.busy = True
+                transport.pause_reading()
+                self.tls_task = asyncio.ensure_future(self._start_tls(transport, security))
+
+    async def _start_tls(self, raw: asyncio.BaseTransport, security: ListenerSecurity) -> None:
+        """The TLS handshake; a failure (a plaintext client, a missing or untrusted client
+        certificate) is one log line with the client's address and a closed connection."""
+        try:
+            tls = await asyncio.get_running_loop().start_tls(raw, self, security.ssl_context, server_side=True)
+        except asyncio.CancelledError:
+            raw.abort()
+            raise
+        except (ssl.SSLError, OSError, ConnectionError, asyncio.TimeoutError) as e:
+            reason = getattr(e, "reason", None) or str(e) or type(e).__name__
+            log_failure(self.peer, f"SSL handshake failed: {reason}")
+            raw.abort()
+            self.connection_lost(None)
+            return
+        finally:
+            self.tls_task = None
+        if tls is None:
+            return
+        self.transport = tls  # type: ignore[assignment]
+        try:
+            self.principal = ssl_principal(security, tls.get_extra_info("ssl_object"))
+        except ValueError as e:
+            log_failure(self.peer, str(e))
+            self.close(str(e), quiet=True)
+            return
+        self.busy = False
+        self.drain()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -84,6 +131,8 @@ class Connection(asyncio.Protocol):
             self.arrivals.clear()
         if self.task is not None:
             self.task.cancel()
+        if self.tls_task is not None:
+            self.tls_task.cancel()
         self.dispatcher.connections.discard(self)
 
     def pause_writing(self) -> None:
@@ -184,9 +233,11 @@ class Connection(asyncio.Protocol):
         if not self.closed:
             self.transport.writelines(chunks)
 
-    def close(self, reason: str) -> None:
+    def close(self, reason: str, quiet: bool = False) -> None:
+        """Close with a log line naming the client (``quiet``: the caller has logged it)."""
         if not self.closed:
-            log.warning("closing connection from %s: %s", self.peer, reason)
+            if not quiet:
+                log.warning("closing connection from %s: %s", self.peer, reason)
             self.closed = True
             self.queue.clear()
             if self.arrivals is not None:

@@ -80,5 +80,6 @@ from samsa.server.handlers import (  # noqa: E402,F401  (registration side effec
     produce,
     producer_ids,
     replication,
+    sasl,
     transactions,
 )

@@ -36,8 +36,12 @@ def broker_synonyms(broker, name: str) -> list[dict]:
 
 def _entry(name: str, value, key_type: str, synonyms: list[dict], read_only: bool) -> dict:
     source = synonyms[0]["source"] if synonyms else DEFAULT
+    sensitive = key_type == "password"  # Kafka never tells a password's value
+    if sensitive:
+        value = None
+        synonyms = [{**s, "value": None} for s in synonyms]
     return {"name": name, "value": format_value(value), "read_only": read_only, "is_default": source == DEFAULT,
-            "config_source": source, "is_sensitive": False, "synonyms": synonyms,
+            "config_source": source, "is_sensitive": sensitive, "synonyms": synonyms,
             "config_type": CONFIG_TYPES[key_type], "documentation": None}
 
 

@@ -17,8 +17,8 @@ def describe_cluster(ctx, req: dict) -> dict:
     return {
         "throttle_time_ms": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
         "cluster_id": broker.store.cluster_id, "controller_id": broker.controller_id,
-        "brokers": [{"broker_id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
-                    for b in broker.alive_brokers()],
+        "brokers": [{"broker_id": b.id, "host": e[0], "port": e[1], "rack": b.rack}
+                    for b in broker.alive_brokers() if (e := b.endpoint(ctx.connection.listener)) is not None],
         "cluster_authorized_operations": authorized_operations(
             ResourceType.CLUSTER, req.get("include_cluster_authorized_operations", False)),
     }

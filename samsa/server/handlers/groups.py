@@ -36,14 +36,16 @@ def _coordinator(ctx, key: str, key_type: int) -> dict:
             if not key:
                 raise errors.InvalidRequestError("transactional id must not be empty")
             b = ctx.broker.txn.coordinator_for(key)
-            return {"key": key, "node_id": b.id, "host": b.host, "port": b.port, "error_code": 0,
+            host, port = b.endpoint(ctx.connection.listener) or (b.host, b.port)
+            return {"key": key, "node_id": b.id, "host": host, "port": port, "error_code": 0,
                     "error_message": None}
         if key_type != GROUP_KEY:
             raise errors.InvalidRequestError(f"unknown coordinator key type {key_type}")
         if not key:
             raise errors.InvalidGroupIdError("group id must not be empty")
         b = ctx.broker.groups.coordinator_for(key)
-        return {"key": key, "node_id": b.id, "host": b.host, "port": b.port, "error_code": 0, "error_message": None}
+        host, port = b.endpoint(ctx.connection.listener) or (b.host, b.port)
+        return {"key": key, "node_id": b.id, "host": host, "port": port, "error_code": 0, "error_message": None}
     except errors.KafkaError as e:
         return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": e.code, "error_message": e.message}
 

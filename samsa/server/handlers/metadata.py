@@ -62,8 +62,8 @@ def metadata(ctx, req: dict) -> dict:
             topics.append(topic_entry(broker, name, operations=ops))
     return {
         "throttle_time_ms": 0,
-        "brokers": [{"node_id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
-                    for b in broker.alive_brokers()],
+        "brokers": [{"node_id": b.id, "host": e[0], "port": e[1], "rack": b.rack}
+                    for b in broker.alive_brokers() if (e := b.endpoint(ctx.connection.listener)) is not None],
         "cluster_id": broker.store.cluster_id,
         "controller_id": broker.controller_id,
         "topics": topics,
