@@ -342,6 +342,60 @@ class ZooKeeperMetadataStore:
                             out[f"users/{name}/clients/{client}"] = configs
         return out
 
+    # ---------------------------------------------------------------- ACLs
+
+    @staticmethod
+    def _acl_path(resource: tuple[str, str, str]) -> str:
+        kind, pattern, name = resource
+        return f"/kafka-acl/{kind}/{name}" if pattern == "LITERAL" else f"/kafka-acl-extended/prefixed/{kind}/{name}"
+
+    def acls(self) -> list[dict]:
+        """Every resource's ACLs, from Kafka's znodes (literal and prefixed)."""
+        out = []
+        for root, pattern in (("/kafka-acl", "LITERAL"), ("/kafka-acl-extended/prefixed", "PREFIXED")):
+            try:
+                kinds = self.zk.get_children(root)
+            except NoNodeError:
+                continue
+            for kind in kinds:
+                for name in self.zk.get_children(f"{root}/{kind}"):
+                    try:
+                        data, _ = self.zk.get(f"{root}/{kind}/{name}")
+                    except NoNodeError:
+                        continue
+                    acls = json.loads(data).get("acls", []) if data else []
+                    if acls:
+                        out.append({"resource_type": kind, "pattern_type": pattern, "name": name, "acls": acls})
+        return out
+
+    def put_acls(self, resource: tuple[str, str, str], acls: list[dict]) -> None:
+        """Write one resource's ACLs and the change notification every broker watches."""
+        path = self._acl_path(resource)
+        if acls:
+            data = _json({"version": 1, "acls": acls})
+            if self.zk.exists(path):
+                self.zk.set(path, data)
+            else:
+                self.zk.create(path, data, makepath=True)
+        else:
+            try:
+                self.zk.delete(path)
+            except NoNodeError:
+                pass
+        kind, pattern, name = resource
+        if pattern == "LITERAL":
+            self.zk.create("/kafka-acl-changes/acl_changes_", f"{kind}:{name}".encode(), sequence=True, makepath=True)
+        else:
+            self.zk.create("/kafka-acl-extended-changes/acl_changes_", _json(
+                {"version": 1, "resourceType": kind, "name": name, "patternType": pattern}), sequence=True,
+                makepath=True)
+
+    def watch_acl_changes(self, callback: Callable[[], None]) -> None:
+        """``callback`` (on kazoo's thread) after any ACL change notification, and once now."""
+        for path in ("/kafka-acl-changes", "/kafka-acl-extended-changes"):
+            self.zk.ensure_path(path)
+            self.zk.ChildrenWatch(path, lambda children: callback() or True)
+
     def config_changes(self, watch: Watcher | None = None) -> list[str]:
         """The change notifications (``/config/changes``), to watch for new users and quotas."""
         try:

@@ -118,8 +118,9 @@ class ScramServer:
             if not sep:
                 raise ScramError("Invalid SCRAM client final message")
             attrs = _attrs(without_proof)
-            if attrs.get("r") != self.nonce:
-                raise ScramError("Invalid SCRAM client nonce")
+            # Kafka checks endsWith: librdkafka before 2.1 sends its own nonce twice.
+            if not attrs.get("r", "").endswith(self.nonce):
+                raise ScramError("Invalid client nonce in the final client message.")
             auth_message = f"{self.client_first_bare},{self.server_first},{without_proof}".encode()
             c = self.credential
             signature = _hmac(self.digest, c.stored_key, auth_message)

@@ -32,6 +32,7 @@ from samsa.coordinator.groups import GroupCoordinator
 from samsa.coordinator.transactions import TransactionCoordinator
 from samsa.server.dispatcher import Dispatcher
 from samsa.server.metrics.counters import BrokerTopicStats
+from samsa.security.acl import AclBinding, Authorizer
 from samsa.security.scram import ScramCredential
 from samsa.server.network import Connection, ConnectionLimits, close_idle
 from samsa.server.security import listener_security
@@ -65,6 +66,7 @@ class BrokerServer:
         self.started = asyncio.Event()
         self.stats: BrokerTopicStats | None = None  # set, with the dispatcher's times, by prometheus.listener
         self.metrics_endpoint = None
+        self.authorizer: Authorizer | None = None  # authorizer.class.name
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -79,6 +81,8 @@ class BrokerServer:
         zookeeper = self.config["zookeeper.connect"]
         self.store = self._store or await self._open_store(dirs[0], zookeeper)
         self.config.apply_dynamic(self.store.broker_configs(None), self.store.broker_configs(self.broker_id))
+        if self.config["authorizer.class.name"]:
+            self._start_authorizer(bool(zookeeper))
         self.metadata.load(self.store.topics())
         self.logs = LogManager(
             dirs,
@@ -128,6 +132,29 @@ class BrokerServer:
         self.started.set()
         log.info("[KafkaServer id=%d] started, listening on %s", self.broker_id,
                  ", ".join(f"{n}://{h}:{p}" for n, h, p in self.bound))
+
+    def _start_authorizer(self, clustered: bool) -> None:
+        """The ACLs from the metadata store; in a cluster, read again on every change notification
+        (an ACL added through any broker is enforced by all)."""
+        self.authorizer = Authorizer(self.config["super.users"], self.config["allow.everyone.if.no.acl.found"])
+        loop = asyncio.get_running_loop()
+
+        def read() -> list[AclBinding]:
+            out = []
+            for r in self.store.acls():
+                for e in r["acls"]:
+                    try:
+                        out.append(AclBinding.from_entry(r["resource_type"], r["pattern_type"], r["name"], e))
+                    except (KeyError, ValueError):
+                        log.warning("ignoring an ACL entry Samsa cannot read: %s %s", r, e)
+            return out
+        self.authorizer.load(read())
+        log.info("authorizer: %d ACLs, super.users=%s, allow.everyone.if.no.acl.found=%s",
+                 len(self.authorizer.bindings), self.config["super.users"] or "(none)",
+                 self.config["allow.everyone.if.no.acl.found"])
+        if clustered:
+            authorizer = self.authorizer
+            self.store.watch_acl_changes(lambda: loop.call_soon_threadsafe(authorizer.load, read()))
 
     async def _start_metrics(self, listener: str) -> None:
         """Count on the request paths and serve /metrics (prometheus.listener)."""

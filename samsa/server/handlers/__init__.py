@@ -20,6 +20,7 @@ from samsa.coordinator.groups import GroupCoordinator
 from samsa.coordinator.transactions import TransactionCoordinator
 from samsa.protocol import api
 from samsa.protocol.api_keys import ApiKey
+from samsa.security.acl import Authorizer
 from samsa.server.metrics.counters import BrokerTopicStats
 from samsa.storage.manager import LogManager
 
@@ -38,6 +39,7 @@ class Services(Protocol):
     groups: GroupCoordinator
     stats: BrokerTopicStats | None  # BrokerTopicMetrics, when the broker's metrics are on
     txn: TransactionCoordinator
+    authorizer: Authorizer | None  # None without authorizer.class.name: every check passes
 
     def alive_brokers(self) -> list[BrokerInfo]: ...
 
@@ -69,6 +71,7 @@ def handles(api_key: ApiKey, min_version: int | None = None, max_version: int | 
 
 
 from samsa.server.handlers import (  # noqa: E402,F401  (registration side effects)
+    acls,
     admin_configs,
     admin_topics,
     api_versions,
@@ -81,5 +84,6 @@ from samsa.server.handlers import (  # noqa: E402,F401  (registration side effec
     producer_ids,
     replication,
     sasl,
+    scram,
     transactions,
 )

@@ -17,6 +17,7 @@ from samsa.protocol import errors
 from samsa.protocol.acl import ResourceType, authorized_operations
 from samsa.protocol.api_keys import ApiKey
 from samsa.server.handlers import handles
+from samsa.server.handlers.authz import RT, Op, allowed, quietly_allowed
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
 
@@ -31,6 +32,13 @@ async def _later(reply: Awaitable[Any], to_wire: Callable[[Any], dict]) -> dict:
 
 
 def _coordinator(ctx, key: str, key_type: int) -> dict:
+    if ctx.broker.authorizer is not None:
+        if key_type == TRANSACTION_KEY and not allowed(ctx, Op.DESCRIBE, RT.TRANSACTIONAL_ID, key):
+            return {"key": key, "node_id": -1, "host": "", "port": -1,
+                    "error_code": errors.E_TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "error_message": None}
+        if key_type == GROUP_KEY and not allowed(ctx, Op.DESCRIBE, RT.GROUP, key):
+            return {"key": key, "node_id": -1, "host": "", "port": -1,
+                    "error_code": errors.E_GROUP_AUTHORIZATION_FAILED, "error_message": None}
     try:
         if key_type == TRANSACTION_KEY:
             if not key:
@@ -76,6 +84,8 @@ def _join_wire(r: JoinResult) -> dict:
 
 @handles(ApiKey.JOIN_GROUP)
 def join_group(ctx, req: dict):
+    if not allowed(ctx, Op.READ, RT.GROUP, req["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": errors.E_GROUP_AUTHORIZATION_FAILED}
     v = ctx.version
     result = ctx.broker.groups.join(JoinRequest(
         group_id=req["group_id"], member_id=req["member_id"], group_instance_id=req.get("group_instance_id"),
@@ -94,6 +104,8 @@ def _sync_wire(r: SyncResult) -> dict:
 
 @handles(ApiKey.SYNC_GROUP)
 def sync_group(ctx, req: dict):
+    if not allowed(ctx, Op.READ, RT.GROUP, req["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": errors.E_GROUP_AUTHORIZATION_FAILED}
     result = ctx.broker.groups.sync(SyncRequest(
         group_id=req["group_id"], member_id=req["member_id"], generation_id=req["generation_id"],
         group_instance_id=req.get("group_instance_id"), protocol_type=req.get("protocol_type"),
@@ -106,6 +118,8 @@ def sync_group(ctx, req: dict):
 
 @handles(ApiKey.HEARTBEAT)
 def heartbeat(ctx, req: dict) -> dict:
+    if not allowed(ctx, Op.READ, RT.GROUP, req["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": errors.E_GROUP_AUTHORIZATION_FAILED}
     code = ctx.broker.groups.heartbeat(HeartbeatRequest(req["group_id"], req["member_id"], req["generation_id"],
                                                         req.get("group_instance_id")))
     return {"throttle_time_ms": 0, "error_code": code}
@@ -113,6 +127,8 @@ def heartbeat(ctx, req: dict) -> dict:
 
 @handles(ApiKey.LEAVE_GROUP)
 def leave_group(ctx, req: dict) -> dict:
+    if not allowed(ctx, Op.READ, RT.GROUP, req["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": errors.E_GROUP_AUTHORIZATION_FAILED}
     if ctx.version <= 2:
         error, codes = ctx.broker.groups.leave(req["group_id"], [LeavingMember(req["member_id"])])
         return {"throttle_time_ms": 0, "error_code": error or codes[0]}
@@ -127,6 +143,10 @@ def leave_group(ctx, req: dict) -> dict:
 
 @handles(ApiKey.OFFSET_COMMIT)
 async def offset_commit(ctx, req: dict) -> dict:
+    if ctx.broker.authorizer is not None:
+        refused = _commit_refused(ctx, req)
+        if refused is not None:
+            return refused
     entries = [OffsetCommitEntry(t["name"], p["partition_index"], p["committed_offset"],
                                  p.get("committed_leader_epoch", -1), p.get("committed_metadata") or "")
                for t in req["topics"] for p in t["partitions"]]
@@ -138,11 +158,31 @@ async def offset_commit(ctx, req: dict) -> dict:
                                            for p in t["partitions"]]} for t in req["topics"]]}
 
 
+def _commit_refused(ctx, req: dict) -> dict | None:
+    """READ on the group, then READ on each topic (Kafka's OffsetCommit checks)."""
+    if not allowed(ctx, Op.READ, RT.GROUP, req["group_id"]):
+        codes = {t["name"]: errors.E_GROUP_AUTHORIZATION_FAILED for t in req["topics"]}
+    else:
+        codes = {t["name"]: errors.E_TOPIC_AUTHORIZATION_FAILED for t in req["topics"]
+                 if not allowed(ctx, Op.READ, RT.TOPIC, t["name"])}
+    if not codes:
+        return None
+    return {"throttle_time_ms": 0, "topics": [
+        {"name": t["name"], "partitions": [{"partition_index": p["partition_index"],
+                                            "error_code": codes.get(t["name"], errors.E_TOPIC_AUTHORIZATION_FAILED
+                                                                    if codes else 0)}
+                                           for p in t["partitions"]]} for t in req["topics"]]}
+
+
 def _fetch_offsets(ctx, group_id: str, topics: list[dict] | None, require_stable: bool = False
                    ) -> tuple[int, list[dict]]:
     wanted = None if topics is None else {t["name"]: t["partition_indexes"] for t in topics}
     groups = ctx.broker.groups
+    if not allowed(ctx, Op.DESCRIBE, RT.GROUP, group_id):
+        return errors.E_GROUP_AUTHORIZATION_FAILED, []
     error, found = groups.fetch_offsets(group_id, wanted)
+    if ctx.broker.authorizer is not None:
+        found = [(topic, parts) for topic, parts in found if quietly_allowed(ctx, Op.DESCRIBE, RT.TOPIC, topic)]
 
     def entry(topic: str, p: int, o) -> dict:
         if require_stable and groups.unstable(group_id, (topic, p)):  # an open transaction holds an offset
