@@ -143,7 +143,7 @@ class Authorizer:
             allowed = found(ALLOW, _IMPLIED.get(Op(operation), (operation,)))
         if not allowed and log_denial:
             log.info("Principal = %s is Denied operation = %s from host = %s on resource = %s:LITERAL:%s for request",
-                     p, OPERATION_NAMES.get(Op(operation), operation).upper(), host,
+                     p, Op(operation).name, host,
                      RESOURCE_NAMES.get(RT(resource_type), resource_type), name)
         return allowed
 

@@ -17,7 +17,7 @@ from samsa.protocol import errors
 from samsa.protocol.acl import ResourceType, authorized_operations
 from samsa.protocol.api_keys import ApiKey
 from samsa.server.handlers import handles
-from samsa.server.handlers.authz import RT, Op, allowed, quietly_allowed
+from samsa.server.handlers.authz import CLUSTER_NAME, RT, Op, allowed, operations, quietly_allowed
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
 
@@ -218,9 +218,12 @@ def list_groups(ctx, req: dict) -> dict:
     types = {t.lower() for t in req.get("types_filter") or []}
     if types and "classic" not in types:  # every group here is a classic group (no KIP-848, no share groups)
         return {"throttle_time_ms": 0, "error_code": 0, "groups": []}
+    groups = ctx.broker.groups.list_groups(req.get("states_filter"))
+    if ctx.broker.authorizer is not None and not quietly_allowed(ctx, Op.DESCRIBE, RT.CLUSTER, CLUSTER_NAME):
+        groups = [g for g in groups if quietly_allowed(ctx, Op.DESCRIBE, RT.GROUP, g.group_id)]  # as Kafka filters
     return {"throttle_time_ms": 0, "error_code": 0, "groups": [
         {"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state.value,
-         "group_type": "classic"} for g in ctx.broker.groups.list_groups(req.get("states_filter"))]}
+         "group_type": "classic"} for g in groups]}
 
 
 def _describe_wire(d: GroupDescription, operations: int) -> dict:
@@ -236,34 +239,58 @@ def _describe_wire(d: GroupDescription, operations: int) -> dict:
 
 @handles(ApiKey.DESCRIBE_GROUPS)
 def describe_groups(ctx, req: dict) -> dict:
-    ops = authorized_operations(ResourceType.GROUP, req.get("include_authorized_operations", False))
-    return {"throttle_time_ms": 0, "groups": [_describe_wire(ctx.broker.groups.describe(g), ops)
-                                              for g in req["groups"]]}
+    requested = req.get("include_authorized_operations", False)
+    if ctx.broker.authorizer is None:
+        ops = authorized_operations(ResourceType.GROUP, requested)
+        return {"throttle_time_ms": 0, "groups": [_describe_wire(ctx.broker.groups.describe(g), ops)
+                                                  for g in req["groups"]]}
+    out = []
+    for g in req["groups"]:
+        if not allowed(ctx, Op.DESCRIBE, RT.GROUP, g):
+            out.append({"error_code": errors.E_GROUP_AUTHORIZATION_FAILED, "group_id": g, "group_state": "",
+                        "protocol_type": "", "protocol_data": "", "members": []})
+            continue
+        ops = operations(ctx, RT.GROUP, g, requested)
+        out.append(_describe_wire(ctx.broker.groups.describe(g),
+                                  authorized_operations(ResourceType.GROUP, False) if ops is None else ops))
+    return {"throttle_time_ms": 0, "groups": out}
 
 
 @handles(ApiKey.DELETE_GROUPS)
 async def delete_groups(ctx, req: dict) -> dict:
-    results = await ctx.broker.groups.delete_groups(req["groups_names"])
-    return {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": code} for g, code in results]}
+    names = req["groups_names"]
+    denied = [] if ctx.broker.authorizer is None else [g for g in names if not allowed(ctx, Op.DELETE, RT.GROUP, g)]
+    wanted = [g for g in names if g not in denied]
+    results = dict(await ctx.broker.groups.delete_groups(wanted)) if wanted else {}
+    results.update((g, errors.E_GROUP_AUTHORIZATION_FAILED) for g in denied)
+    return {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": results[g]} for g in dict.fromkeys(names)]}
 
 
 @handles(ApiKey.OFFSET_DELETE)
 async def offset_delete(ctx, req: dict) -> dict:
     """Partitions that do not exist answer UNKNOWN_TOPIC_OR_PARTITION; the coordinator sees the rest.
     A group error leaves the partitions out, as Kafka does."""
+    secured = ctx.broker.authorizer is not None
+    if secured and not allowed(ctx, Op.DELETE, RT.GROUP, req["group_id"]):
+        return {"error_code": errors.E_GROUP_AUTHORIZATION_FAILED, "throttle_time_ms": 0, "topics": []}
     known: list[tuple[str, int]] = []
-    unknown: list[tuple[str, int]] = []
+    refused: list[tuple[tuple[str, int], int]] = []
     for t in req["topics"]:
         info = ctx.broker.metadata.topics.get(t["name"])
+        readable = not secured or allowed(ctx, Op.READ, RT.TOPIC, t["name"])
         for p in t["partitions"]:
-            exists = info is not None and p["partition_index"] in info.partitions
-            (known if exists else unknown).append((t["name"], p["partition_index"]))
+            tp = (t["name"], p["partition_index"])
+            if not readable:
+                refused.append((tp, errors.E_TOPIC_AUTHORIZATION_FAILED))
+            elif info is not None and p["partition_index"] in info.partitions:
+                known.append(tp)
+            else:
+                refused.append((tp, errors.E_UNKNOWN_TOPIC_OR_PARTITION))
     error, codes = await ctx.broker.groups.delete_offsets(req["group_id"], known)
     if error:
         return {"error_code": error, "throttle_time_ms": 0, "topics": []}
     by_name: dict[str, dict] = {}
-    for (name, index), code in [*zip(known, codes),
-                                *((tp, errors.E_UNKNOWN_TOPIC_OR_PARTITION) for tp in unknown)]:
+    for (name, index), code in [*zip(known, codes), *refused]:
         entry = by_name.setdefault(name, {"name": name, "partitions": []})
         entry["partitions"].append({"partition_index": index, "error_code": code})
     return {"error_code": 0, "throttle_time_ms": 0,

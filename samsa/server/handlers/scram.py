@@ -11,6 +11,7 @@ from samsa.protocol.api_keys import ApiKey
 from samsa.security.scram import (MAX_ITERATIONS, MECHANISM_TYPES, MECHANISMS, MIN_ITERATIONS, ScramCredential,
                                   credential_from_salted)
 from samsa.server.handlers import handles
+from samsa.server.handlers.authz import Op, allowed_cluster
 
 _BY_TYPE = {v: k for k, v in MECHANISM_TYPES.items()}
 
@@ -23,6 +24,9 @@ def _credentials(broker, user: str) -> dict[str, ScramCredential]:
 @handles(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS)
 def describe_user_scram_credentials(ctx, req: dict) -> dict:
     broker = ctx.broker
+    if not allowed_cluster(ctx, Op.DESCRIBE):
+        return {"throttle_time_ms": 0, "error_code": errors.E_CLUSTER_AUTHORIZATION_FAILED,
+                "error_message": "Not authorized to describe SCRAM credentials", "results": []}
     if req["users"] is None or not req["users"]:
         users = sorted({e.split("/")[1] for e, c in broker.store.entities().items()
                         if e.startswith("users/") and e.count("/") == 1 and any(m in c for m in MECHANISMS)})
@@ -46,6 +50,10 @@ def describe_user_scram_credentials(ctx, req: dict) -> dict:
 @handles(ApiKey.ALTER_USER_SCRAM_CREDENTIALS)
 def alter_user_scram_credentials(ctx, req: dict) -> dict:
     broker = ctx.broker
+    if not allowed_cluster(ctx, Op.ALTER):
+        users = dict.fromkeys(x["name"] for x in [*req["deletions"], *req["upsertions"]])
+        return {"throttle_time_ms": 0, "results": [
+            {"user": u, "error_code": errors.E_CLUSTER_AUTHORIZATION_FAILED, "error_message": None} for u in users]}
     results: dict[str, dict] = {}
     changes: dict[str, dict[str, str | None]] = {}
 
