@@ -6,12 +6,15 @@ closes the connection once the answer is out."""
 from __future__ import annotations
 
 import asyncio
+import logging
 
 from samsa.protocol import errors
 from samsa.protocol.api_keys import ApiKey
 from samsa.security.sasl import SaslAuthenticationError
 from samsa.server.handlers import handles
 from samsa.server.security import log_failure
+
+log = logging.getLogger("samsa.server.authentication")
 
 
 def _close_after_answer(conn, reason: str) -> None:
@@ -41,6 +44,7 @@ def sasl_authenticate(ctx, req: dict) -> dict:
         return {"error_code": errors.E_ILLEGAL_SASL_STATE, "error_message": "SaslAuthenticate before SaslHandshake",
                 "auth_bytes": b"", "session_lifetime_ms": 0}
     mechanism = auth.mechanism_name
+    again = auth.authenticated  # KIP-368: a re-authentication of an open session
     try:
         reply, lifetime = auth.authenticate(req["auth_bytes"])
     except SaslAuthenticationError as e:
@@ -50,4 +54,7 @@ def sasl_authenticate(ctx, req: dict) -> dict:
                 "session_lifetime_ms": 0}
     if auth.authenticated:
         conn.principal = auth.principal
+        if again and auth.mechanism is None:
+            log.info("Re-authenticated %s with /%s [mechanism %s], session lifetime %d ms", auth.principal,
+                     conn.peer.rsplit(":", 1)[0], mechanism, lifetime)
     return {"error_code": 0, "error_message": None, "auth_bytes": reply, "session_lifetime_ms": lifetime}
