@@ -396,6 +396,12 @@ class ZooKeeperMetadataStore:
             self.zk.ensure_path(path)
             self.zk.ChildrenWatch(path, lambda children: callback() or True)
 
+    def watch_config_changes(self, callback: Callable[[], None]) -> None:
+        """``callback`` (on kazoo's thread) after any entity config change notification
+        (users, clients: quotas and SCRAM credentials), and once now."""
+        self.zk.ensure_path("/config/changes")
+        self.zk.ChildrenWatch("/config/changes", lambda children: callback() or True)
+
     def config_changes(self, watch: Watcher | None = None) -> list[str]:
         """The change notifications (``/config/changes``), to watch for new users and quotas."""
         try:

@@ -20,7 +20,7 @@ import socket
 import time
 from pathlib import Path
 
-from samsa.broker_config import BrokerConfig, parse_listener
+from samsa.broker_config import BrokerConfig, ConfigError, parse_listener
 from samsa.cluster.membership import LocalCluster, ZooKeeperCluster
 from samsa.clock import now_ms
 from samsa.cluster.metadata import BrokerInfo, LocalMetadataStore, MetadataStore, TopicInfo
@@ -33,6 +33,7 @@ from samsa.coordinator.transactions import TransactionCoordinator
 from samsa.server.dispatcher import Dispatcher
 from samsa.server.metrics.counters import BrokerTopicStats
 from samsa.security.acl import AclBinding, Authorizer
+from samsa.security.quotas import ConnectionQuotas, QuotaManager
 from samsa.security.scram import ScramCredential
 from samsa.server.network import Connection, ConnectionLimits, close_idle
 from samsa.server.security import listener_security
@@ -67,6 +68,7 @@ class BrokerServer:
         self.stats: BrokerTopicStats | None = None  # set, with the dispatcher's times, by prometheus.listener
         self.metrics_endpoint = None
         self.authorizer: Authorizer | None = None  # authorizer.class.name
+        self.quotas: QuotaManager | None = None  # client quotas, from the metadata store
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -83,6 +85,7 @@ class BrokerServer:
         self.config.apply_dynamic(self.store.broker_configs(None), self.store.broker_configs(self.broker_id))
         if self.config["authorizer.class.name"]:
             self._start_authorizer(bool(zookeeper))
+        self._start_quotas(bool(zookeeper))
         self.metadata.load(self.store.topics())
         self.logs = LogManager(
             dirs,
@@ -156,6 +159,19 @@ class BrokerServer:
             authorizer = self.authorizer
             self.store.watch_acl_changes(lambda: loop.call_soon_threadsafe(authorizer.load, read()))
 
+    def _start_quotas(self, clustered: bool) -> None:
+        """Client quotas from the metadata store; in a cluster, read again on every change notification."""
+        self.quotas = QuotaManager(self.config["quota.window.size.seconds"], self.config["quota.window.num"])
+        self.reload_quotas()
+        if clustered:
+            loop = asyncio.get_running_loop()
+            self.store.watch_config_changes(lambda: loop.call_soon_threadsafe(self.reload_quotas, self.store.entities()))
+
+    def reload_quotas(self, entities: dict[str, dict[str, str]] | None = None) -> None:
+        """Quotas as the store has them now; the dispatcher measures only while some quota is set."""
+        self.quotas.load(self.store.entities() if entities is None else entities)
+        self.dispatcher.quotas = self.quotas if self.quotas.active else None
+
     async def _start_metrics(self, listener: str) -> None:
         """Count on the request paths and serve /metrics (prometheus.listener)."""
         from prometheus_client import CollectorRegistry
@@ -191,13 +207,22 @@ class BrokerServer:
         limits = ConnectionLimits(self.config["socket.request.max.bytes"], self.config["queued.max.requests"],
                                   self.config["queued.max.request.bytes"])
         timed = self.dispatcher.times is not None
+        try:
+            counts: ConnectionQuotas | None = ConnectionQuotas(
+                self.config["max.connections"], self.config["max.connections.per.ip"],
+                self.config["max.connections.per.ip.overrides"] or "")
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+        if counts.unlimited:
+            counts = None  # nothing counted per connection: the hot path stays as it was
         for listener in self.config.listeners:
             name, host, port = parse_listener(listener)
             security = listener_security(self.config, name, self.scram_credential)
             if security.protocol == "PLAINTEXT":
                 security = None  # nothing to do per connection: the hot path stays as it was
             server = await loop.create_server(
-                lambda name=name, security=security: Connection(self.dispatcher, limits, name, timed, security),
+                lambda name=name, security=security: Connection(self.dispatcher, limits, name, timed, security,
+                                                                counts),
                 host or None, port, reuse_address=True, backlog=512, start_serving=False)
             for sock in server.sockets:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

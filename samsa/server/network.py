@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Awaitable, Protocol
 
 from samsa.security.principal import ANONYMOUS, KafkaPrincipal
+from samsa.security.quotas import ConnectionQuotas
 from samsa.server.security import ListenerSecurity, SaslSession, log_failure, ssl_principal
 
 log = logging.getLogger(__name__)
@@ -53,8 +54,11 @@ class ConnectionLimits:
 
 class Connection(asyncio.Protocol):
     def __init__(self, dispatcher: FrameDispatcher, limits: ConnectionLimits, listener: str = "",
-                 timed: bool = False, security: ListenerSecurity | None = None):
+                 timed: bool = False, security: ListenerSecurity | None = None,
+                 counts: ConnectionQuotas | None = None):
         self.dispatcher = dispatcher
+        self.counts = counts  # max.connections*, when set
+        self.counted = False
         self.security = security
         # Who the client is: the certificate's subject on SSL, the SASL user once authenticated.
         self.principal: KafkaPrincipal = ANONYMOUS
@@ -72,6 +76,8 @@ class Connection(asyncio.Protocol):
         self.queue: deque[bytearray] = deque()
         self.queued_bytes = 0
         self.busy = False
+        self.muted = False  # KIP-219: a throttled client's requests wait until the throttle time passes
+        self.muted_until = 0.0
         self.closed = False
         self.write_paused = False
         self.read_paused = False
@@ -84,6 +90,14 @@ class Connection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        if self.counts is not None:
+            refused = self.counts.admit(peer[0] if peer else "?")
+            if refused is not None:
+                log.info("%s", refused)
+                self.closed = True
+                transport.abort()
+                return
+            self.counted = True
         self.dispatcher.connections.add(self)
         security = self.security
         if security is not None:
@@ -125,6 +139,9 @@ class Connection(asyncio.Protocol):
         self.drain()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.counted:
+            self.counted = False
+            self.counts.release(self.peer.rsplit(":", 1)[0])
         self.closed = True
         self.queue.clear()
         if self.arrivals is not None:
@@ -189,6 +206,8 @@ class Connection(asyncio.Protocol):
         """Handle queued frames in order until one has to wait."""
         dispatch = self.dispatcher.dispatch
         while self.queue and not self.closed:
+            if self.muted:
+                break
             frame = self.queue.popleft()
             self.queued_bytes -= len(frame)
             if self.arrivals is not None:
@@ -228,6 +247,24 @@ class Connection(asyncio.Protocol):
         if chunks:
             self.transport.writelines(chunks)
         self.drain()
+
+    def mute(self, ms: int) -> None:
+        """Read no request for ``ms`` (a quota's throttle time, KIP-219); the answer already went."""
+        if ms <= 0 or self.closed:
+            return
+        loop = asyncio.get_running_loop()
+        until = loop.time() + ms / 1000
+        if self.muted and until <= self.muted_until:
+            return
+        self.muted, self.muted_until = True, until
+        loop.call_at(until, self._unmute, until)
+
+    def _unmute(self, until: float) -> None:
+        if until != self.muted_until:  # a later mute holds
+            return
+        self.muted = False
+        if not self.busy and not self.closed:
+            self.drain()
 
     def send(self, chunks: list) -> None:
         if not self.closed:

@@ -21,6 +21,7 @@ from samsa.coordinator.transactions import TransactionCoordinator
 from samsa.protocol import api
 from samsa.protocol.api_keys import ApiKey
 from samsa.security.acl import Authorizer
+from samsa.security.quotas import QuotaManager
 from samsa.server.metrics.counters import BrokerTopicStats
 from samsa.storage.manager import LogManager
 
@@ -40,6 +41,9 @@ class Services(Protocol):
     stats: BrokerTopicStats | None  # BrokerTopicMetrics, when the broker's metrics are on
     txn: TransactionCoordinator
     authorizer: Authorizer | None  # None without authorizer.class.name: every check passes
+    quotas: QuotaManager | None    # client quotas (producer/consumer byte rates, request percentage, mutations)
+
+    def reload_quotas(self) -> None: ...
 
     def alive_brokers(self) -> list[BrokerInfo]: ...
 
@@ -75,6 +79,7 @@ from samsa.server.handlers import (  # noqa: E402,F401  (registration side effec
     admin_configs,
     admin_topics,
     api_versions,
+    client_quotas,
     cluster,
     fetch,
     groups,
