@@ -36,6 +36,8 @@ def measure(requests: int, records: int, metrics: bool = False) -> dict[str, flo
 
     class Conn:  # what a handler may ask of its connection
         peer, closed, task = "bench:0", False, None
+        auth = None  # a PLAINTEXT connection: no SASL gate
+        listener = "PLAINTEXT"
         arrived_at = 0.0  # (metrics on: the frame's arrival; 0 = when its handling starts)
 
         def close(self, why: str = "") -> None:

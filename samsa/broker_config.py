@@ -32,7 +32,53 @@ def _http_listener(v: Any) -> str | None:
     return None
 
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")
+
+# Kafka's authorizer classes, accepted by name (all mean Samsa's ACL authorizer).
+AUTHORIZER_CLASSES = ("kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer",
+                      "org.apache.kafka.metadata.authorizer.StandardAuthorizer", "samsa.security.authorizer.AclAuthorizer")
+
+
+def _authorizer(v: Any) -> str | None:
+    if v and v not in AUTHORIZER_CLASSES:
+        return f"Samsa's authorizer answers to {', '.join(AUTHORIZER_CLASSES)}"
+    return None
+
+
+# The keys a listener may override as listener.name.<listener>.<key> (Kafka's per-listener configs).
+SSL_KEYS = (
+    Key("ssl.keystore.type", "string", "JKS", one_of("JKS", "PKCS12", "PEM")),
+    Key("ssl.keystore.location", "string", None),
+    Key("ssl.keystore.password", "password", None),
+    Key("ssl.key.password", "password", None),
+    Key("ssl.keystore.certificate.chain", "password", None),
+    Key("ssl.keystore.key", "password", None),
+    Key("ssl.truststore.type", "string", "JKS", one_of("JKS", "PKCS12", "PEM")),
+    Key("ssl.truststore.location", "string", None),
+    Key("ssl.truststore.password", "password", None),
+    Key("ssl.truststore.certificates", "password", None),
+    Key("ssl.client.auth", "string", "none", one_of("none", "requested", "required")),
+    Key("ssl.enabled.protocols", "list", ["TLSv1.2", "TLSv1.3"]),
+    Key("ssl.protocol", "string", "TLSv1.3"),
+    Key("ssl.cipher.suites", "list", []),
+    Key("ssl.principal.mapping.rules", "string", "DEFAULT"),
+    Key("ssl.endpoint.identification.algorithm", "string", "https"),
+)
+
+
 BROKER_KEYS = keys(
+    *SSL_KEYS,
+    Key("sasl.jaas.config", "password", None),
+    Key("sasl.server.max.receive.size", "int", 524288, at_least(1)),
+    Key("connections.max.reauth.ms", "long", 0, at_least(0)),
+    Key("authorizer.class.name", "string", "", _authorizer),
+    Key("super.users", "string", ""),
+    Key("allow.everyone.if.no.acl.found", "bool", False),
+    Key("quota.window.num", "int", 11, at_least(1)),
+    Key("quota.window.size.seconds", "int", 1, at_least(1)),
+    Key("controller.quota.window.num", "int", 11, at_least(1)),
+    Key("controller.quota.window.size.seconds", "int", 1, at_least(1)),
     Key("broker.id", "int", -1, at_least(-1)),
     Key("node.id", "int", -1),
     Key("broker.rack", "string", None),
@@ -41,7 +87,7 @@ BROKER_KEYS = keys(
     Key("listener.security.protocol.map", "list",
         ["PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL"]),
     Key("inter.broker.listener.name", "string", None),
-    Key("security.inter.broker.protocol", "string", "PLAINTEXT", one_of("PLAINTEXT")),
+    Key("security.inter.broker.protocol", "string", "PLAINTEXT", one_of(*SECURITY_PROTOCOLS)),
     Key("port", "int", None),
     Key("host.name", "string", None),
     Key("log.dirs", "list", None),
@@ -247,6 +293,9 @@ class BrokerConfig:
             self.values[name] = key.default
         for name, raw in self.originals.items():
             key = BROKER_KEYS.get(name)
+            if key is None and name.startswith("listener.name."):
+                self.unknown[name] = raw  # a listener's own value of a key: read by listener_value
+                continue
             if key is None:
                 self.unknown[name] = raw
                 if warn_unknown:
@@ -291,8 +340,46 @@ class BrokerConfig:
             if protocol is None:
                 raise ConfigError(f"No security protocol defined for listener {name} "
                                   "(listener.security.protocol.map)")
-            if protocol.upper() != "PLAINTEXT":
-                raise ConfigError(f"Listener {name} uses {protocol}: Samsa supports PLAINTEXT listeners only")
+            if protocol.upper() not in SECURITY_PROTOCOLS:
+                raise ConfigError(f"Listener {name} maps to unknown security protocol {protocol} "
+                                  f"(one of {', '.join(SECURITY_PROTOCOLS)})")
+        inter = self.inter_broker_listener
+        if inter not in names:
+            raise ConfigError(f"inter.broker.listener.name must be a listener name defined in listeners; "
+                              f"{inter} is not one of {', '.join(names)}")
+        advertised = [parse_listener(x)[0] for x in self.advertised_listeners]
+        if "advertised.listeners" in self.originals:
+            for name in advertised:
+                if name not in names:
+                    raise ConfigError(f"advertised.listeners listener {name} is not in listeners")
+
+    # ---- listeners and their security
+
+    def security_protocol(self, listener: str) -> str:
+        """The security protocol of a listener name (listener.security.protocol.map)."""
+        protocols = dict(item.split(":", 1) for item in self.values["listener.security.protocol.map"] if ":" in item)
+        return protocols.get(listener.upper(), listener.upper()).upper()
+
+    @property
+    def inter_broker_listener(self) -> str:
+        """inter.broker.listener.name, else the first listener of security.inter.broker.protocol."""
+        name = self.values["inter.broker.listener.name"]
+        if name:
+            return name.upper()
+        names = [parse_listener(x)[0] for x in self.listeners]
+        wanted = self.values["security.inter.broker.protocol"]
+        for n in names:
+            if self.security_protocol(n) == wanted:
+                return n
+        return wanted if "security.inter.broker.protocol" in self.originals else (names[0] if names else wanted)
+
+    def listener_value(self, listener: str, name: str) -> Any:
+        """A key as one listener sees it: ``listener.name.<listener>.<key>`` before ``<key>``."""
+        raw = self.unknown.get(f"listener.name.{listener.lower()}.{name}")
+        if raw is None:
+            return self.values.get(name, self.unknown.get(name))
+        key = BROKER_KEYS.get(name)
+        return parse_value(key, raw) if key is not None else raw
 
     # ---- derived settings, as Kafka computes them
 

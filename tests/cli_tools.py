@@ -6,9 +6,9 @@ import subprocess
 import sys
 
 
-def samsa(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+def samsa(*args: str, timeout: float = 60, input: str | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "samsa.cli.main", *args], capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, input=input)
 
 
 def one_error_line(r: subprocess.CompletedProcess) -> str:

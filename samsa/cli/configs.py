@@ -13,6 +13,7 @@ import argparse
 import re
 import sys
 
+from samsa.cli import configs_entities
 from samsa.cli.common import Parser, UsageError, read_properties, admin_config, error_message, arguments
 from samsa.client.admin import Admin
 from samsa.client.types import AlterConfigOp, ConfigEntry, ConfigResource
@@ -21,7 +22,7 @@ from samsa.protocol.names import validate_topic_name
 
 DESCRIPTION = "This tool helps to manipulate and describe entity config for a topic or a broker"
 SUPPORTED = {"topics": "topic", "brokers": "broker"}
-KAFKA_ONLY = ("broker-loggers", "clients", "users", "ips", "client-metrics", "groups")
+KAFKA_ONLY = ("broker-loggers", "ips", "client-metrics", "groups")
 # Which source makes an entry "dynamic" for each kind of entity (what --describe shows).
 DYNAMIC_SOURCE = {"topics": "DYNAMIC_TOPIC_CONFIG", "brokers": "DYNAMIC_BROKER_CONFIG",
                   "brokers-default": "DYNAMIC_DEFAULT_BROKER_CONFIG"}
@@ -53,9 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     a("--alter", action="store_true", help="Alter the configuration for the entity.")
     a("--describe", action="store_true", help="List configs for the given entity.")
     a("--all", action="store_true", help="List all configs for the given entity, including static configs if available.")
-    a("--entity-type", action="append", default=[], metavar="<String>", help="Type of entity (topics/brokers)")
+    a("--entity-type", action="append", default=[], metavar="<String>", help="Type of entity (topics/brokers/users/clients)")
     a("--entity-name", action=_EntityName, dest="entity_names", metavar="<String>",
-      help="Name of entity (topic name/broker id)")
+      help="Name of entity (topic name/broker id/user principal name/client id)")
     a("--entity-default", action=_EntityName, dest="entity_names", nargs=0,
       help="Default entity name for brokers (applies to corresponding entity type)")
     a("--add-config", metavar="<String>", help="Key Value pairs of configs to add. Square brackets can be used to "
@@ -65,10 +66,13 @@ def build_parser() -> argparse.ArgumentParser:
     a("--topic", metavar="<String>", help="The topic's name.")
     a("--broker", metavar="<String>", help="The broker's ID.")
     a("--broker-defaults", action="store_true", help="The config defaults for all brokers.")
-    for flag in ("--client", "--user", "--ip", "--group", "--client-metrics", "--broker-logger"):
+    a("--user", metavar="<String>", help="The user's principal name.")
+    a("--client", metavar="<String>", help="The client's ID.")
+    a("--user-defaults", action="store_true", help="The config defaults for all users.")
+    a("--client-defaults", action="store_true", help="The config defaults for all clients.")
+    for flag in ("--ip", "--group", "--client-metrics", "--broker-logger"):
         a(flag, help=argparse.SUPPRESS)
-    for flag in ("--client-defaults", "--user-defaults", "--ip-defaults"):
-        a(flag, action="store_true", help=argparse.SUPPRESS)
+    a("--ip-defaults", action="store_true", help=argparse.SUPPRESS)
     return p
 
 
@@ -121,6 +125,17 @@ def entity(opts: argparse.Namespace) -> tuple[str, str | None]:
 
 
 def check_args(opts: argparse.Namespace) -> tuple[str, str | None]:
+    _check_action(opts)
+    kind, name = entity(opts)
+    if opts.alter:
+        if opts.add_config and opts.add_config_file:
+            raise UsageError("Only one of --add-config or --add-config-file must be specified")
+        if not (opts.add_config or opts.add_config_file or opts.delete_config):
+            raise UsageError("At least one of --add-config, --add-config-file, or --delete-config must be specified with --alter")
+    return kind, name
+
+
+def _check_action(opts: argparse.Namespace) -> None:
     if opts.zookeeper is not None:
         raise UsageError("--zookeeper is not supported: Samsa's tools talk to the brokers, "
                          "use --bootstrap-server HOST:PORT instead")
@@ -135,13 +150,6 @@ def check_args(opts: argparse.Namespace) -> tuple[str, str | None]:
                          "use --bootstrap-server")
     if not opts.bootstrap_server:
         raise UsageError("Either --bootstrap-server or --bootstrap-controller must be specified.")
-    kind, name = entity(opts)
-    if opts.alter:
-        if opts.add_config and opts.add_config_file:
-            raise UsageError("Only one of --add-config or --add-config-file must be specified")
-        if not (opts.add_config or opts.add_config_file or opts.delete_config):
-            raise UsageError("At least one of --add-config, --add-config-file, or --delete-config must be specified with --alter")
-    return kind, name
 
 
 def parse_add_config(text: str) -> dict[str, str]:
@@ -241,6 +249,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     try:
         opts = parser.parse_args(argv)
+        if configs_entities.wanted(opts):
+            _check_action(opts)
+            with Admin(admin_config(opts, "samsa-configs")) as admin:
+                configs_entities.run(admin, opts, configs_to_add(opts) if opts.alter else {}, configs_to_delete(opts))
+            return 0
         kind, name = check_args(opts)
         with Admin(admin_config(opts, "samsa-configs")) as admin:
             if opts.alter:

@@ -13,6 +13,7 @@ import sys
 TOOLS = {
     "server": ("samsa.cli.server", "start or stop a broker (kafka-server-start.sh / kafka-server-stop.sh)"),
     "topics": ("samsa.cli.topics", "create, list, describe, alter and delete topics (kafka-topics.sh)"),
+    "acls": ("samsa.cli.acls", "add, remove and list ACLs (kafka-acls.sh)"),
     "configs": ("samsa.cli.configs", "describe and alter topic and broker configs (kafka-configs.sh)"),
     "consumer-groups": ("samsa.cli.consumer_groups", "list, describe, reset and delete consumer groups (kafka-consumer-groups.sh)"),
     "leader-election": ("samsa.cli.leader_election", "elect preferred or unclean leaders (kafka-leader-election.sh)"),

@@ -16,6 +16,7 @@ import asyncio
 from collections import defaultdict
 from typing import Any, Awaitable, Callable, Coroutine, Iterable, Mapping, TypeVar
 
+from samsa.client.admin_security import QuotaEntity, SecurityAdmin
 from samsa.client.connection import BrokerConnection, KafkaConnectionError, KafkaTimeoutError
 from samsa.client.loop import LoopThread
 from samsa.client.metadata import ClusterMetadata
@@ -48,7 +49,9 @@ from samsa.client.types import (
     TransactionListing,
     uuid_to_str,
 )
+from samsa.client.security import security_of
 from samsa.protocol import codec, errors
+from samsa.security.acl import AclBinding, AclFilter
 from samsa.protocol.api_keys import ApiKey
 
 T = TypeVar("T")
@@ -118,7 +121,7 @@ def decode_assignment(data: bytes | None) -> list[TopicPartition]:
     return [TopicPartition(t["topic"], p) for t in body["assigned_partitions"] for p in t["partitions"]]
 
 
-class AsyncAdmin:
+class AsyncAdmin(SecurityAdmin):
     def __init__(self, config: Mapping[str, Any]):
         servers = config.get("bootstrap.servers")
         if not servers:
@@ -133,7 +136,8 @@ class AsyncAdmin:
             bootstrap_timeout_ms=min(self.request_timeout_ms, self.default_api_timeout_ms),
             retry_backoff_ms=self.retry_backoff_ms,
             reconnect_backoff_ms=int(config.get("reconnect.backoff.ms", 50)),
-            reconnect_backoff_max_ms=int(config.get("reconnect.backoff.max.ms", 1000)))
+            reconnect_backoff_max_ms=int(config.get("reconnect.backoff.max.ms", 1000)),
+            security=security_of(config))
         self._ready_lock = asyncio.Lock()
         self._bootstrapped = False
 
@@ -994,3 +998,29 @@ class Admin:
     def abort_transaction(self, partition: TopicPartition, producer_id: int, producer_epoch: int,
                           coordinator_epoch: int) -> None:
         return self._run(self._admin.abort_transaction(partition, producer_id, producer_epoch, coordinator_epoch))
+
+    # ---- security (samsa.client.admin_security)
+
+    def create_acls(self, bindings: Iterable[AclBinding]) -> None:
+        return self._run(self._admin.create_acls(list(bindings)))
+
+    def describe_acls(self, flt: AclFilter = AclFilter()) -> list[AclBinding]:
+        return self._run(self._admin.describe_acls(flt))
+
+    def delete_acls(self, filters: Iterable[AclFilter]) -> list[list[AclBinding]]:
+        return self._run(self._admin.delete_acls(list(filters)))
+
+    def describe_user_scram_credentials(self, users: Iterable[str] | None = None) -> dict[str, list[tuple[str, int]]]:
+        return self._run(self._admin.describe_user_scram_credentials(None if users is None else list(users)))
+
+    def alter_user_scram_credentials(self, upsertions: Iterable[tuple[str, str, int, str]] = (),
+                                     deletions: Iterable[tuple[str, str]] = ()) -> None:
+        return self._run(self._admin.alter_user_scram_credentials(list(upsertions), list(deletions)))
+
+    def describe_client_quotas(self, components: Iterable[tuple[str, str | None, bool]] = (),
+                               strict: bool = False) -> list[tuple[dict[str, str | None], dict[str, float]]]:
+        return self._run(self._admin.describe_client_quotas(list(components), strict))
+
+    def alter_client_quotas(self, changes: Iterable[tuple[QuotaEntity, Mapping[str, float | None]]],
+                            validate_only: bool = False) -> None:
+        return self._run(self._admin.alter_client_quotas(list(changes), validate_only))

@@ -9,15 +9,21 @@ both sides know, within what the caller allows.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import socket
+import ssl
 import struct
 from importlib import metadata
 from typing import Any
 
 from samsa.protocol import api, errors
 from samsa.protocol.api_keys import ApiKey
+from samsa.security.client import ClientSecurity
+from samsa.security.sasl import SaslAuthenticationError
 from samsa.timeouts import within
+
+log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
 _CORRELATION = struct.Struct(">i")
@@ -49,7 +55,10 @@ class BrokerConnection:
     """An asyncio connection to ``host:port``. Not thread-safe: use it from one loop."""
 
     def __init__(self, host: str, port: int, client_id: str | None = "samsa", *,
-                 request_timeout_ms: int = 30000, connect_timeout_ms: int = 10000):
+                 request_timeout_ms: int = 30000, connect_timeout_ms: int = 10000,
+                 security: ClientSecurity | None = None):
+        self.security = security  # None: PLAINTEXT
+        self._reauth: asyncio.TimerHandle | None = None
         self.host = host
         self.port = port
         self.client_id = client_id
@@ -79,14 +88,18 @@ class BrokerConnection:
     async def connect(self, timeout_ms: int | None = None) -> None:
         """Open the socket and negotiate API versions; KafkaConnectionError if it fails."""
         timeout = (self.connect_timeout_ms if timeout_ms is None else timeout_ms) / 1000
+        tls = self.security.ssl_context if self.security is not None else None
         try:
             self._reader, self._writer = await within(
-                asyncio.open_connection(self.host, self.port), timeout)
+                asyncio.open_connection(self.host, self.port, ssl=tls, server_hostname=self.host if tls else None),
+                timeout)
         except asyncio.TimeoutError:
             raise KafkaConnectionError(
                 f"Timed out after {int(timeout * 1000)} ms connecting to {self.address}") from None
         except socket.gaierror as e:
             raise UnresolvableHostError(f"DNS resolution failed for {self.host}: {e.strerror}") from None
+        except ssl.SSLError as e:
+            raise KafkaConnectionError(f"SSL handshake with {self.address} failed: {e.reason or e}") from None
         except OSError as e:
             reason = os.strerror(e.errno) if e.errno else str(e)
             raise KafkaConnectionError(f"Connection to {self.address} failed: {reason}") from None
@@ -94,9 +107,52 @@ class BrokerConnection:
         self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
         try:
             await self._negotiate(timeout_ms)
+            if self.security is not None and self.security.sasl:
+                await self._authenticate(timeout_ms)
         except BaseException:
             self.close()
             raise
+
+    async def _authenticate(self, timeout_ms: int | None = None) -> None:
+        """SaslHandshake and SaslAuthenticate rounds; a session lifetime from the broker
+        schedules the next authentication before it ends (KIP-368)."""
+        sec = self.security
+        assert sec is not None
+        resp = await self.request(ApiKey.SASL_HANDSHAKE, {"mechanism": sec.mechanism}, min_version=1,
+                                  timeout_ms=timeout_ms)
+        if resp["error_code"]:
+            raise errors.error_for(resp["error_code"], f"SASL mechanism {sec.mechanism} not enabled on "
+                                   f"{self.address} (it has {', '.join(resp['mechanisms'])})")
+        client = sec.sasl_client()
+        try:
+            token: bytes | None = client.first()
+            lifetime = 0
+            while token is not None:
+                resp = await self.request(ApiKey.SASL_AUTHENTICATE, {"auth_bytes": token}, timeout_ms=timeout_ms)
+                if resp["error_code"]:
+                    raise errors.error_for(resp["error_code"], resp.get("error_message") or
+                                           f"SASL authentication with {self.address} failed")
+                lifetime = resp.get("session_lifetime_ms", 0)
+                token = client.next(resp["auth_bytes"])
+        except SaslAuthenticationError as e:
+            raise errors.SaslAuthenticationFailedError(str(e)) from None
+        if lifetime > 0:
+            # Re-authenticate at 85-95 % of the session, as Kafka's clients do.
+            import random
+            delay = lifetime / 1000 * random.uniform(0.85, 0.95)
+            self._reauth = asyncio.get_running_loop().call_later(delay, self._start_reauth)
+
+    def _start_reauth(self) -> None:
+        if not self.connected:
+            return
+
+        async def run() -> None:
+            try:
+                await self._authenticate()
+            except Exception as e:  # noqa: BLE001 - the broker will close the connection; say why
+                log.warning("re-authentication with %s failed: %s", self.address, e)
+                self._fail(KafkaConnectionError(f"Re-authentication with {self.address} failed: {e}"))
+        asyncio.ensure_future(run())
 
     async def _negotiate(self, timeout_ms: int | None) -> None:
         body = {"client_software_name": "samsa", "client_software_version": _software_version()}
@@ -128,6 +184,9 @@ class BrokerConnection:
                 pass
 
     def _fail(self, error: errors.KafkaError) -> None:
+        if self._reauth is not None:
+            self._reauth.cancel()
+            self._reauth = None
         if self._closed_error is None:
             self._closed_error = error
         if self._writer is not None:

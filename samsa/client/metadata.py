@@ -20,6 +20,7 @@ from samsa.client.types import Node
 from samsa.configdef import ConfigError
 from samsa.protocol import errors
 from samsa.protocol.api_keys import ApiKey
+from samsa.security.client import ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +76,9 @@ class ClusterMetadata:
                  request_timeout_ms: int = 30000, connect_timeout_ms: int = 10000,
                  bootstrap_timeout_ms: int | None = None, retry_backoff_ms: int = 100,
                  reconnect_backoff_ms: int = 50, reconnect_backoff_max_ms: int = 1000,
-                 metadata_max_age_ms: int = 300000):
+                 metadata_max_age_ms: int = 300000, security: ClientSecurity | None = None):
         self.bootstrap_servers = parse_bootstrap_servers(bootstrap_servers)
+        self.security = security  # every connection's TLS and SASL; None: PLAINTEXT
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
         self.connect_timeout_ms = connect_timeout_ms
@@ -112,7 +114,7 @@ class ClusterMetadata:
 
     def _new_connection(self, host: str, port: int) -> BrokerConnection:
         return BrokerConnection(host, port, self.client_id, request_timeout_ms=self.request_timeout_ms,
-                                connect_timeout_ms=self.connect_timeout_ms)
+                                connect_timeout_ms=self.connect_timeout_ms, security=self.security)
 
     # ------------------------------------------------------------------ bootstrap / metadata
 

@@ -40,6 +40,13 @@ log = logging.getLogger(__name__)
 Advertised = Callable[[], BrokerInfo]  # this broker's endpoint, as clients reach it
 
 
+def _endpoint_list(me: BrokerInfo) -> list[str]:
+    """Kafka's ``endpoints`` of /brokers/ids/<id>: NAME://host:port per advertised listener."""
+    if not me.endpoints:
+        return [f"PLAINTEXT://{me.host}:{me.port}"]
+    return [f"{name}://{'[' + h + ']' if ':' in h else h}:{p}" for name, (h, p) in me.endpoints.items()]
+
+
 class LocalCluster:
     """A single broker: alive alone, its own controller, leader of every partition."""
 
@@ -130,11 +137,11 @@ class ZooKeeperCluster:
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         me = self.advertised()
-        endpoints = [f"PLAINTEXT://{me.host}:{me.port}"]
+        endpoints = _endpoint_list(me)
         wait_s = self.config["zookeeper.session.timeout.ms"] / 1000 + 2
         self.epoch = await self._zk(self.store.register_broker, me, endpoints, wait_s)
         log.info("registered broker %d at path /brokers/ids/%d with addresses: %s, czxid (broker epoch): %d",
-                 me.id, me.id, endpoints[0], self.epoch)
+                 me.id, me.id, ",".join(endpoints), self.epoch)
         self.store.zk.add_listener(self._on_session_state)
         # A start is a new life: if this broker turns out to be the controller (its previous
         # life's /controller node), nobody else saw the old one go.
@@ -237,7 +244,7 @@ class ZooKeeperCluster:
     async def _refresh(self, dirty: set[str]) -> None:
         if "session" in dirty:
             me = self.advertised()
-            self.epoch = await self._zk(self.store.register_broker, me, [f"PLAINTEXT://{me.host}:{me.port}"],
+            self.epoch = await self._zk(self.store.register_broker, me, _endpoint_list(me),
                                         self.config["zookeeper.session.timeout.ms"] / 1000 + 2)
             log.info("registered broker %d again after the session expired, broker epoch %d", me.id, self.epoch)
             dirty |= {"brokers", "controller", "topics"} | {f"topic:{t}" for t in self.replicas.cache.topics}

@@ -25,6 +25,15 @@ class BrokerInfo:
     rack: str | None = None
     # Which life of the broker this is (KIP-380: the czxid of its /brokers/ids node); -1 unknown.
     epoch: int = field(default=-1, compare=False)
+    # Every advertised listener: name -> (host, port). host/port above are the inter-broker one's.
+    endpoints: dict[str, tuple[str, int]] = field(default_factory=dict, compare=False)
+    protocols: dict[str, str] = field(default_factory=dict, compare=False)  # listener -> security protocol
+
+    def endpoint(self, listener: str) -> tuple[str, int] | None:
+        """Where a client of ``listener`` reaches this broker; None if it has no such listener."""
+        if not self.endpoints:
+            return self.host, self.port
+        return self.endpoints.get(listener)
 
 
 @dataclass
@@ -84,6 +93,12 @@ class MetadataStore(Protocol):
     def broker_configs(self, broker_id: int | None) -> dict[str, str]: ...
     def put_broker_configs(self, broker_id: int | None, configs: dict[str, str]) -> None: ...
     def next_producer_id_block(self, size: int) -> int: ...
+    # users/<u>, clients/<id>, users/<u>/clients/<id> ("<default>" for defaults): SCRAM and quotas
+    def entity_configs(self, entity: str) -> dict[str, str]: ...
+    def put_entity_configs(self, entity: str, configs: dict[str, str]) -> None: ...
+    def entities(self) -> dict[str, dict[str, str]]: ...
+    def acls(self) -> list[dict]: ...
+    def put_acls(self, resource: tuple[str, str, str], acls: list[dict]) -> None: ...
     def close(self) -> None: ...
 
 
@@ -100,6 +115,10 @@ class LocalMetadataStore:
         self._topics = {n: TopicInfo.from_json(n, d) for n, d in data.get("topics", {}).items()}
         self._broker_configs: dict[str, dict[str, str]] = data.get("broker_configs", {})
         self._next_producer_id: int = data.get("next_producer_id", 0)
+        self._entities: dict[str, dict[str, str]] = data.get("entity_configs", {})
+        # (resource type, pattern type, name) -> Kafka's ACL entries
+        self._acls: dict[tuple[str, str, str], list[dict]] = {
+            (a["resource_type"], a["pattern_type"], a["name"]): a["acls"] for a in data.get("acls", [])}
         if not self.path.exists():
             self._save()
 
@@ -139,6 +158,30 @@ class LocalMetadataStore:
         self._save()
         return start
 
+    def entity_configs(self, entity: str) -> dict[str, str]:
+        return dict(self._entities.get(entity, {}))
+
+    def put_entity_configs(self, entity: str, configs: dict[str, str]) -> None:
+        if configs:
+            self._entities[entity] = dict(configs)
+        else:
+            self._entities.pop(entity, None)
+        self._save()
+
+    def entities(self) -> dict[str, dict[str, str]]:
+        return {k: dict(v) for k, v in self._entities.items()}
+
+    def acls(self) -> list[dict]:
+        return [{"resource_type": t, "pattern_type": p, "name": n, "acls": list(a)}
+                for (t, p, n), a in self._acls.items()]
+
+    def put_acls(self, resource: tuple[str, str, str], acls: list[dict]) -> None:
+        if acls:
+            self._acls[resource] = list(acls)
+        else:
+            self._acls.pop(resource, None)
+        self._save()
+
     def close(self) -> None:
         pass
 
@@ -149,6 +192,8 @@ class LocalMetadataStore:
                 "cluster_id": self.cluster_id,
                 "next_producer_id": self._next_producer_id,
                 "broker_configs": self._broker_configs,
+                "entity_configs": self._entities,
+                "acls": self.acls(),
                 "topics": {n: t.to_json() for n, t in sorted(self._topics.items())},
             }
             tmp = self.path.with_suffix(".tmp")

@@ -20,6 +20,7 @@ from samsa.broker_config import BrokerConfig
 from samsa.client.connection import BrokerConnection
 from samsa.cluster.metadata import BrokerInfo
 from samsa.cluster.partition import Partition
+from samsa.cluster.inter_broker import inter_broker_security
 from samsa.protocol import batch, errors
 from samsa.protocol.api_keys import ApiKey
 from samsa.storage.leader_epoch import UNDEFINED
@@ -111,8 +112,10 @@ class ReplicaFetcher:
         if leader is None:
             raise errors.LeaderNotAvailableError(f"broker {self.leader_id} is not alive")
         timeout = self.config["replica.socket.timeout.ms"]
-        conn = BrokerConnection(leader.host, leader.port, client_id=f"broker-{self.broker_id}-fetcher",
-                                request_timeout_ms=timeout, connect_timeout_ms=timeout)
+        host, port = leader.endpoint(self.config.inter_broker_listener) or (leader.host, leader.port)
+        conn = BrokerConnection(host, port, client_id=f"broker-{self.broker_id}-fetcher",
+                                request_timeout_ms=timeout, connect_timeout_ms=timeout,
+                                security=inter_broker_security(self.config))
         await conn.connect()
         self._conn = conn
         return conn

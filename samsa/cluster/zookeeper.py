@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import logging
 import threading
 import time
@@ -105,7 +106,8 @@ class ZooKeeperMetadataStore:
         with other endpoints is another live broker with this id: wait up to ``wait_s`` for
         it to go, then fail.
         """
-        data = {"listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"}, "endpoints": endpoints,
+        protocols = broker.protocols or {"PLAINTEXT": "PLAINTEXT"}
+        data = {"listener_security_protocol_map": protocols, "endpoints": endpoints,
                 "jmx_port": -1, "features": {}, "host": broker.host, "timestamp": str(int(time.time() * 1000)),
                 "port": broker.port, "version": 5, "rack": broker.rack}
         path = f"/brokers/ids/{broker.id}"
@@ -150,7 +152,13 @@ class ZooKeeperMetadataStore:
             except NoNodeError:
                 continue
             d = json.loads(data)
-            out.append(BrokerInfo(int(child), d.get("host", ""), d.get("port", -1), d.get("rack"), epoch=stat.czxid))
+            endpoints = {}
+            for e in d.get("endpoints") or []:
+                m = re.fullmatch(r"([A-Za-z0-9_]+)://\[?(.*?)\]?:(\d+)", e)
+                if m:
+                    endpoints[m.group(1)] = (m.group(2), int(m.group(3)))
+            out.append(BrokerInfo(int(child), d.get("host") or "", d.get("port", -1), d.get("rack"), epoch=stat.czxid,
+                                  endpoints=endpoints, protocols=dict(d.get("listener_security_protocol_map") or {})))
         return sorted(out, key=lambda b: b.id)
 
     # ---------------------------------------------------------------- topics
@@ -289,6 +297,118 @@ class ZooKeeperMetadataStore:
             self.zk.set(path, data)
         else:
             self.zk.create(path, data, makepath=True)
+
+    # ---------------------------------------------------------------- users and clients
+
+    def entity_configs(self, entity: str) -> dict[str, str]:
+        """``/config/users/<user>``, ``/config/clients/<id>``, ``/config/users/<u>/clients/<id>``:
+        SCRAM credentials (salted and hashed) and quotas, as Kafka keeps them."""
+        try:
+            data, _ = self.zk.get(f"/config/{entity}")
+        except NoNodeError:
+            return {}
+        return dict(json.loads(data).get("config", {})) if data else {}
+
+    def put_entity_configs(self, entity: str, configs: dict[str, str]) -> None:
+        path = f"/config/{entity}"
+        data = _json({"version": 1, "config": configs})
+        if self.zk.exists(path):
+            self.zk.set(path, data)
+        else:
+            self.zk.create(path, data, makepath=True)
+        self.zk.create("/config/changes/config_change_", _json({"version": 2, "entity_path": entity}),
+                       sequence=True, makepath=True)
+
+    def entities(self) -> dict[str, dict[str, str]]:
+        """Every user, client and user/client entity with configs."""
+        out: dict[str, dict[str, str]] = {}
+        for kind in ("users", "clients"):
+            try:
+                names = self.zk.get_children(f"/config/{kind}")
+            except NoNodeError:
+                continue
+            for name in names:
+                configs = self.entity_configs(f"{kind}/{name}")
+                if configs:
+                    out[f"{kind}/{name}"] = configs
+                if kind == "users":
+                    try:
+                        clients = self.zk.get_children(f"/config/users/{name}/clients")
+                    except NoNodeError:
+                        continue
+                    for client in clients:
+                        configs = self.entity_configs(f"users/{name}/clients/{client}")
+                        if configs:
+                            out[f"users/{name}/clients/{client}"] = configs
+        return out
+
+    # ---------------------------------------------------------------- ACLs
+
+    @staticmethod
+    def _acl_path(resource: tuple[str, str, str]) -> str:
+        kind, pattern, name = resource
+        return f"/kafka-acl/{kind}/{name}" if pattern == "LITERAL" else f"/kafka-acl-extended/prefixed/{kind}/{name}"
+
+    def acls(self) -> list[dict]:
+        """Every resource's ACLs, from Kafka's znodes (literal and prefixed)."""
+        out = []
+        for root, pattern in (("/kafka-acl", "LITERAL"), ("/kafka-acl-extended/prefixed", "PREFIXED")):
+            try:
+                kinds = self.zk.get_children(root)
+            except NoNodeError:
+                continue
+            for kind in kinds:
+                for name in self.zk.get_children(f"{root}/{kind}"):
+                    try:
+                        data, _ = self.zk.get(f"{root}/{kind}/{name}")
+                    except NoNodeError:
+                        continue
+                    acls = json.loads(data).get("acls", []) if data else []
+                    if acls:
+                        out.append({"resource_type": kind, "pattern_type": pattern, "name": name, "acls": acls})
+        return out
+
+    def put_acls(self, resource: tuple[str, str, str], acls: list[dict]) -> None:
+        """Write one resource's ACLs and the change notification every broker watches."""
+        path = self._acl_path(resource)
+        if acls:
+            data = _json({"version": 1, "acls": acls})
+            if self.zk.exists(path):
+                self.zk.set(path, data)
+            else:
+                self.zk.create(path, data, makepath=True)
+        else:
+            try:
+                self.zk.delete(path)
+            except NoNodeError:
+                pass
+        kind, pattern, name = resource
+        if pattern == "LITERAL":
+            self.zk.create("/kafka-acl-changes/acl_changes_", f"{kind}:{name}".encode(), sequence=True, makepath=True)
+        else:
+            self.zk.create("/kafka-acl-extended-changes/acl_changes_", _json(
+                {"version": 1, "resourceType": kind, "name": name, "patternType": pattern}), sequence=True,
+                makepath=True)
+
+    def watch_acl_changes(self, callback: Callable[[], None]) -> None:
+        """``callback`` (on kazoo's thread) after any ACL change notification, and once now."""
+        for path in ("/kafka-acl-changes", "/kafka-acl-extended-changes"):
+            self.zk.ensure_path(path)
+            self.zk.ChildrenWatch(path, lambda children: callback() or True)
+
+    def watch_config_changes(self, callback: Callable[[], None]) -> None:
+        """``callback`` (on kazoo's thread) after any entity config change notification
+        (users, clients: quotas and SCRAM credentials), and once now."""
+        self.zk.ensure_path("/config/changes")
+        self.zk.ChildrenWatch("/config/changes", lambda children: callback() or True)
+
+    def config_changes(self, watch: Watcher | None = None) -> list[str]:
+        """The change notifications (``/config/changes``), to watch for new users and quotas."""
+        try:
+            return self.zk.get_children("/config/changes", watch=watch)
+        except NoNodeError:
+            self.zk.ensure_path("/config/changes")
+            return self.zk.get_children("/config/changes", watch=watch)
 
     def next_producer_id_block(self, size: int) -> int:
         """Claim [start, start + size) with a version-checked update, as Kafka's ProducerIdManager."""

@@ -20,7 +20,7 @@ import socket
 import time
 from pathlib import Path
 
-from samsa.broker_config import BrokerConfig, parse_listener
+from samsa.broker_config import BrokerConfig, ConfigError, parse_listener
 from samsa.cluster.membership import LocalCluster, ZooKeeperCluster
 from samsa.clock import now_ms
 from samsa.cluster.metadata import BrokerInfo, LocalMetadataStore, MetadataStore, TopicInfo
@@ -32,7 +32,11 @@ from samsa.coordinator.groups import GroupCoordinator
 from samsa.coordinator.transactions import TransactionCoordinator
 from samsa.server.dispatcher import Dispatcher
 from samsa.server.metrics.counters import BrokerTopicStats
+from samsa.security.acl import AclBinding, Authorizer
+from samsa.security.quotas import ConnectionQuotas, QuotaManager
+from samsa.security.scram import ScramCredential
 from samsa.server.network import Connection, ConnectionLimits, close_idle
+from samsa.server.security import listener_security
 from samsa.server.txn_markers import MarkerSender
 from samsa.storage.descriptors import raise_open_file_limit
 from samsa.storage.dir_lock import LogDirLocks
@@ -63,6 +67,8 @@ class BrokerServer:
         self.started = asyncio.Event()
         self.stats: BrokerTopicStats | None = None  # set, with the dispatcher's times, by prometheus.listener
         self.metrics_endpoint = None
+        self.authorizer: Authorizer | None = None  # authorizer.class.name
+        self.quotas: QuotaManager | None = None  # client quotas, from the metadata store
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -77,6 +83,9 @@ class BrokerServer:
         zookeeper = self.config["zookeeper.connect"]
         self.store = self._store or await self._open_store(dirs[0], zookeeper)
         self.config.apply_dynamic(self.store.broker_configs(None), self.store.broker_configs(self.broker_id))
+        if self.config["authorizer.class.name"]:
+            self._start_authorizer(bool(zookeeper))
+        self._start_quotas(bool(zookeeper))
         self.metadata.load(self.store.topics())
         self.logs = LogManager(
             dirs,
@@ -127,6 +136,42 @@ class BrokerServer:
         log.info("[KafkaServer id=%d] started, listening on %s", self.broker_id,
                  ", ".join(f"{n}://{h}:{p}" for n, h, p in self.bound))
 
+    def _start_authorizer(self, clustered: bool) -> None:
+        """The ACLs from the metadata store; in a cluster, read again on every change notification
+        (an ACL added through any broker is enforced by all)."""
+        self.authorizer = Authorizer(self.config["super.users"], self.config["allow.everyone.if.no.acl.found"])
+        loop = asyncio.get_running_loop()
+
+        def read() -> list[AclBinding]:
+            out = []
+            for r in self.store.acls():
+                for e in r["acls"]:
+                    try:
+                        out.append(AclBinding.from_entry(r["resource_type"], r["pattern_type"], r["name"], e))
+                    except (KeyError, ValueError):
+                        log.warning("ignoring an ACL entry Samsa cannot read: %s %s", r, e)
+            return out
+        self.authorizer.load(read())
+        log.info("authorizer: %d ACLs, super.users=%s, allow.everyone.if.no.acl.found=%s",
+                 len(self.authorizer.bindings), self.config["super.users"] or "(none)",
+                 self.config["allow.everyone.if.no.acl.found"])
+        if clustered:
+            authorizer = self.authorizer
+            self.store.watch_acl_changes(lambda: loop.call_soon_threadsafe(authorizer.load, read()))
+
+    def _start_quotas(self, clustered: bool) -> None:
+        """Client quotas from the metadata store; in a cluster, read again on every change notification."""
+        self.quotas = QuotaManager(self.config["quota.window.size.seconds"], self.config["quota.window.num"])
+        self.reload_quotas()
+        if clustered:
+            loop = asyncio.get_running_loop()
+            self.store.watch_config_changes(lambda: loop.call_soon_threadsafe(self.reload_quotas, self.store.entities()))
+
+    def reload_quotas(self, entities: dict[str, dict[str, str]] | None = None) -> None:
+        """Quotas as the store has them now; the dispatcher measures only while some quota is set."""
+        self.quotas.load(self.store.entities() if entities is None else entities)
+        self.dispatcher.quotas = self.quotas if self.quotas.active else None
+
     async def _start_metrics(self, listener: str) -> None:
         """Count on the request paths and serve /metrics (prometheus.listener)."""
         from prometheus_client import CollectorRegistry
@@ -152,16 +197,33 @@ class BrokerServer:
             zookeeper, session_timeout_ms=session,
             connection_timeout_ms=self.config["zookeeper.connection.timeout.ms"]))
 
+    def scram_credential(self, mechanism: str, user: str) -> ScramCredential | None:
+        """A user's stored SCRAM credential (``/config/users/<user>``), read at each authentication."""
+        text = self.store.entity_configs(f"users/{user}").get(mechanism)
+        return ScramCredential.from_text(text) if text else None
+
     async def _listen(self) -> None:
         loop = asyncio.get_running_loop()
         limits = ConnectionLimits(self.config["socket.request.max.bytes"], self.config["queued.max.requests"],
                                   self.config["queued.max.request.bytes"])
         timed = self.dispatcher.times is not None
+        try:
+            counts: ConnectionQuotas | None = ConnectionQuotas(
+                self.config["max.connections"], self.config["max.connections.per.ip"],
+                self.config["max.connections.per.ip.overrides"] or "")
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+        if counts.unlimited:
+            counts = None  # nothing counted per connection: the hot path stays as it was
         for listener in self.config.listeners:
             name, host, port = parse_listener(listener)
+            security = listener_security(self.config, name, self.scram_credential)
+            if security.protocol == "PLAINTEXT":
+                security = None  # nothing to do per connection: the hot path stays as it was
             server = await loop.create_server(
-                lambda name=name: Connection(self.dispatcher, limits, name, timed), host or None, port,
-                reuse_address=True, backlog=512, start_serving=False)
+                lambda name=name, security=security: Connection(self.dispatcher, limits, name, timed, security,
+                                                                counts),
+                host or None, port, reuse_address=True, backlog=512, start_serving=False)
             for sock in server.sockets:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             actual = server.sockets[0].getsockname()[1]
@@ -216,14 +278,24 @@ class BrokerServer:
     # ---------------------------------------------------------------- cluster view
 
     def advertised(self) -> BrokerInfo:
-        """This broker's endpoint as clients should reach it (first advertised listener)."""
-        name, host, port = parse_listener(self.config.advertised_listeners[0])
-        for bound_name, bound_host, bound_port in self.bound:
-            if bound_name == name and port == 0:
-                port = bound_port
-        if not host or host in ("0.0.0.0", "::"):
-            host = socket.gethostname() if not self.bound or self.bound[0][1] in ("", "0.0.0.0", "::") else self.bound[0][1]
-        return BrokerInfo(self.broker_id, host, port, self.config["broker.rack"])
+        """This broker's endpoints as clients should reach them, one per advertised listener
+        (``advertised.listeners``, else ``listeners``); host and port are the inter-broker
+        listener's."""
+        endpoints: dict[str, tuple[str, int]] = {}
+        for listener in self.config.advertised_listeners:
+            name, host, port = parse_listener(listener)
+            bound = next(((h, p) for n, h, p in self.bound if n == name), None)
+            if port == 0 and bound is not None:
+                port = bound[1]
+            if not host or host in ("0.0.0.0", "::"):
+                bound_host = bound[0] if bound is not None else ""
+                host = socket.gethostname() if bound_host in ("", "0.0.0.0", "::") else bound_host
+            endpoints[name] = (host, port)
+        inter = self.config.inter_broker_listener
+        host, port = endpoints.get(inter) or next(iter(endpoints.values()))
+        protocols = {name: self.config.security_protocol(name) for name in endpoints}
+        return BrokerInfo(self.broker_id, host, port, self.config["broker.rack"], endpoints=endpoints,
+                          protocols=protocols)
 
     def alive_brokers(self) -> list[BrokerInfo]:
         return self.cluster.alive_brokers()

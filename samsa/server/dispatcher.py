@@ -9,6 +9,7 @@ v0-layout UNSUPPORTED_VERSION answer so the client can retry.
 from __future__ import annotations
 
 import logging
+import struct
 import time
 from dataclasses import dataclass
 from typing import Any, Awaitable
@@ -16,11 +17,18 @@ from typing import Any, Awaitable
 from samsa.protocol import api
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.errors import InvalidRequestError
+from samsa.security.quotas import (CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, QuotaManager)
 from samsa.server.handlers import HANDLERS, Handler, Services
 from samsa.server.metrics.counters import FETCH_CONSUMER, FETCH_FOLLOWER, RequestTimes
+from samsa.security.sasl import SaslAuthenticationError
 from samsa.server.network import Connection
+from samsa.server.security import SaslSession, log_failure
 
 log = logging.getLogger(__name__)
+_SIZE = struct.Struct(">i")
+# Not throttled (Kafka exempts these from the request quota): authentication and broker-to-broker calls.
+_UNTHROTTLED = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE,
+                          ApiKey.WRITE_TXN_MARKERS})
 
 
 @dataclass
@@ -39,12 +47,50 @@ class Dispatcher:
         self.broker = broker
         self.connections: set[Connection] = set()
         self.times: RequestTimes | None = None  # RequestMetrics, when the broker's metrics are on
+        self.quotas: QuotaManager | None = None  # set while some client quota is configured
 
     @staticmethod
     def supported_versions() -> list[tuple[int, int, int]]:
         return [(key, h.min_version, h.max_version) for key, h in sorted(HANDLERS.items())]
 
     def dispatch(self, conn: Connection, frame: bytearray) -> list | Awaitable[list | None] | None:
+        auth = conn.auth  # None but on SASL listeners: PLAINTEXT's whole cost of authentication
+        if auth is not None and (auth.raw_tokens or not auth.open):
+            return self._unauthenticated(conn, auth, frame)
+        return self._dispatch(conn, frame)
+
+    def _unauthenticated(self, conn: Connection, auth: SaslSession,
+                         frame: bytearray) -> list | Awaitable[list | None] | None:
+        """A SASL connection before (or between) authentications: ApiVersions, SaslHandshake and
+        SaslAuthenticate only, or the bare tokens that follow a SaslHandshake v0."""
+        if auth.raw_tokens:
+            try:
+                reply, _ = auth.authenticate(bytes(frame))
+            except SaslAuthenticationError as e:
+                log_failure(conn.peer, str(e), auth.mechanism_name)
+                conn.close(str(e), quiet=True)
+                return None
+            if auth.authenticated:
+                auth.raw_tokens = False
+            return [_SIZE.pack(len(reply)), reply]
+        try:
+            api_key = api.peek_request_header(frame)[0]
+        except InvalidRequestError as e:
+            conn.close(str(e))
+            return None
+        if api_key not in (ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
+            if auth.authenticated:
+                log_failure(conn.peer, "the SASL session expired without re-authentication "
+                                       "(connections.max.reauth.ms)")
+                conn.close("session expired", quiet=True)
+            else:
+                name = HANDLERS[api_key].name if api_key in HANDLERS else str(api_key)
+                log_failure(conn.peer, f"Unexpected Kafka request of type {name} during SASL handshake")
+                conn.close("request before SASL authentication", quiet=True)
+            return None
+        return self._dispatch(conn, frame)
+
+    def _dispatch(self, conn: Connection, frame: bytearray) -> list | Awaitable[list | None] | None:
         try:
             api_key, version, correlation_id = api.peek_request_header(frame)
         except InvalidRequestError as e:
@@ -66,6 +112,9 @@ class Dispatcher:
             conn.close(f"malformed {handler.name} v{version} request: {e}")
             return None
         ctx = RequestContext(self.broker, conn, header)
+        if self.quotas is not None and api_key not in _UNTHROTTLED:
+            handler = Handler(handler.name, self._throttled(handler.fn, len(frame), self.quotas), handler.min_version,
+                              handler.max_version)
         if self.times is not None:
             return self._timed(ctx, handler, body, correlation_id, self.times)
         try:
@@ -122,8 +171,52 @@ class Dispatcher:
         return frame
 
     @staticmethod
+    def _throttled(fn, size: int, quotas: QuotaManager):
+        """``fn`` measured against the client's quotas: the answer carries the throttle time and
+        the connection is muted for it (KIP-219)."""
+        def run(ctx: RequestContext, body: dict):
+            api_key = ctx.header.api_key
+            follower = api_key == ApiKey.FETCH and (
+                (body.get("replica_state") or {}).get("replica_id", -1) if ctx.version >= 15
+                else body.get("replica_id", -1)) >= 0
+            started = time.perf_counter()
+            result = fn(ctx, body)
+            cpu_percent = (time.perf_counter() - started) * 100  # of one second
+            if follower:
+                return result
+            if result is None or isinstance(result, dict):
+                return _throttle(ctx, quotas, size, cpu_percent, result)
+            return _throttle_later(ctx, quotas, size, cpu_percent, result)
+        return run
+
+    @staticmethod
     async def _later(result: Awaitable[dict | None], api_key: int, version: int, correlation_id: int) -> Any:
         body = await result
         if body is None:
             return None
         return api.encode_response(api_key, version, correlation_id, body)
+
+
+def _fetched_bytes(body: dict) -> int:
+    return sum(len(p.get("records") or b"") for t in body.get("responses", ()) for p in t["partitions"])
+
+
+def _throttle(ctx: RequestContext, quotas: QuotaManager, size: int, cpu_percent: float,
+              result: dict | None) -> dict | None:
+    conn, api_key = ctx.connection, ctx.header.api_key
+    user, client = conn.principal.name, ctx.header.client_id or ""
+    ms = quotas.record(REQUEST_PERCENTAGE, user, client, cpu_percent)
+    if api_key == ApiKey.PRODUCE:
+        ms = max(ms, quotas.record(PRODUCER_BYTE_RATE, user, client, size))
+    elif api_key == ApiKey.FETCH and result is not None:
+        ms = max(ms, quotas.record(CONSUMER_BYTE_RATE, user, client, _fetched_bytes(result)))
+    if ms > 0:
+        if result is not None and "throttle_time_ms" in result:
+            result["throttle_time_ms"] = max(result["throttle_time_ms"], ms)
+        conn.mute(ms)
+    return result
+
+
+async def _throttle_later(ctx: RequestContext, quotas: QuotaManager, size: int, cpu_percent: float,
+                          result: Awaitable[dict | None]) -> dict | None:
+    return _throttle(ctx, quotas, size, cpu_percent, await result)

@@ -16,11 +16,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import struct
 import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Awaitable, Protocol
+
+from samsa.security.principal import ANONYMOUS, KafkaPrincipal
+from samsa.security.quotas import ConnectionQuotas
+from samsa.server.security import ListenerSecurity, SaslSession, log_failure, ssl_principal
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +54,16 @@ class ConnectionLimits:
 
 class Connection(asyncio.Protocol):
     def __init__(self, dispatcher: FrameDispatcher, limits: ConnectionLimits, listener: str = "",
-                 timed: bool = False):
+                 timed: bool = False, security: ListenerSecurity | None = None,
+                 counts: ConnectionQuotas | None = None):
         self.dispatcher = dispatcher
+        self.counts = counts  # max.connections*, when set
+        self.counted = False
+        self.security = security
+        # Who the client is: the certificate's subject on SSL, the SASL user once authenticated.
+        self.principal: KafkaPrincipal = ANONYMOUS
+        self.auth: SaslSession | None = None  # SASL listeners only: the dispatcher's gate
+        self.tls_task: asyncio.Task | None = None
         self.limits = limits
         self.max_request_bytes = limits.max_request_bytes
         self.listener = listener  # the listener's name (PLAINTEXT), for the connection-count metric
@@ -63,6 +76,8 @@ class Connection(asyncio.Protocol):
         self.queue: deque[bytearray] = deque()
         self.queued_bytes = 0
         self.busy = False
+        self.muted = False  # KIP-219: a throttled client's requests wait until the throttle time passes
+        self.muted_until = 0.0
         self.closed = False
         self.write_paused = False
         self.read_paused = False
@@ -75,15 +90,66 @@ class Connection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        if self.counts is not None:
+            refused = self.counts.admit(peer[0] if peer else "?")
+            if refused is not None:
+                log.info("%s", refused)
+                self.closed = True
+                transport.abort()
+                return
+            self.counted = True
         self.dispatcher.connections.add(self)
+        security = self.security
+        if security is not None:
+            if security.sasl:
+                self.auth = SaslSession(security, self.peer)
+            if security.ssl_context is not None:
+                # Busy until the handshake is done: requests that arrive with its last flight are
+                # queued, and answered once self.transport is the TLS one.
+                self.busy = True
+                transport.pause_reading()
+                self.tls_task = asyncio.ensure_future(self._start_tls(transport, security))
+
+    async def _start_tls(self, raw: asyncio.BaseTransport, security: ListenerSecurity) -> None:
+        """The TLS handshake; a failure (a plaintext client, a missing or untrusted client
+        certificate) is one log line with the client's address and a closed connection."""
+        try:
+            tls = await asyncio.get_running_loop().start_tls(raw, self, security.ssl_context, server_side=True)
+        except asyncio.CancelledError:
+            raw.abort()
+            raise
+        except (ssl.SSLError, OSError, ConnectionError, asyncio.TimeoutError) as e:
+            reason = getattr(e, "reason", None) or str(e) or type(e).__name__
+            log_failure(self.peer, f"SSL handshake failed: {reason}")
+            raw.abort()
+            self.connection_lost(None)
+            return
+        finally:
+            self.tls_task = None
+        if tls is None:
+            return
+        self.transport = tls  # type: ignore[assignment]
+        try:
+            self.principal = ssl_principal(security, tls.get_extra_info("ssl_object"))
+        except ValueError as e:
+            log_failure(self.peer, str(e))
+            self.close(str(e), quiet=True)
+            return
+        self.busy = False
+        self.drain()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.counted:
+            self.counted = False
+            self.counts.release(self.peer.rsplit(":", 1)[0])
         self.closed = True
         self.queue.clear()
         if self.arrivals is not None:
             self.arrivals.clear()
         if self.task is not None:
             self.task.cancel()
+        if self.tls_task is not None:
+            self.tls_task.cancel()
         self.dispatcher.connections.discard(self)
 
     def pause_writing(self) -> None:
@@ -140,6 +206,8 @@ class Connection(asyncio.Protocol):
         """Handle queued frames in order until one has to wait."""
         dispatch = self.dispatcher.dispatch
         while self.queue and not self.closed:
+            if self.muted:
+                break
             frame = self.queue.popleft()
             self.queued_bytes -= len(frame)
             if self.arrivals is not None:
@@ -180,13 +248,33 @@ class Connection(asyncio.Protocol):
             self.transport.writelines(chunks)
         self.drain()
 
+    def mute(self, ms: int) -> None:
+        """Read no request for ``ms`` (a quota's throttle time, KIP-219); the answer already went."""
+        if ms <= 0 or self.closed:
+            return
+        loop = asyncio.get_running_loop()
+        until = loop.time() + ms / 1000
+        if self.muted and until <= self.muted_until:
+            return
+        self.muted, self.muted_until = True, until
+        loop.call_at(until, self._unmute, until)
+
+    def _unmute(self, until: float) -> None:
+        if until != self.muted_until:  # a later mute holds
+            return
+        self.muted = False
+        if not self.busy and not self.closed:
+            self.drain()
+
     def send(self, chunks: list) -> None:
         if not self.closed:
             self.transport.writelines(chunks)
 
-    def close(self, reason: str) -> None:
+    def close(self, reason: str, quiet: bool = False) -> None:
+        """Close with a log line naming the client (``quiet``: the caller has logged it)."""
         if not self.closed:
-            log.warning("closing connection from %s: %s", self.peer, reason)
+            if not quiet:
+                log.warning("closing connection from %s: %s", self.peer, reason)
             self.closed = True
             self.queue.clear()
             if self.arrivals is not None:

@@ -18,6 +18,7 @@ from samsa.cluster.membership import LocalCluster, ZooKeeperCluster
 from samsa.cluster.metadata_cache import MetadataCache
 from samsa.cluster.replica_manager import ReplicaManager
 from samsa.coordinator.groups import GroupCoordinator
+from samsa.cluster.inter_broker import inter_broker_security
 from samsa.protocol import batch, errors
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.control import build_marker
@@ -156,8 +157,11 @@ class MarkerSender:
         info = self.broker.cluster.broker_info(broker_id)
         if info is None:
             raise errors.BrokerNotAvailableError(f"broker {broker_id} is not alive")
-        conn = BrokerConnection(info.host, info.port, client_id=f"broker-{self.broker.broker_id}-txn-markers",
-                                request_timeout_ms=MARKER_TIMEOUT_MS, connect_timeout_ms=MARKER_TIMEOUT_MS)
+        config = self.broker.config
+        host, port = info.endpoint(config.inter_broker_listener) or (info.host, info.port)
+        conn = BrokerConnection(host, port, client_id=f"broker-{self.broker.broker_id}-txn-markers",
+                                request_timeout_ms=MARKER_TIMEOUT_MS, connect_timeout_ms=MARKER_TIMEOUT_MS,
+                                security=inter_broker_security(config))
         await conn.connect()
         self._conns[broker_id] = conn
         return conn

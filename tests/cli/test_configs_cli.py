@@ -157,7 +157,7 @@ def test_command_line_errors(broker):
         (["--topic", "t", "--describe"], "Either --bootstrap-server or --bootstrap-controller must be specified."),
         ([*bs, "--describe"], "At least one entity type must be specified"),
         ([*bs, "--entity-type", "widgets", "--describe"], "Invalid entity type widgets"),
-        ([*bs, "--entity-type", "users", "--describe"], "not supported"),
+        ([*bs, "--entity-type", "ips", "--describe"], "not supported"),
         ([*bs, "--broker", "abc", "--describe"], "must be a valid integer broker id, but it is: abc"),
         ([*bs, "--entity-type", "topics", "--alter", "--add-config", "a=1"],
          "An entity name must be specified with --alter of topics"),

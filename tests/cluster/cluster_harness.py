@@ -24,8 +24,10 @@ CLUSTER_DEFAULTS = {
 
 
 class Cluster:
-    def __init__(self, root: Path, size: int = 3, zookeeper: ZooKeeperProcess | None = None, **overrides: object):
+    def __init__(self, root: Path, size: int = 3, zookeeper: ZooKeeperProcess | None = None,
+                 client_config: dict | None = None, **overrides: object):
         self.root = Path(root)
+        self.client_config = client_config or {}  # the harness's Admin: security.protocol, sasl.*, ssl.*
         self.zk = zookeeper or ZooKeeperProcess(self.root / "zk").start()
         self.connect = f"{self.zk.connect}/samsa"
         settings = {**CLUSTER_DEFAULTS, **overrides}
@@ -43,7 +45,7 @@ class Cluster:
         return ",".join(b.bootstrap for b in self.brokers.values())
 
     def admin(self) -> Admin:
-        return Admin({"bootstrap.servers": self.bootstrap})
+        return Admin({"bootstrap.servers": self.bootstrap, **self.client_config})
 
     def describe_cluster(self) -> list[int]:
         with self.admin() as admin:

@@ -132,9 +132,21 @@ def test_topic_defaults_follow_broker_synonyms():
     assert c.topic_default("cleanup.policy") == ["compact"]
 
 
-def test_only_plaintext_listeners():
-    with pytest.raises(ConfigError, match="PLAINTEXT listeners only"):
-        BrokerConfig({"listeners": "SSL://:9093"})
+def test_listeners_and_their_protocols():
+    c = BrokerConfig({"listeners": "PLAINTEXT://:9092,SSL://:9093,SASL_SSL://:9094"})
+    assert [c.security_protocol(n) for n in ("PLAINTEXT", "SSL", "SASL_SSL")] == ["PLAINTEXT", "SSL", "SASL_SSL"]
+    assert c.inter_broker_listener == "PLAINTEXT"
+    with pytest.raises(ConfigError, match="unknown security protocol"):
+        BrokerConfig({"listeners": "X://:9093", "listener.security.protocol.map": "X:TLS"})
+    with pytest.raises(ConfigError, match="inter.broker.listener.name"):
+        BrokerConfig({"listeners": "SSL://:9093", "inter.broker.listener.name": "INTERNAL"})
+    c = BrokerConfig({"listeners": "EXTERNAL://:9093,INTERNAL://:9094", "inter.broker.listener.name": "INTERNAL",
+                      "listener.security.protocol.map": "EXTERNAL:SASL_SSL,INTERNAL:SSL",
+                      "listener.name.internal.ssl.client.auth": "required"})
+    assert c.inter_broker_listener == "INTERNAL"
+    assert c.listener_value("INTERNAL", "ssl.client.auth") == "required"
+    assert c.listener_value("EXTERNAL", "ssl.client.auth") == "none"
+    assert not c.unknown.keys() - {"listener.name.internal.ssl.client.auth"}
     with pytest.raises(ConfigError, match="No security protocol"):
         BrokerConfig({"listeners": "INTERNAL://:9093"})
     c = BrokerConfig({"listeners": "INTERNAL://:9093", "listener.security.protocol.map": "INTERNAL:PLAINTEXT"})

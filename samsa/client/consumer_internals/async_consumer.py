@@ -32,6 +32,7 @@ from samsa.client.consumer_internals.subscription import IllegalStateError, Subs
 from samsa.client.metadata import ClusterMetadata
 from samsa.client.metrics import MetricName, default_client_id
 from samsa.client.types import ConsumerGroupMetadata, PartitionInfo, TopicPartition
+from samsa.client.security import security_of
 from samsa.protocol import errors
 from samsa.timeouts import within
 
@@ -118,7 +119,8 @@ class AsyncConsumer:
                                        retry_backoff_ms=c["retry.backoff.ms"],
                                        reconnect_backoff_ms=c["reconnect.backoff.ms"],
                                        reconnect_backoff_max_ms=c["reconnect.backoff.max.ms"],
-                                       metadata_max_age_ms=c["metadata.max.age.ms"])
+                                       metadata_max_age_ms=c["metadata.max.age.ms"],
+                                       security=security_of(c))
         self._wake = asyncio.Event()
         self._metadata_needed = asyncio.Event()
         client_id = c["client.id"] or default_client_id("consumer", self.group_id)

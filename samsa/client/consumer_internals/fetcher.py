@@ -139,7 +139,8 @@ class Fetcher:
         broker = self.cluster.brokers[node_id]
         conn = BrokerConnection(broker.host, broker.port, self.cluster.client_id,
                                 request_timeout_ms=self.request_timeout_ms,
-                                connect_timeout_ms=self.cluster.connect_timeout_ms)
+                                connect_timeout_ms=self.cluster.connect_timeout_ms,
+                                security=self.cluster.security)
         await conn.connect()
         self._conns[node_id] = conn
         return conn

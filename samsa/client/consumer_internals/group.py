@@ -142,7 +142,8 @@ class GroupMember:
             raise errors.error_for(found["error_code"], found.get("error_message") or "")
         coordinator = BrokerConnection(found["host"], found["port"], cluster.client_id,
                                        request_timeout_ms=self.request_timeout_ms,
-                                       connect_timeout_ms=cluster.connect_timeout_ms)
+                                       connect_timeout_ms=cluster.connect_timeout_ms,
+                                       security=cluster.security)
         await coordinator.connect()
         self.coordinator_id = found["node_id"]
         log.info("Discovered group coordinator %s:%d (id: %d) for group %s", found["host"], found["port"],

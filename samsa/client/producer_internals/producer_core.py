@@ -28,6 +28,7 @@ from samsa.client.producer_internals.producer_metrics import ProducerMetrics
 from samsa.client.producer_internals.sender import Sender
 from samsa.client.producer_internals.transactions import IllegalStateError, TransactionManager
 from samsa.client.types import RecordMetadata
+from samsa.client.security import security_of
 from samsa.protocol import compression, errors
 from samsa.protocol.records import RECORD_OVERHEAD_MAX, estimate_record_size
 from samsa.serialization import SerializationError, default_serialize
@@ -77,7 +78,8 @@ class ProducerCore:
                                        bootstrap_timeout_ms=c["max.block.ms"], retry_backoff_ms=c["retry.backoff.ms"],
                                        reconnect_backoff_ms=c["reconnect.backoff.ms"],
                                        reconnect_backoff_max_ms=c["reconnect.backoff.max.ms"],
-                                       metadata_max_age_ms=c["metadata.max.age.ms"])
+                                       metadata_max_age_ms=c["metadata.max.age.ms"],
+                                       security=security_of(c))
         codec = compression.codec_id(c["compression.type"])
         level_key = {compression.GZIP: "compression.gzip.level", compression.LZ4: "compression.lz4.level",
                      compression.ZSTD: "compression.zstd.level"}.get(codec)

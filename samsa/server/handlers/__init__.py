@@ -20,6 +20,8 @@ from samsa.coordinator.groups import GroupCoordinator
 from samsa.coordinator.transactions import TransactionCoordinator
 from samsa.protocol import api
 from samsa.protocol.api_keys import ApiKey
+from samsa.security.acl import Authorizer
+from samsa.security.quotas import QuotaManager
 from samsa.server.metrics.counters import BrokerTopicStats
 from samsa.storage.manager import LogManager
 
@@ -38,6 +40,10 @@ class Services(Protocol):
     groups: GroupCoordinator
     stats: BrokerTopicStats | None  # BrokerTopicMetrics, when the broker's metrics are on
     txn: TransactionCoordinator
+    authorizer: Authorizer | None  # None without authorizer.class.name: every check passes
+    quotas: QuotaManager | None    # client quotas (producer/consumer byte rates, request percentage, mutations)
+
+    def reload_quotas(self) -> None: ...
 
     def alive_brokers(self) -> list[BrokerInfo]: ...
 
@@ -69,9 +75,11 @@ def handles(api_key: ApiKey, min_version: int | None = None, max_version: int | 
 
 
 from samsa.server.handlers import (  # noqa: E402,F401  (registration side effects)
+    acls,
     admin_configs,
     admin_topics,
     api_versions,
+    client_quotas,
     cluster,
     fetch,
     groups,
@@ -80,5 +88,7 @@ from samsa.server.handlers import (  # noqa: E402,F401  (registration side effec
     produce,
     producer_ids,
     replication,
+    sasl,
+    scram,
     transactions,
 )

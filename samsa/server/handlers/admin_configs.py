@@ -6,12 +6,24 @@ from samsa.protocol import errors
 from samsa.broker_config import BROKER_KEYS, BROKER_SYNONYMS, TOPIC_KEYS, format_value
 from samsa.protocol.api_keys import ApiKey
 from samsa.server.handlers import handles
+from samsa.server.handlers.authz import RT, Op, allowed, allowed_cluster
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 # ConfigSource
 TOPIC_CONFIG, DYNAMIC_BROKER, DYNAMIC_DEFAULT_BROKER, STATIC_BROKER, DEFAULT = 1, 2, 3, 4, 5
 CONFIG_TYPES = {"bool": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list": 7, "password": 9}
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def _authorize(ctx, operation: int, rtype: int, rname: str) -> None:
+    """DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic, or on the cluster for a broker (Kafka's checks)."""
+    if ctx.broker.authorizer is None:
+        return
+    if rtype == TOPIC:
+        if not allowed(ctx, operation, RT.TOPIC, rname):
+            raise errors.TopicAuthorizationFailedError(f"Not authorized to access topic {rname}")
+    elif rtype in (BROKER, BROKER_LOGGER) and not allowed_cluster(ctx, operation):
+        raise errors.ClusterAuthorizationFailedError("Not authorized to access the cluster's configs")
 
 
 def broker_synonyms(broker, name: str) -> list[dict]:
@@ -36,8 +48,12 @@ def broker_synonyms(broker, name: str) -> list[dict]:
 
 def _entry(name: str, value, key_type: str, synonyms: list[dict], read_only: bool) -> dict:
     source = synonyms[0]["source"] if synonyms else DEFAULT
+    sensitive = key_type == "password"  # Kafka never tells a password's value
+    if sensitive:
+        value = None
+        synonyms = [{**s, "value": None} for s in synonyms]
     return {"name": name, "value": format_value(value), "read_only": read_only, "is_default": source == DEFAULT,
-            "config_source": source, "is_sensitive": False, "synonyms": synonyms,
+            "config_source": source, "is_sensitive": sensitive, "synonyms": synonyms,
             "config_type": CONFIG_TYPES[key_type], "documentation": None}
 
 
@@ -95,6 +111,7 @@ def describe_configs(ctx, req: dict) -> dict:
         result = {"error_code": 0, "error_message": None, "resource_type": rtype, "resource_name": rname,
                   "configs": []}
         try:
+            _authorize(ctx, Op.DESCRIBE_CONFIGS, rtype, rname)
             synonyms = req.get("include_synonyms", False)
             if rtype == TOPIC:
                 if rname not in broker.metadata.topics:
@@ -137,6 +154,7 @@ def _alter(ctx, req: dict, incremental: bool) -> dict:
         rtype, rname = r["resource_type"], r["resource_name"]
         result = {"error_code": 0, "error_message": None, "resource_type": rtype, "resource_name": rname}
         try:
+            _authorize(ctx, Op.ALTER_CONFIGS, rtype, rname)
             if incremental:
                 new = _current(broker, rtype, rname)
                 for c in r["configs"]:

@@ -3,6 +3,7 @@
 from samsa.protocol import errors
 from samsa.protocol.api_keys import ApiKey
 from samsa.server.handlers import handles
+from samsa.server.handlers.authz import RT, Op, allowed, allowed_cluster
 from samsa.server.handlers.admin_configs import topic_entries
 
 
@@ -17,6 +18,8 @@ async def create_topics(ctx, req: dict) -> dict:
     for t in req["topics"]:
         name = t["name"]
         try:
+            if not (allowed_cluster(ctx, Op.CREATE) or allowed(ctx, Op.CREATE, RT.TOPIC, name)):
+                raise errors.TopicAuthorizationFailedError("Authorization failed.")
             assignments = {a["partition_index"]: a["broker_ids"] for a in t["assignments"]}
             configs = {c["name"]: c["value"] for c in t["configs"] if c["value"] is not None}
             topic = await broker.admin.create_topic_requested(
@@ -48,6 +51,8 @@ def delete_topics(ctx, req: dict) -> dict:
         try:
             if name is None:
                 raise errors.UnknownTopicIdError("no topic has this id")
+            if not allowed(ctx, Op.DELETE, RT.TOPIC, name):
+                raise errors.TopicAuthorizationFailedError("Authorization failed.")
             topic = broker.metadata.topics.get(name)
             entry["topic_id"] = topic.topic_id if topic else entry["topic_id"]
             broker.admin.delete_topic(name)
@@ -62,6 +67,8 @@ async def create_partitions(ctx, req: dict) -> dict:
     results = []
     for t in req["topics"]:
         try:
+            if not allowed(ctx, Op.ALTER, RT.TOPIC, t["name"]):
+                raise errors.TopicAuthorizationFailedError("Authorization failed.")
             assignments = [a["broker_ids"] for a in t["assignments"]] if t["assignments"] else None
             await ctx.broker.admin.create_partitions(t["name"], t["count"], assignments, req["validate_only"])
             results.append({"name": t["name"], "error_code": 0, "error_message": None})

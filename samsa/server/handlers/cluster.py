@@ -6,6 +6,7 @@ from samsa.protocol import errors
 from samsa.protocol.acl import ResourceType, authorized_operations
 from samsa.protocol.api_keys import ApiKey
 from samsa.server.handlers import handles
+from samsa.server.handlers.authz import RT, Op, allowed, allowed_cluster, operations
 
 
 @handles(ApiKey.DESCRIBE_CLUSTER)
@@ -17,16 +18,23 @@ def describe_cluster(ctx, req: dict) -> dict:
     return {
         "throttle_time_ms": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
         "cluster_id": broker.store.cluster_id, "controller_id": broker.controller_id,
-        "brokers": [{"broker_id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
-                    for b in broker.alive_brokers()],
-        "cluster_authorized_operations": authorized_operations(
-            ResourceType.CLUSTER, req.get("include_cluster_authorized_operations", False)),
+        "brokers": [{"broker_id": b.id, "host": e[0], "port": e[1], "rack": b.rack}
+                    for b in broker.alive_brokers() if (e := b.endpoint(ctx.connection.listener)) is not None],
+        "cluster_authorized_operations": _cluster_operations(ctx, req.get("include_cluster_authorized_operations",
+                                                                           False)),
     }
+
+
+def _cluster_operations(ctx, requested: bool) -> int:
+    ops = operations(ctx, RT.CLUSTER, "kafka-cluster", requested)
+    return authorized_operations(ResourceType.CLUSTER, requested) if ops is None else ops
 
 
 @handles(ApiKey.DESCRIBE_LOG_DIRS)
 def describe_log_dirs(ctx, req: dict) -> dict:
     broker = ctx.broker
+    if not allowed_cluster(ctx, Op.DESCRIBE):  # Kafka: DESCRIBE on the cluster, else no directories
+        return {"throttle_time_ms": 0, "error_code": errors.E_CLUSTER_AUTHORIZATION_FAILED, "results": []}
     wanted = None
     if req["topics"] is not None:
         wanted = {(t["topic"], p) for t in req["topics"] for p in t["partitions"]}
@@ -54,9 +62,12 @@ def delete_records(ctx, req: dict) -> dict:
     topics = []
     for t in req["topics"]:
         parts = []
+        deletable = allowed(ctx, Op.DELETE, RT.TOPIC, t["name"])
         for p in t["partitions"]:
             index = p["partition_index"]
             try:
+                if not deletable:
+                    raise errors.TopicAuthorizationFailedError(f"Not authorized to delete records of {t['name']}")
                 partition = broker.replicas.partition(t["name"], index)
                 offset = p["offset"]
                 hw = partition.high_watermark

@@ -16,6 +16,7 @@ from samsa.protocol import errors
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.batch import iter_headers
 from samsa.server.handlers import handles
+from samsa.server.handlers.authz import RT, Op, allowed, allowed_cluster
 
 INT32_MAX = 2147483647
 READ_COMMITTED = 1
@@ -105,10 +106,35 @@ def check_leader_epoch(partition, epoch: int) -> None:
 @handles(ApiKey.FETCH, 4, 17)
 def fetch(ctx, req: dict):
     broker = ctx.broker
+    if broker.authorizer is not None:
+        refused = _unauthorized(ctx, req)
+        if refused:
+            responses = collect(broker, req, ctx.version)[0]
+            return _body(broker, req, ctx.version, refused + responses)
     responses, total, touched = collect(broker, req, ctx.version)
     if total >= req["min_bytes"] or req["max_wait_ms"] <= 0 or not touched or _any_error(responses):
         return _body(broker, req, ctx.version, responses)
     return _long_poll(ctx, req, touched)
+
+
+def _unauthorized(ctx, req: dict) -> list:
+    """A follower's fetch needs CLUSTER_ACTION; a consumer's READ on each topic. The refused
+    topics leave the request and come back as TOPIC_AUTHORIZATION_FAILED."""
+    version = ctx.version
+    replica_id = (req["replica_state"] or {}).get("replica_id", -1) if version >= 15 else req["replica_id"]
+    topics = ctx.broker.metadata.topic_ids
+    if replica_id >= 0:
+        if allowed_cluster(ctx, Op.CLUSTER_ACTION):
+            return []
+        denied = list(req["topics"])
+    else:
+        denied = [t for t in req["topics"]
+                  if not allowed(ctx, Op.READ, RT.TOPIC, t.get("topic") if version <= 12
+                                 else topics.get(t["topic_id"], ""))]
+    req["topics"] = [t for t in req["topics"] if t not in denied]
+    code = errors.E_TOPIC_AUTHORIZATION_FAILED if replica_id < 0 else errors.E_CLUSTER_AUTHORIZATION_FAILED
+    return [{"topic": t.get("topic"), "topic_id": t.get("topic_id"),
+             "partitions": [_partition_error(p["partition"], code) for p in t["partitions"]]} for t in denied]
 
 
 def _any_error(responses: list) -> bool:

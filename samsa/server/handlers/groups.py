@@ -17,6 +17,7 @@ from samsa.protocol import errors
 from samsa.protocol.acl import ResourceType, authorized_operations
 from samsa.protocol.api_keys import ApiKey
 from samsa.server.handlers import handles
+from samsa.server.handlers.authz import CLUSTER_NAME, RT, Op, allowed, operations, quietly_allowed
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
 
@@ -31,19 +32,28 @@ async def _later(reply: Awaitable[Any], to_wire: Callable[[Any], dict]) -> dict:
 
 
 def _coordinator(ctx, key: str, key_type: int) -> dict:
+    if ctx.broker.authorizer is not None:
+        if key_type == TRANSACTION_KEY and not allowed(ctx, Op.DESCRIBE, RT.TRANSACTIONAL_ID, key):
+            return {"key": key, "node_id": -1, "host": "", "port": -1,
+                    "error_code": errors.E_TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "error_message": None}
+        if key_type == GROUP_KEY and not allowed(ctx, Op.DESCRIBE, RT.GROUP, key):
+            return {"key": key, "node_id": -1, "host": "", "port": -1,
+                    "error_code": errors.E_GROUP_AUTHORIZATION_FAILED, "error_message": None}
     try:
         if key_type == TRANSACTION_KEY:
             if not key:
                 raise errors.InvalidRequestError("transactional id must not be empty")
             b = ctx.broker.txn.coordinator_for(key)
-            return {"key": key, "node_id": b.id, "host": b.host, "port": b.port, "error_code": 0,
+            host, port = b.endpoint(ctx.connection.listener) or (b.host, b.port)
+            return {"key": key, "node_id": b.id, "host": host, "port": port, "error_code": 0,
                     "error_message": None}
         if key_type != GROUP_KEY:
             raise errors.InvalidRequestError(f"unknown coordinator key type {key_type}")
         if not key:
             raise errors.InvalidGroupIdError("group id must not be empty")
         b = ctx.broker.groups.coordinator_for(key)
-        return {"key": key, "node_id": b.id, "host": b.host, "port": b.port, "error_code": 0, "error_message": None}
+        host, port = b.endpoint(ctx.connection.listener) or (b.host, b.port)
+        return {"key": key, "node_id": b.id, "host": host, "port": port, "error_code": 0, "error_message": None}
     except errors.KafkaError as e:
         return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": e.code, "error_message": e.message}
 
@@ -74,6 +84,8 @@ def _join_wire(r: JoinResult) -> dict:
 
 @handles(ApiKey.JOIN_GROUP)
 def join_group(ctx, req: dict):
+    if not allowed(ctx, Op.READ, RT.GROUP, req["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": errors.E_GROUP_AUTHORIZATION_FAILED}
     v = ctx.version
     result = ctx.broker.groups.join(JoinRequest(
         group_id=req["group_id"], member_id=req["member_id"], group_instance_id=req.get("group_instance_id"),
@@ -92,6 +104,8 @@ def _sync_wire(r: SyncResult) -> dict:
 
 @handles(ApiKey.SYNC_GROUP)
 def sync_group(ctx, req: dict):
+    if not allowed(ctx, Op.READ, RT.GROUP, req["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": errors.E_GROUP_AUTHORIZATION_FAILED}
     result = ctx.broker.groups.sync(SyncRequest(
         group_id=req["group_id"], member_id=req["member_id"], generation_id=req["generation_id"],
         group_instance_id=req.get("group_instance_id"), protocol_type=req.get("protocol_type"),
@@ -104,6 +118,8 @@ def sync_group(ctx, req: dict):
 
 @handles(ApiKey.HEARTBEAT)
 def heartbeat(ctx, req: dict) -> dict:
+    if not allowed(ctx, Op.READ, RT.GROUP, req["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": errors.E_GROUP_AUTHORIZATION_FAILED}
     code = ctx.broker.groups.heartbeat(HeartbeatRequest(req["group_id"], req["member_id"], req["generation_id"],
                                                         req.get("group_instance_id")))
     return {"throttle_time_ms": 0, "error_code": code}
@@ -111,6 +127,8 @@ def heartbeat(ctx, req: dict) -> dict:
 
 @handles(ApiKey.LEAVE_GROUP)
 def leave_group(ctx, req: dict) -> dict:
+    if not allowed(ctx, Op.READ, RT.GROUP, req["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": errors.E_GROUP_AUTHORIZATION_FAILED}
     if ctx.version <= 2:
         error, codes = ctx.broker.groups.leave(req["group_id"], [LeavingMember(req["member_id"])])
         return {"throttle_time_ms": 0, "error_code": error or codes[0]}
@@ -125,6 +143,10 @@ def leave_group(ctx, req: dict) -> dict:
 
 @handles(ApiKey.OFFSET_COMMIT)
 async def offset_commit(ctx, req: dict) -> dict:
+    if ctx.broker.authorizer is not None:
+        refused = _commit_refused(ctx, req)
+        if refused is not None:
+            return refused
     entries = [OffsetCommitEntry(t["name"], p["partition_index"], p["committed_offset"],
                                  p.get("committed_leader_epoch", -1), p.get("committed_metadata") or "")
                for t in req["topics"] for p in t["partitions"]]
@@ -136,11 +158,31 @@ async def offset_commit(ctx, req: dict) -> dict:
                                            for p in t["partitions"]]} for t in req["topics"]]}
 
 
+def _commit_refused(ctx, req: dict) -> dict | None:
+    """READ on the group, then READ on each topic (Kafka's OffsetCommit checks)."""
+    if not allowed(ctx, Op.READ, RT.GROUP, req["group_id"]):
+        codes = {t["name"]: errors.E_GROUP_AUTHORIZATION_FAILED for t in req["topics"]}
+    else:
+        codes = {t["name"]: errors.E_TOPIC_AUTHORIZATION_FAILED for t in req["topics"]
+                 if not allowed(ctx, Op.READ, RT.TOPIC, t["name"])}
+    if not codes:
+        return None
+    return {"throttle_time_ms": 0, "topics": [
+        {"name": t["name"], "partitions": [{"partition_index": p["partition_index"],
+                                            "error_code": codes.get(t["name"], errors.E_TOPIC_AUTHORIZATION_FAILED
+                                                                    if codes else 0)}
+                                           for p in t["partitions"]]} for t in req["topics"]]}
+
+
 def _fetch_offsets(ctx, group_id: str, topics: list[dict] | None, require_stable: bool = False
                    ) -> tuple[int, list[dict]]:
     wanted = None if topics is None else {t["name"]: t["partition_indexes"] for t in topics}
     groups = ctx.broker.groups
+    if not allowed(ctx, Op.DESCRIBE, RT.GROUP, group_id):
+        return errors.E_GROUP_AUTHORIZATION_FAILED, []
     error, found = groups.fetch_offsets(group_id, wanted)
+    if ctx.broker.authorizer is not None:
+        found = [(topic, parts) for topic, parts in found if quietly_allowed(ctx, Op.DESCRIBE, RT.TOPIC, topic)]
 
     def entry(topic: str, p: int, o) -> dict:
         if require_stable and groups.unstable(group_id, (topic, p)):  # an open transaction holds an offset
@@ -176,9 +218,12 @@ def list_groups(ctx, req: dict) -> dict:
     types = {t.lower() for t in req.get("types_filter") or []}
     if types and "classic" not in types:  # every group here is a classic group (no KIP-848, no share groups)
         return {"throttle_time_ms": 0, "error_code": 0, "groups": []}
+    groups = ctx.broker.groups.list_groups(req.get("states_filter"))
+    if ctx.broker.authorizer is not None and not quietly_allowed(ctx, Op.DESCRIBE, RT.CLUSTER, CLUSTER_NAME):
+        groups = [g for g in groups if quietly_allowed(ctx, Op.DESCRIBE, RT.GROUP, g.group_id)]  # as Kafka filters
     return {"throttle_time_ms": 0, "error_code": 0, "groups": [
         {"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state.value,
-         "group_type": "classic"} for g in ctx.broker.groups.list_groups(req.get("states_filter"))]}
+         "group_type": "classic"} for g in groups]}
 
 
 def _describe_wire(d: GroupDescription, operations: int) -> dict:
@@ -194,34 +239,58 @@ def _describe_wire(d: GroupDescription, operations: int) -> dict:
 
 @handles(ApiKey.DESCRIBE_GROUPS)
 def describe_groups(ctx, req: dict) -> dict:
-    ops = authorized_operations(ResourceType.GROUP, req.get("include_authorized_operations", False))
-    return {"throttle_time_ms": 0, "groups": [_describe_wire(ctx.broker.groups.describe(g), ops)
-                                              for g in req["groups"]]}
+    requested = req.get("include_authorized_operations", False)
+    if ctx.broker.authorizer is None:
+        ops = authorized_operations(ResourceType.GROUP, requested)
+        return {"throttle_time_ms": 0, "groups": [_describe_wire(ctx.broker.groups.describe(g), ops)
+                                                  for g in req["groups"]]}
+    out = []
+    for g in req["groups"]:
+        if not allowed(ctx, Op.DESCRIBE, RT.GROUP, g):
+            out.append({"error_code": errors.E_GROUP_AUTHORIZATION_FAILED, "group_id": g, "group_state": "",
+                        "protocol_type": "", "protocol_data": "", "members": []})
+            continue
+        ops = operations(ctx, RT.GROUP, g, requested)
+        out.append(_describe_wire(ctx.broker.groups.describe(g),
+                                  authorized_operations(ResourceType.GROUP, False) if ops is None else ops))
+    return {"throttle_time_ms": 0, "groups": out}
 
 
 @handles(ApiKey.DELETE_GROUPS)
 async def delete_groups(ctx, req: dict) -> dict:
-    results = await ctx.broker.groups.delete_groups(req["groups_names"])
-    return {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": code} for g, code in results]}
+    names = req["groups_names"]
+    denied = [] if ctx.broker.authorizer is None else [g for g in names if not allowed(ctx, Op.DELETE, RT.GROUP, g)]
+    wanted = [g for g in names if g not in denied]
+    results = dict(await ctx.broker.groups.delete_groups(wanted)) if wanted else {}
+    results.update((g, errors.E_GROUP_AUTHORIZATION_FAILED) for g in denied)
+    return {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": results[g]} for g in dict.fromkeys(names)]}
 
 
 @handles(ApiKey.OFFSET_DELETE)
 async def offset_delete(ctx, req: dict) -> dict:
     """Partitions that do not exist answer UNKNOWN_TOPIC_OR_PARTITION; the coordinator sees the rest.
     A group error leaves the partitions out, as Kafka does."""
+    secured = ctx.broker.authorizer is not None
+    if secured and not allowed(ctx, Op.DELETE, RT.GROUP, req["group_id"]):
+        return {"error_code": errors.E_GROUP_AUTHORIZATION_FAILED, "throttle_time_ms": 0, "topics": []}
     known: list[tuple[str, int]] = []
-    unknown: list[tuple[str, int]] = []
+    refused: list[tuple[tuple[str, int], int]] = []
     for t in req["topics"]:
         info = ctx.broker.metadata.topics.get(t["name"])
+        readable = not secured or allowed(ctx, Op.READ, RT.TOPIC, t["name"])
         for p in t["partitions"]:
-            exists = info is not None and p["partition_index"] in info.partitions
-            (known if exists else unknown).append((t["name"], p["partition_index"]))
+            tp = (t["name"], p["partition_index"])
+            if not readable:
+                refused.append((tp, errors.E_TOPIC_AUTHORIZATION_FAILED))
+            elif info is not None and p["partition_index"] in info.partitions:
+                known.append(tp)
+            else:
+                refused.append((tp, errors.E_UNKNOWN_TOPIC_OR_PARTITION))
     error, codes = await ctx.broker.groups.delete_offsets(req["group_id"], known)
     if error:
         return {"error_code": error, "throttle_time_ms": 0, "topics": []}
     by_name: dict[str, dict] = {}
-    for (name, index), code in [*zip(known, codes),
-                                *((tp, errors.E_UNKNOWN_TOPIC_OR_PARTITION) for tp in unknown)]:
+    for (name, index), code in [*zip(known, codes), *refused]:
         entry = by_name.setdefault(name, {"name": name, "partitions": []})
         entry["partitions"].append({"partition_index": index, "error_code": code})
     return {"error_code": 0, "throttle_time_ms": 0,

@@ -3,6 +3,7 @@
 from samsa.protocol import errors
 from samsa.protocol.api_keys import ApiKey
 from samsa.server.handlers import handles
+from samsa.server.handlers.authz import RT, Op, allowed
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 
@@ -41,6 +42,8 @@ def list_offsets(ctx, req: dict) -> dict:
         for p in t["partitions"]:
             index = p["partition_index"]
             try:
+                if not allowed(ctx, Op.DESCRIBE, RT.TOPIC, t["name"]):
+                    raise errors.TopicAuthorizationFailedError("Authorization failed.")
                 partition = broker.replicas.partition(t["name"], index)
                 ts, offset = lookup(partition, p["timestamp"], req.get("isolation_level", 0) == 1)
                 entry = {"partition_index": index, "error_code": 0, "timestamp": ts, "offset": offset,

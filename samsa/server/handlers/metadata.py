@@ -1,10 +1,11 @@
 """Metadata (3): brokers, controller, topics and who leads each partition."""
 
 from samsa.protocol import errors
-from samsa.protocol.acl import OPERATIONS_NOT_REQUESTED, ResourceType, authorized_operations
+from samsa.protocol.acl import OPERATIONS_NOT_REQUESTED, ResourceType, authorized_operations  # noqa: F401
 from samsa.protocol.names import validate_topic_name
 from samsa.protocol.api_keys import ApiKey
 from samsa.server.handlers import handles
+from samsa.server.handlers.authz import RT, Op, allowed, allowed_cluster, operations, quietly_allowed
 
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 
@@ -34,13 +35,20 @@ def topic_entry(broker, name: str, topic_id: bytes | None = None, error: int = 0
             "topic_authorized_operations": operations}
 
 
+def _ops(ctx, name: str, default: int) -> int:
+    ops = operations(ctx, RT.TOPIC, name, default != OPERATIONS_NOT_REQUESTED)
+    return default if ops is None else ops
+
+
 @handles(ApiKey.METADATA)
 def metadata(ctx, req: dict) -> dict:
     broker = ctx.broker
     requested = req["topics"]
     ops = authorized_operations(ResourceType.TOPIC, req.get("include_topic_authorized_operations", False))
+    secured = broker.authorizer is not None
     if requested is None or (ctx.version == 0 and not requested):
-        topics = [topic_entry(broker, name, operations=ops) for name in sorted(broker.metadata.topics)]
+        topics = [topic_entry(broker, name, operations=_ops(ctx, name, ops)) for name in sorted(broker.metadata.topics)
+                  if not secured or quietly_allowed(ctx, Op.DESCRIBE, RT.TOPIC, name)]
     else:
         allow_create = req.get("allow_auto_topic_creation", True) if ctx.version >= 4 else True
         topics = []
@@ -51,7 +59,14 @@ def metadata(ctx, req: dict) -> dict:
                 if name is None:
                     topics.append(topic_entry(broker, None, t["topic_id"], errors.E_UNKNOWN_TOPIC_ID))
                     continue
+            if secured and not allowed(ctx, Op.DESCRIBE, RT.TOPIC, name):
+                topics.append(topic_entry(broker, name, error=errors.E_TOPIC_AUTHORIZATION_FAILED))
+                continue
             if name not in broker.metadata.topics:
+                if secured and allow_create and not (allowed_cluster(ctx, Op.CREATE)
+                                                     or allowed(ctx, Op.CREATE, RT.TOPIC, name)):
+                    topics.append(topic_entry(broker, name, error=errors.E_TOPIC_AUTHORIZATION_FAILED))
+                    continue
                 try:
                     validate_topic_name(name)
                 except errors.InvalidTopicError:
@@ -59,11 +74,11 @@ def metadata(ctx, req: dict) -> dict:
                     continue
                 if allow_create:
                     broker.admin.auto_create_topic(name)
-            topics.append(topic_entry(broker, name, operations=ops))
+            topics.append(topic_entry(broker, name, operations=_ops(ctx, name, ops)))
     return {
         "throttle_time_ms": 0,
-        "brokers": [{"node_id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
-                    for b in broker.alive_brokers()],
+        "brokers": [{"node_id": b.id, "host": e[0], "port": e[1], "rack": b.rack}
+                    for b in broker.alive_brokers() if (e := b.endpoint(ctx.connection.listener)) is not None],
         "cluster_id": broker.store.cluster_id,
         "controller_id": broker.controller_id,
         "topics": topics,

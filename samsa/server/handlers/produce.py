@@ -14,6 +14,7 @@ from samsa.clock import now_ms
 from samsa.protocol import batch, errors, records
 from samsa.protocol.api_keys import ApiKey
 from samsa.server.handlers import handles
+from samsa.server.handlers.authz import RT, Op, allowed
 
 log = logging.getLogger(__name__)
 
@@ -185,9 +186,43 @@ async def _verified_produce(ctx, req: dict, transactional_id: str):
 @handles(ApiKey.PRODUCE, 0, 11)
 def produce(ctx, req: dict):
     txn_id = req.get("transactional_id")
+    if ctx.broker.authorizer is not None:
+        denied = _unauthorized(ctx, req, txn_id)
+        if denied is not None:
+            return denied
     if txn_id is not None and not ctx.broker.txn.is_local(txn_id):
         return _verified_produce(ctx, req, txn_id)
     return _produce(ctx, req, None)
+
+
+def _unauthorized(ctx, req: dict, txn_id: str | None) -> dict | None:
+    """WRITE on each topic (and on the transactional id): a refused topic's partitions get
+    TOPIC_AUTHORIZATION_FAILED and the rest of the request is written, as Kafka does."""
+    if txn_id is not None and not allowed(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, txn_id):
+        code = errors.E_TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        return {"throttle_time_ms": 0, "responses": [
+            {"name": t["name"], "partition_responses": [{"index": p["index"], "error_code": code, "base_offset": -1}
+                                                        for p in t["partition_data"]]} for t in req["topic_data"]]}
+    denied = [t for t in req["topic_data"] if not allowed(ctx, Op.WRITE, RT.TOPIC, t["name"])]
+    if not denied:
+        return None
+    req["topic_data"] = [t for t in req["topic_data"] if t not in denied]
+    refused = [{"name": t["name"], "partition_responses": [
+        {"index": p["index"], "error_code": errors.E_TOPIC_AUTHORIZATION_FAILED, "base_offset": -1}
+        for p in t["partition_data"]]} for t in denied]
+    if req["acks"] == 0:
+        ctx.connection.close("an acks=0 produce was not authorized")
+        return None
+    result = _produce(ctx, req, None) if req["topic_data"] else {"responses": [], "throttle_time_ms": 0}
+    if isinstance(result, dict):
+        result["responses"] = refused + result["responses"]
+        return result
+
+    async def later() -> dict:
+        body = await result
+        body["responses"] = refused + body["responses"]
+        return body
+    return later()
 
 
 def _produce(ctx, req: dict, refused: dict[tuple[str, int], int] | None):

@@ -9,6 +9,7 @@ PRODUCER_FENCED (KIP-588).
 from samsa.protocol import errors
 from samsa.protocol.api_keys import ApiKey
 from samsa.server.handlers import handles
+from samsa.server.handlers.authz import CLUSTER_NAME, RT, Op, allowed, allowed_by_type, quietly_allowed
 from samsa.server.handlers.transactions import fenced_as
 
 MAX_EPOCH = 32767
@@ -18,6 +19,14 @@ MAX_EPOCH = 32767
 async def init_producer_id(ctx, req: dict) -> dict:
     pid, epoch = req.get("producer_id", -1), req.get("producer_epoch", -1)
     txn_id = req["transactional_id"]
+    if ctx.broker.authorizer is not None:
+        if txn_id is not None and not allowed(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, txn_id):
+            return {"error_code": errors.E_TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "producer_id": -1,
+                    "producer_epoch": -1, "throttle_time_ms": 0}
+        if txn_id is None and not (quietly_allowed(ctx, Op.IDEMPOTENT_WRITE, RT.CLUSTER, CLUSTER_NAME)
+                                   or allowed_by_type(ctx, Op.WRITE, RT.TOPIC)):
+            return {"error_code": errors.E_CLUSTER_AUTHORIZATION_FAILED, "producer_id": -1,
+                    "producer_epoch": -1, "throttle_time_ms": 0}
     if txn_id is not None:
         try:
             pid, epoch = await ctx.broker.txn.init_producer_id(txn_id, req["transaction_timeout_ms"], pid, epoch)

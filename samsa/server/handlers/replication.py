@@ -6,6 +6,7 @@ from __future__ import annotations
 from samsa.protocol import errors
 from samsa.protocol.api_keys import ApiKey
 from samsa.server.handlers import handles
+from samsa.server.handlers.authz import RT, Op, allowed, allowed_cluster
 from samsa.server.handlers.fetch import check_leader_epoch
 from samsa.storage.leader_epoch import UNDEFINED
 
@@ -13,12 +14,19 @@ from samsa.storage.leader_epoch import UNDEFINED
 @handles(ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, 4)
 def offset_for_leader_epoch(ctx, req: dict) -> dict:
     broker = ctx.broker
+    follower = req.get("replica_id", -1) >= 0  # v3+: a follower needs CLUSTER_ACTION, a client DESCRIBE on topics
+    cluster_refused = follower and not allowed_cluster(ctx, Op.CLUSTER_ACTION)
     topics = []
     for t in req["topics"]:
         parts = []
+        readable = follower or allowed(ctx, Op.DESCRIBE, RT.TOPIC, t["topic"])
         for p in t["partitions"]:
             entry = {"partition": p["partition"], "error_code": 0, "leader_epoch": UNDEFINED, "end_offset": UNDEFINED}
             try:
+                if cluster_refused:
+                    raise errors.ClusterAuthorizationFailedError("Not authorized as a replica")
+                if not readable:
+                    raise errors.TopicAuthorizationFailedError(f"Not authorized to describe {t['topic']}")
                 partition = broker.replicas.partition(t["topic"], p["partition"])
                 check_leader_epoch(partition, p.get("current_leader_epoch", -1))
                 plog = partition.log
@@ -41,6 +49,14 @@ async def elect_leaders(ctx, req: dict) -> dict:
         wanted = [(t, i) for t, info in broker.metadata.topics.items() for i in info.partitions]
     else:
         wanted = [(t["topic"], i) for t in req["topic_partitions"] for i in t["partitions"]]
+    if not allowed_cluster(ctx, Op.ALTER):
+        code = errors.E_CLUSTER_AUTHORIZATION_FAILED
+        by: dict[str, list[dict]] = {}
+        for topic, index in wanted:
+            by.setdefault(topic, []).append({"partition_id": index, "error_code": code,
+                                             "error_message": errors.error_name(code)})
+        return {"throttle_time_ms": 0, "error_code": code,
+                "replica_election_results": [{"topic": t, "partition_result": ps} for t, ps in by.items()]}
     election = req.get("election_type", PREFERRED) if ctx.version >= 1 else PREFERRED
     if election not in (PREFERRED, UNCLEAN):
         return {"throttle_time_ms": 0, "error_code": errors.E_INVALID_REQUEST, "replica_election_results": []}
@@ -57,6 +73,9 @@ async def elect_leaders(ctx, req: dict) -> dict:
 @handles(ApiKey.ALTER_PARTITION_REASSIGNMENTS)
 async def alter_partition_reassignments(ctx, req: dict) -> dict:
     broker = ctx.broker
+    if not allowed_cluster(ctx, Op.ALTER):
+        return {"throttle_time_ms": 0, "error_code": errors.E_CLUSTER_AUTHORIZATION_FAILED,
+                "error_message": "Not authorized to alter the cluster", "responses": []}
     alive = {b.id for b in broker.alive_brokers()}
     out = []
     for t in req["topics"]:
@@ -84,6 +103,9 @@ async def alter_partition_reassignments(ctx, req: dict) -> dict:
 @handles(ApiKey.LIST_PARTITION_REASSIGNMENTS)
 def list_partition_reassignments(ctx, req: dict) -> dict:
     broker = ctx.broker
+    if not allowed_cluster(ctx, Op.DESCRIBE):
+        return {"throttle_time_ms": 0, "error_code": errors.E_CLUSTER_AUTHORIZATION_FAILED,
+                "error_message": "Not authorized to describe the cluster", "topics": []}
     wanted = req["topics"]
     names = [t["name"] for t in wanted] if wanted is not None else sorted(broker.metadata.topics)
     out = []
