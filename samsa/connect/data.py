@@ -67,8 +67,8 @@ class Field:
     schema: Schema
 
 
-def struct(name: str | None, optional: bool = False, **fields: Schema) -> Schema:
-    return Schema("struct", optional, name, fields=[Field(k, v) for k, v in fields.items()])
+def struct(schema_name: str | None, optional: bool = False, /, **fields: Schema) -> Schema:
+    return Schema("struct", optional, schema_name, fields=[Field(k, v) for k, v in fields.items()])
 
 
 STRING_SCHEMA = Schema("string")

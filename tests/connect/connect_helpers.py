@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -12,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from broker_process import ROOT, free_port, wait_for_port
+
+HERE = Path(__file__).resolve().parent
 
 
 class WorkerProcess:
@@ -34,9 +37,11 @@ class WorkerProcess:
         self.workdir.mkdir(parents=True, exist_ok=True)
         props = self.workdir / f"worker-{self.port}.properties"
         props.write_text("".join(f"{k}={v}\n" for k, v in self.props.items()))
+        # tests/connect on the path: connector.class may name the test plugins below by Python path
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))}
         self.proc = subprocess.Popen([sys.executable, "-m", "samsa.cli.main", f"connect-{self.mode}", str(props),
                                       *self.connector_files], stdout=open(self.log_path, "ab"),
-                                     stderr=subprocess.STDOUT, cwd=ROOT)
+                                     stderr=subprocess.STDOUT, cwd=ROOT, env=env)
         wait_for_port(self.port, self.proc, timeout=60)
         return self
 
