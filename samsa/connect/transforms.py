@@ -259,12 +259,59 @@ class RecordIsTombstone(Predicate):
         return record.value is None
 
 
+class ExtractNewRecordState(Transformation):
+    """Debezium's ``io.debezium.transforms.ExtractNewRecordState``: a change event becomes its ``after`` row.
+
+    ``drop.tombstones`` (true), ``delete.handling.mode`` (``drop``; ``rewrite`` adds ``__deleted``;
+    ``none`` passes the delete on as a tombstone), ``add.fields`` (envelope or source fields,
+    added as ``__<name>``).
+    """
+
+    def configure(self, props: dict[str, Any]) -> None:
+        self.drop_tombstones = str(props.get("drop.tombstones", "true")).lower() == "true"
+        self.delete_mode = str(props.get("delete.handling.mode", "drop"))
+        if self.delete_mode not in ("drop", "rewrite", "none"):
+            raise ConnectException(f"Invalid value {self.delete_mode} for configuration delete.handling.mode")
+        self.add_fields = _list(props.get("add.fields"))
+
+    def apply(self, record: ConnectRecord) -> ConnectRecord | None:
+        value = record.value
+        if value is None:
+            return None if self.drop_tombstones else record
+        if not isinstance(value, dict) or "op" not in value:
+            return record  # not a change event (a heartbeat or schema change passes unchanged)
+        schema = record.value_schema
+        row_schema = schema.field("after").schema if schema is not None and schema.field("after") else None
+        if value["op"] == "d":
+            if self.delete_mode == "drop":
+                return None
+            if self.delete_mode == "none":
+                return record.new_record(value_schema=None, value=None)
+            row = dict(value.get("before") or {})
+        else:
+            row = dict(value.get("after") or {})
+        extra: list[Field] = []
+        for name in self.add_fields:
+            source = name.startswith("source.")
+            leaf = name.split(".", 1)[1] if source else name
+            container = (value.get("source") or {}) if source else value
+            row["__" + leaf] = container.get(leaf)
+            extra.append(Field("__" + leaf, Schema("int64" if isinstance(row["__" + leaf], int) else "string", True)))
+        if self.delete_mode == "rewrite":
+            row["__deleted"] = "true" if value["op"] == "d" else "false"
+            extra.append(Field("__deleted", OPTIONAL_STRING_SCHEMA))
+        if row_schema is not None and extra:
+            row_schema = Schema("struct", row_schema.optional, row_schema.name, fields=[*row_schema.fields, *extra])
+        return record.new_record(value_schema=row_schema, value=row)
+
+
 def _variant(cls: type, on_key: bool) -> type:
     return type(cls.__name__ + ("$Key" if on_key else "$Value"), (cls,), {"on_key": on_key})
 
 
 TRANSFORMS: dict[str, type] = {PKG + "ValueToKey": ValueToKey, PKG + "TimestampRouter": TimestampRouter,
-                               PKG + "RegexRouter": RegexRouter, PKG + "Filter": Filter}
+                               PKG + "RegexRouter": RegexRouter, PKG + "Filter": Filter,
+                               "io.debezium.transforms.ExtractNewRecordState": ExtractNewRecordState}
 for _cls in (InsertField, ReplaceField, ExtractField):
     for _on_key in (True, False):
         TRANSFORMS[PKG + _cls.__name__ + ("$Key" if _on_key else "$Value")] = _variant(_cls, _on_key)
