@@ -27,6 +27,7 @@ TOOLS = {
     "pipeline": ("samsa.cli.pipeline", "run the activity and payments pipelines on Spark, and feed them"),
     "connect-standalone": ("samsa.cli.connect_standalone", "a Kafka Connect worker on its own (connect-standalone.sh)"),
     "connect-distributed": ("samsa.cli.connect_distributed", "a Kafka Connect worker of a cluster (connect-distributed.sh)"),
+    "mirror-maker": ("samsa.cli.mirror_maker", "MirrorMaker 2: replicate topics and consumer offsets between clusters (connect-mirror-maker.sh)"),
 }
 
 
