@@ -75,3 +75,31 @@ def http(method: str, url: str, body: Any = None) -> tuple[int, Any]:
     except urllib.error.HTTPError as e:
         raw = e.read()
         return e.code, json.loads(raw) if raw else None
+
+
+class MirrorMakerProcess:
+    def __init__(self, workdir: Path, properties: str):
+        self.workdir = workdir
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.config = workdir / "mm2.properties"
+        self.config.write_text(properties)
+        self.log = workdir / "mm2.log"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "MirrorMakerProcess":
+        self.proc = subprocess.Popen([sys.executable, "-m", "samsa.cli.main", "mirror-maker", str(self.config)],
+                                     stdout=open(self.log, "ab"), stderr=subprocess.STDOUT, cwd=ROOT,
+                                     env=dict(os.environ))
+        return self
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.send_signal(signal.SIGKILL)
+                self.proc.wait(10)
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""

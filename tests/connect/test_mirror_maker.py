@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from broker_process import ROOT, BrokerProcess
+from broker_process import BrokerProcess
+from connect_helpers import MirrorMakerProcess
 from waiting import wait_until
 
 from samsa.client.admin import Admin
@@ -40,34 +38,6 @@ offset.lag.max = 0
 session.timeout.ms = 6000
 heartbeat.interval.ms = 1000
 """
-
-
-class MirrorMakerProcess:
-    def __init__(self, workdir: Path, properties: str):
-        self.workdir = workdir
-        workdir.mkdir(parents=True, exist_ok=True)
-        self.config = workdir / "mm2.properties"
-        self.config.write_text(properties)
-        self.log = workdir / "mm2.log"
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> "MirrorMakerProcess":
-        self.proc = subprocess.Popen([sys.executable, "-m", "samsa.cli.main", "mirror-maker", str(self.config)],
-                                     stdout=open(self.log, "ab"), stderr=subprocess.STDOUT, cwd=ROOT,
-                                     env=dict(os.environ))
-        return self
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.send_signal(signal.SIGKILL)
-                self.proc.wait(10)
-
-    def log_text(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
 
 
 @pytest.fixture
