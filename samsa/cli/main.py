@@ -26,6 +26,9 @@ TOOLS = {
     "consumer-perf-test": ("samsa.cli.consumer_perf_test", "measure consumer throughput (kafka-consumer-perf-test.sh)"),
     "console": ("samsa.cli.console", "a web console: brokers, topics, messages, consumer groups and lag"),
     "pipeline": ("samsa.cli.pipeline", "run the activity and payments pipelines on Spark, and feed them"),
+    "connect-standalone": ("samsa.cli.connect_standalone", "a Kafka Connect worker on its own (connect-standalone.sh)"),
+    "connect-distributed": ("samsa.cli.connect_distributed", "a Kafka Connect worker of a cluster (connect-distributed.sh)"),
+    "mirror-maker": ("samsa.cli.mirror_maker", "MirrorMaker 2: replicate topics and consumer offsets between clusters (connect-mirror-maker.sh)"),
 }
 
 

@@ -1,0 +1,1 @@
+"""The connectors Samsa ships: file, PostgreSQL change capture, JDBC sink, MirrorMaker 2's."""
