@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -160,6 +161,7 @@ def main() -> int:
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(30)
+        shutil.rmtree(work, ignore_errors=True)
     loads = ("kcat produce", "kcat consume", "python produce", "python consume")
     print(f"\n{n:,} records of {len(VALUE)} bytes, median of {args.rounds} rounds (records/s; vs PLAINTEXT)\n")
     print("| load | " + " | ".join(PROTOCOLS) + " |")
