@@ -7,6 +7,12 @@ It is the same broker as ``samsa server start``, on its own event loop in a thre
 to an ephemeral loopback port, with its data in a temporary directory unless
 ``log.dirs`` is given. Defaults differ from Kafka's only where one broker needs it:
 ``offsets.topic.replication.factor=1`` and ``group.initial.rebalance.delay.ms=0``.
+
+Secured listeners take the broker's keys (each listener on its own ephemeral port)::
+
+    Broker({"listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+            "ssl.keystore.type": "PEM", "ssl.keystore.location": "broker.pem", ...})
+    broker.bootstrap_servers_of("SASL_SSL")  # "127.0.0.1:<its port>"
 """
 
 from __future__ import annotations
@@ -45,7 +51,21 @@ class Broker:
 
     @property
     def bootstrap_servers(self) -> str:
+        """The first listener's address."""
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def listeners(self) -> dict[str, int]:
+        """Each listener's name and bound port."""
+        assert self.server is not None, "broker not started"
+        return {name: port for name, _host, port in self.server.bound}
+
+    def bootstrap_servers_of(self, listener: str) -> str:
+        """The address of the listener of this name (e.g. ``SASL_SSL``); KeyError naming the known ones."""
+        ports = self.listeners
+        if listener.upper() not in ports:
+            raise KeyError(f"no listener {listener!r}: this broker has {', '.join(ports)}")
+        return f"127.0.0.1:{ports[listener.upper()]}"
 
     def start(self) -> "Broker":
         started = threading.Event()

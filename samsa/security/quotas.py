@@ -75,15 +75,48 @@ class Rate:
         return min(int(excess / quota * 1000), int(self.window_s * self.num * 1000))
 
 
+class TokenBucket:
+    """Kafka's TokenBucket (KIP-599), for ``controller_mutation_rate``: it starts full with
+    ``quota * num * window_s`` tokens, refills at ``quota`` a second up to that burst, and each
+    mutation takes one; below zero the quota is violated for ``-tokens / quota`` seconds."""
+
+    __slots__ = ("tokens", "updated")
+
+    def __init__(self) -> None:
+        self.tokens: float | None = None  # full on first use
+        self.updated = 0.0
+
+    def refill(self, quota: float, burst: float, now: float) -> float:
+        if self.tokens is None:
+            self.tokens = burst
+        else:
+            self.tokens = min(burst, self.tokens + quota * (now - self.updated))
+        self.updated = now
+        return self.tokens
+
+    def record(self, value: float, quota: float, burst: float, now: float) -> None:
+        self.tokens = min(burst, self.refill(quota, burst, now) - value)
+
+    def throttle_ms(self, quota: float, burst: float, now: float, cap_ms: int) -> int:
+        """0 while tokens are left; else how long until the bucket is back at zero."""
+        tokens = self.refill(quota, burst, now)
+        if tokens >= 0:
+            return 0
+        return cap_ms if quota <= 0 else min(round(-tokens / quota * 1000), cap_ms)
+
+
 class QuotaManager:
     """The configured quotas and each matched entity's measured rates."""
 
-    def __init__(self, window_s: float = 1.0, num: int = 11):
+    def __init__(self, window_s: float = 1.0, num: int = 11, mutation_window_s: float = 1.0, mutation_num: int = 11):
         self.window_s = window_s
         self.num = num
+        self.mutation_window_s = mutation_window_s  # controller.quota.window.*: the token bucket's burst
+        self.mutation_num = mutation_num
         self.configs: dict[tuple[str | None, str | None], dict[str, float]] = {}
         self._resolved: dict[tuple[str, str, str], tuple[tuple, float] | None] = {}
         self._rates: dict[tuple, Rate] = {}
+        self._buckets: dict[tuple, TokenBucket] = {}
         self.keys: frozenset[str] = frozenset()  # the quota keys set anywhere
 
     def load(self, entities: dict[str, dict[str, str]]) -> None:
@@ -144,6 +177,24 @@ class QuotaManager:
             return 0
         rate = self._rates.get(q[0])
         return 0 if rate is None else rate.throttle_ms(q[1], time.monotonic() if now is None else now)
+
+    def mutations(self, user: str, client: str, count: float = 0, now: float | None = None) -> int | None:
+        """``controller_mutation_rate``: record ``count`` partition mutations (0: only look) and
+        return the throttle time in ms (0: within the quota), or None when no quota applies."""
+        if CONTROLLER_MUTATION_RATE not in self.keys:
+            return None
+        q = self.quota(CONTROLLER_MUTATION_RATE, user, client)
+        if q is None:
+            return None
+        entity, limit = q
+        now = time.monotonic() if now is None else now
+        bucket = self._buckets.get(entity)
+        if bucket is None:
+            bucket = self._buckets[entity] = TokenBucket()
+        burst = limit * self.mutation_num * self.mutation_window_s
+        if count:
+            bucket.record(count, limit, burst, now)
+        return bucket.throttle_ms(limit, burst, now, int(self.mutation_window_s * self.mutation_num * 1000))
 
 
 class ConnectionQuotas:

@@ -161,7 +161,9 @@ class BrokerServer:
 
     def _start_quotas(self, clustered: bool) -> None:
         """Client quotas from the metadata store; in a cluster, read again on every change notification."""
-        self.quotas = QuotaManager(self.config["quota.window.size.seconds"], self.config["quota.window.num"])
+        self.quotas = QuotaManager(self.config["quota.window.size.seconds"], self.config["quota.window.num"],
+                                   self.config["controller.quota.window.size.seconds"],
+                                   self.config["controller.quota.window.num"])
         self.reload_quotas()
         if clustered:
             loop = asyncio.get_running_loop()

@@ -12,7 +12,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from samsa.client.config import CONSUMER_KEYS, PRODUCER_KEYS
+from samsa.client.config import ADMIN_KEYS, CONSUMER_KEYS, PRODUCER_KEYS
+from samsa.security.client import client_security, properties_getter
 
 EARLIEST, LATEST = -2, -1
 STRATEGIES = ("subscribe", "subscribepattern", "assign")
@@ -128,14 +129,14 @@ def _positive(o: Mapping[str, str], key: str, message: str) -> int | None:
 
 
 def client_params(o: Mapping[str, str]) -> dict[str, str]:
-    """The ``kafka.``-prefixed options, prefix dropped. Samsa's clients speak PLAINTEXT only:
-    asking for TLS or SASL is refused rather than ignored."""
+    """The ``kafka.``-prefixed options, prefix dropped. Security settings (``security.protocol``,
+    ``sasl.*``, ``ssl.*``) are checked here, on the driver, so a bad one fails the query at once
+    with a message naming it rather than in every executor task."""
     params = {k[6:]: v for k, v in o.items() if k.lower().startswith("kafka.")}
-    protocol = params.get("security.protocol", "PLAINTEXT").strip().upper()
-    secured = [k for k in params if k.startswith(("ssl.", "sasl."))]
-    if protocol != "PLAINTEXT" or secured:
-        what = f"security.protocol={protocol}" if protocol != "PLAINTEXT" else secured[0]
-        raise OptionError(f"Kafka option '{what}' is not supported: Samsa's clients speak PLAINTEXT only")
+    try:
+        client_security(properties_getter(params))
+    except ValueError as e:  # SslConfigError is one
+        raise OptionError(f"Invalid Kafka security option: {e}") from None
     return params
 
 
@@ -281,6 +282,12 @@ class SinkOptions:
         config.update({"bootstrap.servers": self.bootstrap_servers, "acks": "all", "enable.idempotence": True})
         config.setdefault("client.id", "samsa-spark-sink")
         config.setdefault("linger.ms", 5)
+        return config
+
+    def admin_config(self) -> dict[str, Any]:
+        """For the progress notes of exactly-once writes: the connection and security keys."""
+        config: dict[str, Any] = {k: v for k, v in self.client if k in ADMIN_KEYS}
+        config["bootstrap.servers"] = self.bootstrap_servers
         return config
 
 

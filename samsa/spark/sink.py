@@ -121,14 +121,15 @@ def _rows(cols: Columns, opts: SinkOptions, batch: pa.RecordBatch) -> Iterator[t
         yield topic, _bytes(keys[i]), _bytes(values[i]), parts[i], hdrs
 
 
-_admins: dict[str, Admin] = {}
+_admins: dict[tuple, Admin] = {}
 
 
-def _admin(bootstrap_servers: str) -> Admin:
+def _admin(config: dict[str, Any]) -> Admin:
+    key = tuple(sorted((k, str(v)) for k, v in config.items()))
     with _lock:
-        admin = _admins.get(bootstrap_servers)
+        admin = _admins.get(key)
         if admin is None:
-            admin = _admins[bootstrap_servers] = Admin({"bootstrap.servers": bootstrap_servers})
+            admin = _admins[key] = Admin(config)
         return admin
 
 
@@ -149,7 +150,7 @@ def write_transactionally(opts: SinkOptions, cols: Columns, batches: Iterator[pa
         return 0
     note = TopicPartition(opts.topic or first[0], 0)
     if batch_id is not None:
-        done = _admin(opts.bootstrap_servers).list_consumer_group_offsets(txn_id, [note]).get(note)
+        done = _admin(opts.admin_config()).list_consumer_group_offsets(txn_id, [note]).get(note)
         if done is not None and done.offset > int(batch_id):
             for _ in rows:  # written and committed by an earlier run of this micro-batch
                 pass

@@ -153,7 +153,9 @@ def test_options_spark_rejects_are_rejected_the_same_way(spark, broker):
         ({"subscribe": "a", "kafka.enable.auto.commit": "true"}, "Kafka option 'enable.auto.commit' is not supported"),
         ({"subscribe": "a", "minPartitions": "0"}, "minPartitions must be positive"),
         ({"subscribe": "a", "startingTimestamp": "soon"}, "Expected a single long value, got soon"),
-        ({"subscribe": "a", "kafka.security.protocol": "SASL_SSL"}, "Samsa's clients speak PLAINTEXT only"),
+        ({"subscribe": "a", "kafka.security.protocol": "TLS"}, "Invalid Kafka security option: security.protocol=TLS"),
+        ({"subscribe": "a", "kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "GSSAPI"},
+         "sasl.mechanism=GSSAPI is not supported"),
     ]
     for options, message in cases:
         with pytest.raises(PySparkException, match=message):

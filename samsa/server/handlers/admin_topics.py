@@ -5,6 +5,7 @@ from samsa.protocol.api_keys import ApiKey
 from samsa.server.handlers import handles
 from samsa.server.handlers.authz import RT, Op, allowed, allowed_cluster
 from samsa.server.handlers.admin_configs import topic_entries
+from samsa.server.handlers.mutation_quota import MutationQuota
 
 
 def _fail(e: errors.KafkaError) -> dict:
@@ -15,17 +16,23 @@ def _fail(e: errors.KafkaError) -> dict:
 async def create_topics(ctx, req: dict) -> dict:
     broker = ctx.broker
     results = []
+    quota = MutationQuota(ctx)
+    validate_only = req.get("validate_only", False)
     for t in req["topics"]:
         name = t["name"]
         try:
             if not (allowed_cluster(ctx, Op.CREATE) or allowed(ctx, Op.CREATE, RT.TOPIC, name)):
                 raise errors.TopicAuthorizationFailedError("Authorization failed.")
+            if not validate_only:
+                quota.check()
             assignments = {a["partition_index"]: a["broker_ids"] for a in t["assignments"]}
             configs = {c["name"]: c["value"] for c in t["configs"] if c["value"] is not None}
             topic = await broker.admin.create_topic_requested(
                 name, t["num_partitions"], t["replication_factor"], assignments, configs,
-                validate_only=req.get("validate_only", False))
+                validate_only=validate_only)
             created = name in broker.metadata.topics
+            if not validate_only:
+                quota.record(len(topic.partitions))
             results.append({
                 "name": name, "topic_id": topic.topic_id, "error_code": 0, "error_message": None,
                 "num_partitions": len(topic.partitions), "replication_factor": topic.replication_factor,
@@ -35,7 +42,7 @@ async def create_topics(ctx, req: dict) -> dict:
             })
         except errors.KafkaError as e:
             results.append({"name": name, "num_partitions": -1, "replication_factor": -1, **_fail(e)})
-    return {"throttle_time_ms": 0, "topics": results}
+    return quota.respond({"throttle_time_ms": 0, "topics": results})
 
 
 @handles(ApiKey.DELETE_TOPICS)
@@ -46,6 +53,7 @@ def delete_topics(ctx, req: dict) -> dict:
     else:
         wanted = [(n, None) for n in req["topic_names"]]
     responses = []
+    quota = MutationQuota(ctx)
     for name, topic_id in wanted:
         entry = {"name": name, "topic_id": topic_id or bytes(16), "error_code": 0}
         try:
@@ -55,23 +63,33 @@ def delete_topics(ctx, req: dict) -> dict:
                 raise errors.TopicAuthorizationFailedError("Authorization failed.")
             topic = broker.metadata.topics.get(name)
             entry["topic_id"] = topic.topic_id if topic else entry["topic_id"]
+            if topic is not None:
+                quota.check()
             broker.admin.delete_topic(name)
+            quota.record(len(topic.partitions) if topic is not None else 0)
         except errors.KafkaError as e:
             entry.update(_fail(e))
         responses.append(entry)
-    return {"throttle_time_ms": 0, "responses": responses}
+    return quota.respond({"throttle_time_ms": 0, "responses": responses})
 
 
 @handles(ApiKey.CREATE_PARTITIONS)
 async def create_partitions(ctx, req: dict) -> dict:
     results = []
+    quota = MutationQuota(ctx)
     for t in req["topics"]:
         try:
             if not allowed(ctx, Op.ALTER, RT.TOPIC, t["name"]):
                 raise errors.TopicAuthorizationFailedError("Authorization failed.")
+            topic = ctx.broker.metadata.topics.get(t["name"])
+            before = len(topic.partitions) if topic is not None else t["count"]
+            if not req["validate_only"] and topic is not None:
+                quota.check()
             assignments = [a["broker_ids"] for a in t["assignments"]] if t["assignments"] else None
             await ctx.broker.admin.create_partitions(t["name"], t["count"], assignments, req["validate_only"])
+            if not req["validate_only"]:
+                quota.record(t["count"] - before)
             results.append({"name": t["name"], "error_code": 0, "error_message": None})
         except errors.KafkaError as e:
             results.append({"name": t["name"], **_fail(e)})
-    return {"throttle_time_ms": 0, "results": results}
+    return quota.respond({"throttle_time_ms": 0, "results": results})
