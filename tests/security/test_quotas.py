@@ -1,5 +1,5 @@
 """Client quotas on a real broker (KIP-219): a producer held to producer_byte_rate=1 MiB/s
-measures within 10 % of it over a 10 s window and is told throttle_time_ms > 0, while an
+measures within 10 % of it over a 30 s window and is told throttle_time_ms > 0, while an
 unthrottled tenant beside it keeps its own rate; quotas set and described through Samsa's
 Admin (AlterClientQuotas/DescribeClientQuotas); connection limits refuse beyond the limit."""
 
@@ -18,7 +18,7 @@ from samsa.client.types import NewTopic
 from waiting import wait_until
 
 QUOTA = 1024 * 1024
-WARMUP_S, WINDOW_S = 3.0, 10.0
+WARMUP_S, WINDOW_S = 3.0, 30.0  # the issue measures over 30 s
 
 
 @pytest.fixture(scope="module")
