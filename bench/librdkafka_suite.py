@@ -64,7 +64,7 @@ def kafka_path(where: Path) -> Path:
 
 
 def run_test(tests_dir: Path, name: str, conf: Path, timeout: float, kafka: Path,
-             bootstrap: str) -> tuple[str, float, str]:
+             bootstrap: str, log_dir: Path | None = None) -> tuple[str, float, str]:
     env = dict(os.environ, TESTS=name[:4], TEST_KAFKA_VERSION="3.9.0", RDKAFKA_TEST_CONF=str(conf),
                KAFKA_PATH=str(kafka), BROKERS=bootstrap, PYTHONPATH=str(ROOT),
                LD_LIBRARY_PATH=f"{tests_dir.parent / 'src'}:{tests_dir.parent / 'src-cpp'}")
@@ -73,9 +73,13 @@ def run_test(tests_dir: Path, name: str, conf: Path, timeout: float, kafka: Path
         r = subprocess.run(["./test-runner"], cwd=tests_dir, env=env, capture_output=True, text=True,
                            timeout=timeout)
     except subprocess.TimeoutExpired as e:
-        return "TIMEOUT", time.monotonic() - started, (e.stdout or b"")[-2000:].decode(errors="replace") \
-            if isinstance(e.stdout, bytes) else (e.stdout or "")[-2000:]
+        out = "".join(x.decode(errors="replace") if isinstance(x, bytes) else (x or "") for x in (e.stdout, e.stderr))
+        if log_dir is not None:
+            (log_dir / f"{name}.log").write_text(out)
+        return "TIMEOUT", time.monotonic() - started, out[-2000:].strip().splitlines()[-1:][0] if out.strip() else ""
     out = re.sub(r"\x1b\[[0-9;]*m", "", r.stdout + r.stderr)
+    if log_dir is not None:
+        (log_dir / f"{name}.log").write_text(out)
     if "SKIPPED" in out and r.returncode == 0 and "PASSED" not in out:
         verdict = "SKIPPED"
     else:
@@ -93,6 +97,7 @@ def main() -> int:
     ap.add_argument("--tests-dir", type=Path, required=True, help="librdkafka's tests/ directory, built")
     ap.add_argument("--only", help="comma list of test numbers")
     ap.add_argument("--timeout", type=float, default=300, help="seconds per test")
+    ap.add_argument("--log-dir", type=Path, help="write each test's whole output to LOG_DIR/<test>.log")
     args = ap.parse_args()
     tests_dir = args.tests_dir.resolve()
     if not (tests_dir / "test-runner").exists():
@@ -101,6 +106,8 @@ def main() -> int:
     if args.only:
         wanted = set(args.only.split(","))
         names = [n for n in names if n[:4] in wanted]
+    if args.log_dir is not None:
+        args.log_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="samsa-rdk-") as tmp:
         broker = BrokerProcess(Path(tmp), **{"num.partitions": 4, "group.initial.rebalance.delay.ms": 3000,
                                              "auto.create.topics.enable": "true"}).start()
@@ -110,7 +117,8 @@ def main() -> int:
         results = []
         try:
             for name in names:
-                verdict, took, why = run_test(tests_dir, name, conf, args.timeout, kafka, broker.bootstrap)
+                verdict, took, why = run_test(tests_dir, name, conf, args.timeout, kafka, broker.bootstrap,
+                                             args.log_dir)
                 results.append((name, verdict))
                 print(f"{name:<40} {verdict:<8} {took:6.1f} s  {why}", flush=True)
                 if broker.proc.poll() is not None:
