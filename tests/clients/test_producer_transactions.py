@@ -116,6 +116,39 @@ def test_second_producer_fences_the_first(broker):
     assert read(broker, name, "read_committed", 1) == [b"winner"]
 
 
+def test_admin_fences_the_producers_of_a_transactional_id(broker):
+    """Admin.fence_producers (Kafka's Admin.fenceProducers): the id's epoch is bumped, its open
+    transaction aborted, and the producer using the old epoch can no longer commit."""
+    name = topic(broker)
+    txn_id = f"fence-admin-{uuid.uuid4().hex[:8]}"
+    zombie = txn_producer(broker, txn_id)
+    zombie.begin_transaction()
+    zombie.send(name, b"zombie").result(WAIT)
+    with Admin({"bootstrap.servers": broker.bootstrap}) as admin:
+        before = admin.describe_transactions([txn_id])[txn_id]
+        assert before.state == "Ongoing"
+        fenced = admin.fence_producers([txn_id])[txn_id]
+        assert fenced.producer_id == before.producer_id and fenced.producer_epoch > before.producer_epoch
+        after = admin.describe_transactions([txn_id])[txn_id]
+        assert (after.state, after.producer_epoch, after.partitions) == ("Empty", fenced.producer_epoch, [])
+        fresh = admin.fence_producers([f"fence-new-{uuid.uuid4().hex[:8]}"])
+        assert [f.producer_epoch for f in fresh.values()] == [0]  # an id never seen: a new producer id
+    try:
+        with pytest.raises((errors.ProducerFencedError, errors.InvalidProducerEpochError)):
+            zombie.commit_transaction(WAIT)
+    finally:
+        zombie.close(1)
+    p = txn_producer(broker, txn_id)  # the id itself goes on with a new producer
+    try:
+        p.begin_transaction()
+        p.send(name, b"after")
+        p.commit_transaction(WAIT)
+    finally:
+        p.close()
+    assert read(broker, name, "read_committed", 1) == [b"after"]
+    assert read(broker, name, "read_uncommitted", 2) == [b"zombie", b"after"]
+
+
 def test_consume_transform_produce(broker):
     source, sink = topic(broker, 2), topic(broker)
     feeder = Producer({"bootstrap.servers": broker.bootstrap})
