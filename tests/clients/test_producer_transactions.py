@@ -10,6 +10,7 @@ import uuid
 import pytest
 
 from broker_process import BrokerProcess
+from waiting import wait_until
 from samsa.client.admin import Admin
 from samsa.client.consumer import Consumer
 from samsa.client.consumer_internals.subscription import IllegalStateError
@@ -147,6 +148,44 @@ def test_admin_fences_the_producers_of_a_transactional_id(broker):
         p.close()
     assert read(broker, name, "read_committed", 1) == [b"after"]
     assert read(broker, name, "read_uncommitted", 2) == [b"zombie", b"after"]
+
+
+def test_idle_transactional_ids_expire_but_not_open_transactions(tmp_path):
+    """transactional.id.expiration.ms: an id idle that long with no open transaction is forgotten
+    (a producer starting with it again gets a new producer id); an open one is not."""
+    b = BrokerProcess(tmp_path, **{"transactional.id.expiration.ms": 1500,
+                                   "transaction.remove.expired.transaction.cleanup.interval.ms": 200}).start()
+    try:
+        name = topic(b)
+        opened = txn_producer(b, f"open-{uuid.uuid4().hex[:8]}", **{"transaction.timeout.ms": 60000})
+        opened.begin_transaction()
+        opened.send(name, b"open").result(WAIT)  # its last update: before the idle id's
+        idle_id = f"idle-{uuid.uuid4().hex[:8]}"
+        idle = txn_producer(b, idle_id)
+        idle.begin_transaction()
+        idle.send(name, b"committed")
+        idle.commit_transaction(WAIT)
+        idle.close()
+        with Admin({"bootstrap.servers": b.bootstrap}) as admin:
+            pid = admin.describe_transactions([idle_id])[idle_id].producer_id
+
+            def expired() -> bool:
+                try:
+                    admin.describe_transactions([idle_id])
+                except errors.TransactionalIdNotFoundError:
+                    return True
+                return False
+            wait_until(expired, "the idle transactional id expired", WAIT)
+            assert admin.describe_transactions([opened.config["transactional.id"]])[
+                opened.config["transactional.id"]].state == "Ongoing"
+            again = txn_producer(b, idle_id)
+            again.close()
+            assert admin.describe_transactions([idle_id])[idle_id].producer_id != pid
+        opened.commit_transaction(WAIT)
+        opened.close()
+        assert read(b, name, "read_committed", 2) == [b"open", b"committed"]
+    finally:
+        b.stop()
 
 
 def test_consume_transform_produce(broker):
