@@ -236,9 +236,12 @@ class _Transactions:
         pid = h.producer_id
         if kind == ABORT:
             state = self._aborted.pop(pid, None)
-            if state is None or not state[1]:
-                if state is not None:
-                    self.dropped_entries.add(h.last_offset)
+            if state is None:
+                # No .txnindex entry: its batches (if any) were kept as committed ones; while they
+                # are there the marker stays, so that rebuilding the index from the log finds it.
+                return self._committed.pop(pid, None) is None
+            if not state[1]:
+                self.dropped_entries.add(h.last_offset)
                 return True
             self.reclean |= not state[2]
             return False

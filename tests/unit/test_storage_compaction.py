@@ -913,3 +913,19 @@ def test_crash_after_removing_an_abort_marker_leaves_no_stale_txnindex_entry(ope
     assert plog.aborted_transactions(0, 100) == []
     assert rows(plog) == [(2, "a", "committed"), (4, "x", "x")]
     assert 1 not in _markers(plog)
+
+
+def test_abort_marker_without_its_txnindex_entry_stays_while_its_batches_do(open_log):
+    """Should an aborted transaction's index entry be lost, its batches look committed to the
+    cleaner: its marker then stays with them, so that rebuilding the index from the log finds it."""
+    plog = open_log(LogConfig(cleanup_policy="compact", delete_retention_ms=0))
+    aborted = _txn(plog, 6, 0, [("a", "aborted")], commit=False)
+    append(plog, [("b", "plain")])
+    plog.roll(T0)
+    append(plog, [("x", "x")])
+    plog.segments[0].txn_index.reset([])
+    cleaner = Cleaner()
+    for now in (T0, T0 + 1, T0 + 2):
+        plog.cleaner_offset = 0
+        cleaner.clean(plog, now)
+    assert aborted in _markers(plog)
