@@ -42,10 +42,10 @@ How a clean runs, for one partition:
   compacted as any others. A marker (control batch) stays while its transaction has a
   batch left before it (an abort marker keeps its ``.txnindex`` entry only then); once
   none is left it gets a delete horizon as tombstones do, and a clean at or after the
-  horizon removes it (Kafka's rule, KIP-98 and KIP-534), unless it is the last batch of
-  its producer (kept, emptied). A clean that removes the last batches of a transaction
-  makes the log due again at once, so that its marker's horizon starts without waiting
-  for new dirty data.
+  horizon removes it (KIP-98, KIP-534), unless it is the last batch of its producer
+  (kept, emptied). Kafka starts the horizon one clean after the one that removed the
+  transaction's last batch; here that same clean starts it (consumers get the same
+  ``delete.retention.ms`` to read the marker, without a clean more).
 
 Crash safety, per group of consecutive segments cleaned into one (a group is at most
 ``segment.bytes``): the cleaned data goes to ``<base>.log.cleaned`` (indexes to
@@ -187,69 +187,57 @@ class _Transactions:
     """What one clean learns of the transactions it walks through, in offset order: which
     batches belong to an aborted transaction, and which markers may go (Kafka's rule, KIP-98).
 
-    An abort marker may go once none of its transaction's batches is left before it, a commit
-    marker once none of its producer's transactional batches is left since the previous
-    marker. A marker whose transaction still had batches in this clean stays; if this clean
-    removed them all, ``reclean`` asks for another clean, which will start the marker's delete
-    horizon. The ``.txnindex`` entries kept are those of abort markers that still have data
-    behind them (``dropped_entries`` holds the marker offsets of the others)."""
+    A marker may go once this clean keeps none of its transaction's batches (an abort marker:
+    none since the transaction's first offset; a commit marker: none of its producer's
+    transactional batches since its previous marker). The ``.txnindex`` entries kept are those
+    of abort markers that still have batches behind them (``dropped_entries`` holds the marker
+    offsets of the others)."""
 
-    __slots__ = ("_pending", "_aborted", "_committed", "dropped_entries", "reclean")
+    __slots__ = ("_pending", "_aborted", "_committed", "dropped_entries")
 
     def __init__(self, aborted: list[AbortedTxn]):
         self._pending = deque(sorted(aborted, key=lambda t: t.first_offset))
-        # producer id -> [its aborted transaction, batches seen, batches kept]
-        self._aborted: dict[int, list] = {}
-        self._committed: dict[int, bool] = {}  # producer id -> a batch of its transaction was kept
+        self._aborted: dict[int, bool] = {}  # producer id -> a batch of its aborted transaction was kept
+        self._committed: dict[int, bool] = {}  # producer id -> a batch of its other transaction was kept
         self.dropped_entries: set[int] = set()
-        self.reclean = False
 
     def _advance(self, offset: int) -> None:
         pending = self._pending
         while pending and pending[0].first_offset <= offset:
-            txn = pending.popleft()
-            self._aborted.setdefault(txn.producer_id, [txn, False, False])
+            self._aborted.setdefault(pending.popleft().producer_id, False)
 
     def is_aborted(self, h: BatchHeader) -> bool:
         """Notes a transactional data batch; True if its transaction was aborted."""
         self._advance(h.last_offset)
-        state = self._aborted.get(h.producer_id)
-        if state is not None:
-            state[1] = True
+        if h.producer_id in self._aborted:
             return True
         self._committed.setdefault(h.producer_id, False)
         return False
 
     def kept(self, h: BatchHeader) -> None:
         """The transactional batch just noted stays in the log (perhaps emptied)."""
-        state = self._aborted.get(h.producer_id)
-        if state is not None:
-            state[2] = True
+        if h.producer_id in self._aborted:
+            self._aborted[h.producer_id] = True
         else:
             self._committed[h.producer_id] = True
 
     def marker_removable(self, h: BatchHeader, kind: int | None) -> bool:
-        """Notes a control batch; True if its transaction has no batch left before it."""
+        """Notes a control batch; True if none of its transaction's batches is left before it."""
         self._advance(h.last_offset)
         if h.record_count == 0:
             return True  # emptied by an earlier clean
         pid = h.producer_id
         if kind == ABORT:
-            state = self._aborted.pop(pid, None)
-            if state is None:
+            kept = self._aborted.pop(pid, None)
+            if kept is None:
                 # No .txnindex entry: its batches (if any) were kept as committed ones; while they
                 # are there the marker stays, so that rebuilding the index from the log finds it.
-                return self._committed.pop(pid, None) is None
-            if not state[1]:
+                return not self._committed.pop(pid, False)
+            if not kept:
                 self.dropped_entries.add(h.last_offset)
-                return True
-            self.reclean |= not state[2]
-            return False
+            return not kept
         if kind == COMMIT:
-            if pid not in self._committed:
-                return True
-            self.reclean |= not self._committed.pop(pid)
-            return False
+            return not self._committed.pop(pid, False)
         return False
 
 
@@ -648,8 +636,6 @@ class Cleaner:
                 raise
         result.records_read = ctx.records_read
         result.records_kept = ctx.records_kept
-        if ctx.txns.reclean:
-            ctx.note_horizon(now)  # markers whose transactions this clean emptied: clean again soon
         result.next_delete_horizon = ctx.horizon
         with plog._lock:
             if plog.cleaner_offset == plan.checkpoint_seen:  # else truncated meanwhile: keep that

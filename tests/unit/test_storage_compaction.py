@@ -779,8 +779,9 @@ def _markers(plog: PartitionLog) -> dict[int, tuple[int, bool, int]]:
 
 
 def test_commit_marker_removed_once_its_transaction_is_gone_and_the_horizon_passed(open_log):
-    """Kafka's rule (KIP-98, with KIP-534's horizon): a marker stays while its transaction has a
-    batch left; then it gets a delete horizon; a clean at or after the horizon removes it."""
+    """A marker stays while its transaction has a batch left; the clean that removes the last one
+    gives the marker a delete horizon (KIP-534, as for tombstones); a clean at or after the
+    horizon removes it."""
     from samsa.protocol.control import COMMIT, control_type
     plog = open_log(LogConfig(cleanup_policy="compact", delete_retention_ms=DAY))
     first = _txn(plog, 5, 0, [("a", "1"), ("b", "1")], commit=True)     # 0-1, marker 2
@@ -790,20 +791,15 @@ def test_commit_marker_removed_once_its_transaction_is_gone_and_the_horizon_pass
     cleaner = Cleaner()
     t1 = T0 + 1000
     result = cleaner.clean(plog, t1)
-    # the first transaction's records are superseded: gone; its marker stays this time, and the
-    # log is due again at once so that the marker's horizon starts
+    # the first transaction's records are superseded: gone; its marker gets its horizon
     assert rows(plog) == [(3, "a", "2"), (4, "b", "2"), (6, "x", "x")]
-    assert _markers(plog) == {first: (1, False, T0), last: (1, False, T0)}
-    assert result.next_delete_horizon == t1
-    t2 = t1 + 1
-    result = cleaner.clean(plog, t2)
-    assert result is not None and result.next_delete_horizon == t2 + DAY
-    assert _markers(plog) == {first: (1, True, t2 + DAY), last: (1, False, T0)}
+    assert _markers(plog) == {first: (1, True, t1 + DAY), last: (1, False, T0)}
+    assert result.next_delete_horizon == t1 + DAY
     data = plog.read(first, 1 << 30)
     h, recs = decode_batch(data)
     assert control_type(data, 0, h) == COMMIT and recs[0].timestamp == T0  # the record's timestamp kept
-    assert cleaner.clean(plog, t2 + DAY - 1) is None  # not due before the horizon
-    result = cleaner.clean(plog, t2 + DAY)
+    assert cleaner.clean(plog, t1 + DAY - 1) is None  # not due before the horizon
+    result = cleaner.clean(plog, t1 + DAY)
     assert result is not None and result.next_delete_horizon is None
     assert _markers(plog) == {last: (1, False, T0)}  # the producer's last transaction keeps its marker
     assert rows(plog) == [(3, "a", "2"), (4, "b", "2"), (6, "x", "x")]
@@ -823,14 +819,10 @@ def test_abort_marker_and_its_txnindex_entry_go_once_its_data_is_gone(open_log):
     assert plog.aborted_transactions(0, 100) == [AbortedTxn(6, 0, 1, 2)]
     cleaner = Cleaner()
     cleaner.clean(plog, T0)
-    # the aborted batch is gone; its marker and index entry stay this once (the data was seen)
+    # the aborted batch is gone, and its index entry with it; its marker gets its horizon (now + 0)
     assert rows(plog) == [(2, "a", "committed"), (4, "x", "x")]
-    assert set(_markers(plog)) == {aborted, committed}
-    assert plog.aborted_transactions(0, 100) == [AbortedTxn(6, 0, 1, 2)]
-    # next clean: no data behind the marker: its entry goes, its horizon (now + 0) starts
-    cleaner.clean(plog, T0 + 1)
     assert _markers(plog)[aborted][1] and plog.aborted_transactions(0, 100) == []
-    cleaner.clean(plog, T0 + 2)
+    cleaner.clean(plog, T0 + 1)
     assert set(_markers(plog)) == {committed}
     assert rows(plog) == [(2, "a", "committed"), (4, "x", "x")]
     plog.close()
@@ -849,11 +841,11 @@ def test_marker_of_a_producer_with_no_batch_left_stays_empty(open_log):
     plog.roll(T0)
     append(plog, [("x", "x")])
     cleaner = Cleaner()
-    for now in (T0, T0 + 1, T0 + 2):
+    for now in (T0, T0 + 1):
         cleaner.clean(plog, now)
     assert rows(plog) == [(2, "x", "x")]
     assert _markers(plog) == {aborted: (0, False, T0)}
-    assert cleaner.clean(plog, T0 + 3) is None  # nothing more to do
+    assert cleaner.clean(plog, T0 + 2) is None  # nothing more to do
     plog.close()
     plog = open_log(config, recover=True)
     for name in files(plog):
@@ -892,8 +884,6 @@ def test_crash_after_removing_an_abort_marker_leaves_no_stale_txnindex_entry(ope
     append(plog, [("x", "x")])
     cleaner = Cleaner()
     cleaner.clean(plog, T0)
-    plog.cleaner_offset = 0
-    cleaner.clean(plog, T0 + 1)
     # the entry is gone from the index files already; put it back as an older Samsa kept it
     plog.segments[0].txn_index.reset([AbortedTxn(6, 0, 1, 2)])
     plog.segments[0].txn_index.flush()
@@ -907,7 +897,7 @@ def test_crash_after_removing_an_abort_marker_leaves_no_stale_txnindex_entry(ope
     monkeypatch.setattr(Cleaner, "_install", staticmethod(crash_in_install))
     plog.cleaner_offset = 0
     with pytest.raises(Crash):
-        cleaner.clean(plog, T0 + 2)
+        cleaner.clean(plog, T0 + 1)
     crash(plog)
     plog = open_log(config, recover=False)
     assert plog.aborted_transactions(0, 100) == []
