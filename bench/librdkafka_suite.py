@@ -2,6 +2,9 @@
 
     .venv/bin/python bench/librdkafka_suite.py --tests-dir PATH/librdkafka/tests [--only 0011,0092] [--timeout 300]
 
+With ``--brokers 3`` the broker is a ZooKeeper cluster of three (the transaction tests create
+topics with replication factor 3, as librdkafka's own harness runs three brokers).
+
 PATH is a librdkafka v2.x source release whose tests you built yourself (``./configure
 --no-download && make && make -C tests build``); this script builds nothing. It starts one
 Samsa broker configured as librdkafka's test harness configures Kafka (``num.partitions=4``,
@@ -24,8 +27,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "cluster"))
 
 from broker_process import BrokerProcess  # noqa: E402
+from cluster_harness import Cluster  # noqa: E402
+
+# librdkafka's harness configures Kafka so (and leaves the initial rebalance delay at 3000 ms)
+HARNESS_CONFIG = {"num.partitions": 4, "group.initial.rebalance.delay.ms": 3000, "auto.create.topics.enable": "true"}
 
 # Tests that need more than one broker, SSL/SASL/OAUTHBEARER, a ZooKeeper address, or that
 # only run with KAFKA_PATH (Kafka's own scripts): they cannot run against one Samsa broker.
@@ -64,7 +72,7 @@ def kafka_path(where: Path) -> Path:
 
 
 def run_test(tests_dir: Path, name: str, conf: Path, timeout: float, kafka: Path,
-             bootstrap: str) -> tuple[str, float, str]:
+             bootstrap: str, log_dir: Path | None = None) -> tuple[str, float, str]:
     env = dict(os.environ, TESTS=name[:4], TEST_KAFKA_VERSION="3.9.0", RDKAFKA_TEST_CONF=str(conf),
                KAFKA_PATH=str(kafka), BROKERS=bootstrap, PYTHONPATH=str(ROOT),
                LD_LIBRARY_PATH=f"{tests_dir.parent / 'src'}:{tests_dir.parent / 'src-cpp'}")
@@ -73,10 +81,15 @@ def run_test(tests_dir: Path, name: str, conf: Path, timeout: float, kafka: Path
         r = subprocess.run(["./test-runner"], cwd=tests_dir, env=env, capture_output=True, text=True,
                            timeout=timeout)
     except subprocess.TimeoutExpired as e:
-        return "TIMEOUT", time.monotonic() - started, (e.stdout or b"")[-2000:].decode(errors="replace") \
-            if isinstance(e.stdout, bytes) else (e.stdout or "")[-2000:]
+        out = "".join(x.decode(errors="replace") if isinstance(x, bytes) else (x or "") for x in (e.stdout, e.stderr))
+        if log_dir is not None:
+            (log_dir / f"{name}.log").write_text(out)
+        return "TIMEOUT", time.monotonic() - started, out[-2000:].strip().splitlines()[-1:][0] if out.strip() else ""
     out = re.sub(r"\x1b\[[0-9;]*m", "", r.stdout + r.stderr)
-    if "SKIPPED" in out and r.returncode == 0 and "PASSED" not in out:
+    if log_dir is not None:
+        (log_dir / f"{name}.log").write_text(out)
+    row = re.search(rf"\|\s*{re.escape(name)}\s*\|\s*(\w+)\s*\|", out)  # the test's row of the summary table
+    if r.returncode == 0 and row is not None and row.group(1) == "SKIPPED":
         verdict = "SKIPPED"
     else:
         verdict = "PASSED" if r.returncode == 0 else "FAILED"
@@ -93,6 +106,10 @@ def main() -> int:
     ap.add_argument("--tests-dir", type=Path, required=True, help="librdkafka's tests/ directory, built")
     ap.add_argument("--only", help="comma list of test numbers")
     ap.add_argument("--timeout", type=float, default=300, help="seconds per test")
+    ap.add_argument("--log-dir", type=Path, help="write each test's whole output to LOG_DIR/<test>.log")
+    ap.add_argument("--brokers", type=int, default=1,
+                    help="more than 1: a ZooKeeper cluster of that many brokers (tests that create topics with "
+                         "replication factor 3, such as 0103, need 3)")
     args = ap.parse_args()
     tests_dir = args.tests_dir.resolve()
     if not (tests_dir / "test-runner").exists():
@@ -101,20 +118,26 @@ def main() -> int:
     if args.only:
         wanted = set(args.only.split(","))
         names = [n for n in names if n[:4] in wanted]
+    if args.log_dir is not None:
+        args.log_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="samsa-rdk-") as tmp:
-        broker = BrokerProcess(Path(tmp), **{"num.partitions": 4, "group.initial.rebalance.delay.ms": 3000,
-                                             "auto.create.topics.enable": "true"}).start()
+        if args.brokers > 1:
+            broker: BrokerProcess | Cluster = Cluster(Path(tmp), size=args.brokers, **HARNESS_CONFIG).start()
+        else:
+            broker = BrokerProcess(Path(tmp), **HARNESS_CONFIG).start()
         conf = Path(tmp) / "test.conf"
         conf.write_text(f"bootstrap.servers={broker.bootstrap}\n")
         kafka = kafka_path(Path(tmp) / "kafka")
         results = []
         try:
             for name in names:
-                verdict, took, why = run_test(tests_dir, name, conf, args.timeout, kafka, broker.bootstrap)
+                verdict, took, why = run_test(tests_dir, name, conf, args.timeout, kafka, broker.bootstrap,
+                                             args.log_dir)
                 results.append((name, verdict))
                 print(f"{name:<40} {verdict:<8} {took:6.1f} s  {why}", flush=True)
-                if broker.proc.poll() is not None:
-                    print("the broker exited: stopping here", flush=True)
+                procs = [b.proc for b in broker.brokers.values()] if isinstance(broker, Cluster) else [broker.proc]
+                if any(proc.poll() is not None for proc in procs):
+                    print("a broker exited: stopping here", flush=True)
                     break
         finally:
             broker.stop()

@@ -40,6 +40,7 @@ from samsa.client.types import (
     Node,
     OffsetAndMetadata,
     PartitionInfo,
+    FencedProducer,
     ProducerState,
     ReplicaInfo,
     TopicDescription,
@@ -65,6 +66,10 @@ _STALE_LEADER = {errors.NotLeaderOrFollowerError.code, errors.LeaderNotAvailable
 # Failures after which a whole admin call is sent again (to a possibly new controller).
 _RETRY_CALL = (errors.NotControllerError, KafkaConnectionError, KafkaTimeoutError)
 _ISOLATION = {"read_uncommitted": 0, "read_committed": 1}
+# InitProducerId errors after which fence_producers finds the coordinator again and retries
+# (CONCURRENT_TRANSACTIONS: the coordinator is still aborting the transaction it fenced).
+_FENCE_RETRY = {errors.E_COORDINATOR_LOAD_IN_PROGRESS, errors.E_COORDINATOR_NOT_AVAILABLE,
+                errors.E_NOT_COORDINATOR, errors.E_CONCURRENT_TRANSACTIONS}
 # Group errors after which the group's coordinator is looked up again and the call retried.
 _COORDINATOR_MOVED = {errors.E_COORDINATOR_LOAD_IN_PROGRESS, errors.E_COORDINATOR_NOT_AVAILABLE,
                       errors.E_NOT_COORDINATOR}
@@ -848,6 +853,45 @@ class AsyncAdmin(SecurityAdmin):
             out[txn_id] = await self._retrying(attempt)
         return out
 
+    async def fence_producers(self, transactional_ids: Iterable[str]) -> dict[str, FencedProducer]:
+        """Fence the producers of each transactional id, as Kafka's Admin.fenceProducers (KIP-618):
+        an InitProducerId for the id at its coordinator bumps the id's epoch, aborting its open
+        transaction; a producer still using an older epoch is then refused (PRODUCER_FENCED)."""
+        return {txn_id: await self._fence(txn_id) for txn_id in transactional_ids}
+
+    async def _fence(self, txn_id: str) -> FencedProducer:
+        await self._ready()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.default_api_timeout_ms / 1000
+        backoff = self.retry_backoff_ms / 1000
+        while True:
+            try:
+                find = await self._to_node(None, ApiKey.FIND_COORDINATOR, {"key": txn_id, "key_type": 1,
+                                                                            "coordinator_keys": [txn_id]})
+                c = find["coordinators"][0] if find.get("coordinators") else find
+                code, message = c["error_code"], c.get("error_message")
+                if not code:
+                    # No producer id or epoch of ours, and a timeout of 1 ms: this epoch never writes.
+                    resp = await self._to_node(c["node_id"], ApiKey.INIT_PRODUCER_ID, {
+                        "transactional_id": txn_id, "transaction_timeout_ms": 1, "producer_id": -1,
+                        "producer_epoch": -1})
+                    code, message = resp["error_code"], None
+                    if not code:
+                        return FencedProducer(resp["producer_id"], resp["producer_epoch"])
+                failure: Exception = _error(code, message, f"Fencing the producers of transactional id {txn_id}")
+                if code not in _FENCE_RETRY:
+                    raise failure
+            except _RETRY_CALL as e:
+                failure = e
+            if loop.time() + backoff >= deadline:
+                raise failure
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 1.0)
+            try:
+                await self.cluster.refresh([])
+            except errors.KafkaError:
+                pass
+
     async def describe_producers(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, list[ProducerState]]:
         """The producers each partition's leader knows (DescribeProducers)."""
         async def send(conn: BrokerConnection, group: list[TopicPartition]) -> dict[TopicPartition, tuple[int, Any]]:
@@ -991,6 +1035,9 @@ class Admin:
 
     def describe_transactions(self, transactional_ids: Iterable[str]) -> dict[str, TransactionDescription]:
         return self._run(self._admin.describe_transactions(list(transactional_ids)))
+
+    def fence_producers(self, transactional_ids: Iterable[str]) -> dict[str, FencedProducer]:
+        return self._run(self._admin.fence_producers(list(transactional_ids)))
 
     def describe_producers(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, list[ProducerState]]:
         return self._run(self._admin.describe_producers(list(partitions)))

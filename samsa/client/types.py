@@ -252,6 +252,15 @@ class TransactionDescription:
 
 
 @dataclass(frozen=True)
+class FencedProducer:
+    """A transactional id's producer id and its new epoch once fenced (Admin.fence_producers):
+    a producer still using an older epoch is fenced."""
+
+    producer_id: int
+    producer_epoch: int
+
+
+@dataclass(frozen=True)
 class ProducerState:
     """A producer a partition's leader knows (Admin.describe_producers); ``current_transaction_start_offset``
     is the first offset of its open transaction there, -1 if none."""

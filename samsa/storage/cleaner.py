@@ -27,7 +27,8 @@ How a clean runs, for one partition:
   format requires for compacted logs), and with their producer id, epoch, base
   sequence, partition leader epoch, compression codec and timestamp type. A batch
   whose records are all removed disappears, except the last batch of a producer still
-  in the producer state, which stays as an empty batch (record count 0, no
+  in the producer state (its last data batch, or a marker of its epoch if it has
+  written none since), which stays as an empty batch (record count 0, no
   compression), so that rebuilding the producer state from the log finds its last
   sequence (Kafka does the same).
 * Tombstones: the first time a batch holding a kept tombstone is cleaned, it gets a
@@ -38,7 +39,13 @@ How a clean runs, for one partition:
 * Transactions: the cleanable part also ends at the last stable offset, so every
   transaction in it is decided. A batch of an aborted transaction (the segments'
   ``.txnindex``) is dropped and never mapped; committed transactional records are
-  compacted as any others. Markers (control batches) are copied as they are.
+  compacted as any others. A marker (control batch) stays while its transaction has a
+  batch left before it (an abort marker keeps its ``.txnindex`` entry only then); once
+  none is left it gets a delete horizon as tombstones do, and a clean at or after the
+  horizon removes it (KIP-98, KIP-534), unless it is the last batch of its producer
+  (kept, emptied). Kafka starts the horizon one clean after the one that removed the
+  transaction's last batch; here that same clean starts it (consumers get the same
+  ``delete.retention.ms`` to read the marker, without a clean more).
 
 Crash safety, per group of consecutive segments cleaned into one (a group is at most
 ``segment.bytes``): the cleaned data goes to ``<base>.log.cleaned`` (indexes to
@@ -63,6 +70,7 @@ import struct
 import threading
 import time
 import weakref
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
@@ -82,6 +90,7 @@ from samsa.protocol.batch import (
     compute_crc,
     read_header,
 )
+from samsa.protocol.control import ABORT, COMMIT, control_type
 from samsa.protocol.errors import CorruptRecordError, KafkaStorageError
 from samsa.protocol.records import RecordLocation, locate_records
 from samsa.protocol.varint import encode_varint
@@ -90,6 +99,7 @@ from samsa.storage.files import (CLEANED_SUFFIX, CLEANER_OFFSET_CHECKPOINT, INDE
                                  TIME_INDEX_SUFFIX, fsync_dir, segment_file)
 from samsa.storage.index import IndexCorruptError, TimeIndex
 from samsa.storage.segment import INT32_MAX, LogSegment, scan_batches
+from samsa.storage.txn_index import AbortedTxn
 
 if TYPE_CHECKING:
     from samsa.storage.log import PartitionLog
@@ -173,26 +183,96 @@ def _encode_batch(
     return bytes(out)
 
 
+class _Transactions:
+    """What one clean learns of the transactions it walks through, in offset order: which
+    batches belong to an aborted transaction, and which markers may go (Kafka's rule, KIP-98).
+
+    A marker may go once this clean keeps none of its transaction's batches (an abort marker:
+    none since the transaction's first offset; a commit marker: none of its producer's
+    transactional batches since its previous marker). The ``.txnindex`` entries kept are those
+    of abort markers that still have batches behind them (``dropped_entries`` holds the marker
+    offsets of the others)."""
+
+    __slots__ = ("_pending", "_aborted", "_committed", "dropped_entries")
+
+    def __init__(self, aborted: list[AbortedTxn]):
+        self._pending = deque(sorted(aborted, key=lambda t: t.first_offset))
+        self._aborted: dict[int, bool] = {}  # producer id -> a batch of its aborted transaction was kept
+        self._committed: dict[int, bool] = {}  # producer id -> a batch of its other transaction was kept
+        self.dropped_entries: set[int] = set()
+
+    def _advance(self, offset: int) -> None:
+        pending = self._pending
+        while pending and pending[0].first_offset <= offset:
+            self._aborted.setdefault(pending.popleft().producer_id, False)
+
+    def is_aborted(self, h: BatchHeader) -> bool:
+        """Notes a transactional data batch; True if its transaction was aborted."""
+        self._advance(h.last_offset)
+        if h.producer_id in self._aborted:
+            return True
+        self._committed.setdefault(h.producer_id, False)
+        return False
+
+    def kept(self, h: BatchHeader) -> None:
+        """The transactional batch just noted stays in the log (perhaps emptied)."""
+        if h.producer_id in self._aborted:
+            self._aborted[h.producer_id] = True
+        else:
+            self._committed[h.producer_id] = True
+
+    def marker_removable(self, h: BatchHeader, kind: int | None) -> bool:
+        """Notes a control batch; True if none of its transaction's batches is left before it."""
+        self._advance(h.last_offset)
+        if h.record_count == 0:
+            return True  # emptied by an earlier clean
+        pid = h.producer_id
+        if kind == ABORT:
+            kept = self._aborted.pop(pid, None)
+            if kept is None:
+                # No .txnindex entry: its batches (if any) were kept as committed ones; while they
+                # are there the marker stays, so that rebuilding the index from the log finds it.
+                return not self._committed.pop(pid, False)
+            if not kept:
+                self.dropped_entries.add(h.last_offset)
+            return not kept
+        if kind == COMMIT:
+            return not self._committed.pop(pid, False)
+        return False
+
+
 class _Context:
     """What deciding the fate of a record needs during one clean."""
 
     __slots__ = ("offset_map", "now", "delete_retention_ms", "producer_last", "records_read", "records_kept", "horizon",
-                 "aborted")
+                 "txns")
 
-    def __init__(self, offset_map: dict[bytes, int], now: int, delete_retention_ms: int, producer_last: dict[int, int],
-                 aborted: dict[int, list[tuple[int, int]]] | None = None):
-        self.aborted = aborted or {}
+    def __init__(self, offset_map: dict[bytes, int], now: int, delete_retention_ms: int,
+                 producer_last: dict[int, tuple[int, int]], aborted: list[AbortedTxn] | None = None):
+        self.txns = _Transactions(aborted or [])
         self.offset_map = offset_map
         self.now = now
         self.delete_retention_ms = delete_retention_ms
         self.producer_last = producer_last
         self.records_read = 0
         self.records_kept = 0
-        self.horizon: int | None = None  # earliest delete horizon of the kept tombstones
+        self.horizon: int | None = None  # earliest delete horizon of the kept tombstones and markers
 
     def note_horizon(self, horizon: int) -> None:
         if self.horizon is None or horizon < self.horizon:
             self.horizon = horizon
+
+    def is_producer_last(self, h: BatchHeader) -> bool:
+        """Is ``h`` the last batch of a producer still in the producer state? Its last data
+        batch, or, for a producer that has written none since, a marker of its epoch: kept (maybe
+        emptied) so that the state rebuilt from the log still knows the producer."""
+        last = self.producer_last.get(h.producer_id) if h.producer_id >= 0 else None
+        if last is None:
+            return False
+        offset, epoch = last
+        if offset >= 0:
+            return offset == h.last_offset
+        return h.is_control and h.producer_epoch == epoch
 
 
 def _is_aborted(h: BatchHeader, aborted: dict[int, list[tuple[int, int]]]) -> bool:
@@ -202,15 +282,63 @@ def _is_aborted(h: BatchHeader, aborted: dict[int, list[tuple[int, int]]]) -> bo
     return any(first <= h.base_offset <= last for first, last in aborted.get(h.producer_id, ()))
 
 
+def _emptied(h: BatchHeader) -> bytes:
+    """``h`` without records: what stays of a producer's last batch once its records go (a
+    delete horizon in its base timestamp goes too)."""
+    base_ts = h.max_timestamp if h.attributes & DELETE_HORIZON_BIT else h.base_timestamp
+    return _encode_batch(h, h.attributes & ~(COMPRESSION_MASK | DELETE_HORIZON_BIT), base_ts, h.max_timestamp, 0, b"")
+
+
+def _with_horizon(h: BatchHeader, data: bytes, kept: list[RecordLocation], horizon: int) -> tuple[bytes, int]:
+    """The records section of ``kept`` re-encoded against ``horizon`` as the base timestamp
+    (KIP-534), so that the records' own timestamps do not change; and the new attributes."""
+    old_base_ts = h.base_timestamp
+    parts = []
+    for r in kept:
+        body = b"".join((
+            data[r.attrs_pos:r.attrs_pos + 1],
+            encode_varint(old_base_ts + r.ts_delta - horizon),
+            encode_varint(r.offset_delta),
+            data[r.fields_pos:r.end],
+        ))
+        parts.append(encode_varint(len(body)))
+        parts.append(body)
+    return b"".join(parts), h.attributes | DELETE_HORIZON_BIT
+
+
+def _clean_marker(h: BatchHeader, buf, off: int, ctx: _Context) -> bytes | memoryview | None:
+    """A control batch as it is to be kept, or None to drop it. A marker whose transaction has
+    no batch left gets a delete horizon (now + ``delete.retention.ms``, as tombstones do), so
+    that consumers in the middle of the transaction have time to read it; a clean at or after
+    the horizon removes it."""
+    view = memoryview(buf)[off:off + h.size]
+    if not ctx.txns.marker_removable(h, control_type(buf, off, h)):
+        return view
+    if h.record_count and not h.attributes & DELETE_HORIZON_BIT:
+        horizon = min(ctx.now + ctx.delete_retention_ms, LONG_MAX)
+        ctx.note_horizon(horizon)
+        data, records = _batch_records(h, buf, off)
+        payload, attrs = _with_horizon(h, data, records, horizon)
+        return _encode_batch(h, attrs, horizon, h.max_timestamp, len(records), payload)
+    if h.record_count and ctx.now < h.base_timestamp:
+        ctx.note_horizon(h.base_timestamp)
+        return view
+    # past its horizon, or emptied by an earlier clean
+    if ctx.is_producer_last(h):
+        return _emptied(h) if h.record_count else view
+    return None
+
+
 def _clean_batch(h: BatchHeader, buf, off: int, ctx: _Context) -> bytes | memoryview | None:
     """The batch as it is to be kept (its bytes, maybe rewritten), or None to drop it."""
     if h.is_control:
-        return memoryview(buf)[off:off + h.size]
-    if h.is_transactional and _is_aborted(h, ctx.aborted):
+        return _clean_marker(h, buf, off, ctx)
+    transactional = h.is_transactional
+    if transactional and ctx.txns.is_aborted(h):
         ctx.records_read += h.record_count
-        if h.producer_id >= 0 and ctx.producer_last.get(h.producer_id) == h.last_offset:
-            attrs = h.attributes & ~(COMPRESSION_MASK | DELETE_HORIZON_BIT)
-            return _encode_batch(h, attrs, h.base_timestamp, h.max_timestamp, 0, b"")
+        if ctx.is_producer_last(h):
+            ctx.txns.kept(h)
+            return _emptied(h)
         return None
     data, records = _batch_records(h, buf, off)
     ctx.records_read += len(records)
@@ -233,11 +361,13 @@ def _clean_batch(h: BatchHeader, buf, off: int, ctx: _Context) -> bytes | memory
         kept.append(r)
     ctx.records_kept += len(kept)
     if not kept:
-        if h.producer_id >= 0 and ctx.producer_last.get(h.producer_id) == h.last_offset:
-            # The producer's last batch: kept, empty, for its sequence and epoch.
-            attrs = h.attributes & ~(COMPRESSION_MASK | DELETE_HORIZON_BIT)
-            return _encode_batch(h, attrs, h.base_timestamp, h.max_timestamp, 0, b"")
+        if ctx.is_producer_last(h):
+            if transactional:
+                ctx.txns.kept(h)
+            return _emptied(h)  # the producer's last batch: kept, empty, for its sequence and epoch
         return None
+    if transactional:
+        ctx.txns.kept(h)
     new_horizon = tombstones and horizon is None
     if new_horizon:
         horizon = min(now + ctx.delete_retention_ms, LONG_MAX)
@@ -247,21 +377,8 @@ def _clean_batch(h: BatchHeader, buf, off: int, ctx: _Context) -> bytes | memory
         return memoryview(buf)[off:off + h.size]  # unchanged
     old_base_ts = h.base_timestamp
     if new_horizon:
-        # Re-encode each record's timestamp delta against the horizon (KIP-534): the
-        # records' own timestamps stay what they were.
-        parts = []
-        for r in kept:
-            body = b"".join((
-                data[r.attrs_pos:r.attrs_pos + 1],
-                encode_varint(old_base_ts + r.ts_delta - horizon),  # type: ignore[operator]
-                encode_varint(r.offset_delta),
-                data[r.fields_pos:r.end],
-            ))
-            parts.append(encode_varint(len(body)))
-            parts.append(body)
-        payload = b"".join(parts)
+        payload, attrs = _with_horizon(h, data, kept, horizon)  # type: ignore[arg-type]
         base_ts = horizon
-        attrs = h.attributes | DELETE_HORIZON_BIT
     else:
         payload = b"".join(data[r.start:r.end] for r in kept)
         base_ts = old_base_ts
@@ -291,6 +408,8 @@ class _CleanedSegment:
         self._pending = bytearray()
         self._metas: list[tuple[int, int, int, int]] = []  # (position in pending, size, last offset, max ts)
         self.committed = False  # renamed to .swap: from then on it must not be deleted
+        # Abort markers whose transaction has no batch left: their .txnindex entries go.
+        self.dropped_entries: set[int] = set()
 
     def append(self, batch, h_last_offset: int, max_timestamp: int) -> None:
         n = len(batch)
@@ -356,12 +475,13 @@ class _Plan:
     sources: list[_Source]  # the cleanable segments
     first_dirty: int
     dirty_ratio: float
-    producer_last: dict[int, int]
+    producer_last: dict[int, tuple[int, int]]  # producer id -> (last data offset or -1, epoch)
     config: LogConfig
     segment_count: int
     checkpoint_seen: int  # plog.cleaner_offset when planned
     fds: list[int] = field(default_factory=list)
-    aborted: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # producer id -> [(first, last)]
+    aborted: list[AbortedTxn] = field(default_factory=list)  # the cleanable part's, from the .txnindex files
+    aborted_ranges: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # producer id -> [(first, last)]
 
 
 class Cleaner:
@@ -463,11 +583,13 @@ class Cleaner:
             if not due:
                 return None
             producer_last = {
-                pid: e.batches[-1].last_offset for pid, e in plog._producers.producers.items() if e.batches
+                pid: (e.batches[-1].last_offset if e.batches else -1, e.epoch)
+                for pid, e in plog._producers.producers.items()
             }
             plan = _Plan(sources, first_dirty, ratio, producer_last, config, len(segments), plog.cleaner_offset)
-            for txn in plog.aborted_transactions(sources[0].base, sources[-1].end):
-                plan.aborted.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
+            plan.aborted = plog.aborted_transactions(sources[0].base, sources[-1].end)
+            for txn in plan.aborted:
+                plan.aborted_ranges.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
             for s in sources:
                 s.fd = os.dup(s.segment.fd)
                 plan.fds.append(s.fd)
@@ -485,6 +607,7 @@ class Cleaner:
         swapped = 0
         for group in _group(sources, config):
             out = _CleanedSegment(plog.dir, group[0].base, config)
+            out.dropped_entries = ctx.txns.dropped_entries
             try:
                 unchanged = True
                 for src in group:
@@ -541,7 +664,7 @@ class Cleaner:
             if offset_map and len(offset_map) >= self.max_map_entries:
                 break
             for _, h, buf, off in _read_batches(src.fd, src.size):
-                if h.is_control or _is_aborted(h, plan.aborted):
+                if h.is_control or _is_aborted(h, plan.aborted_ranges):
                     continue
                 _, records = _batch_records(h, buf, off)
                 base = h.base_offset
@@ -588,7 +711,7 @@ class Cleaner:
     def _install(plog: PartitionLog, i: int, olds: list[LogSegment], end: int, out: _CleanedSegment) -> None:
         dir, base, k = plog.dir, out.base_offset, len(olds)
         segments = plog._segments
-        aborted = [txn for seg in olds for txn in seg.txn_index.entries]  # transactional data is kept as it is
+        aborted = [txn for seg in olds for txn in seg.txn_index.entries if txn.last_offset not in out.dropped_entries]
         for seg in olds:
             seg.delete()
         os.replace(out.index_path, segment_file(dir, base, INDEX_SUFFIX))

@@ -62,8 +62,8 @@ def complete_swaps(dir: Path) -> None:
         log.info("%s: completing the swap of cleaned segment %s (offsets %d..%d)", dir, path.name, base, end - 1)
         replaced = sorted(off for name in os.listdir(dir)
                           if (off := parse_offset_name(name, LOG_SUFFIX)) is not None and base <= off < end)
-        # The cleaned segment keeps every transactional batch, so its aborted transactions
-        # are those of the segments it replaces.
+        # Its aborted transactions are at most those of the segments it replaces; the log
+        # rebuilds them from the cleaned segment on (its indexes are missing: it is recovered).
         aborted = b"".join(_read_or_empty(segment_file(dir, off, TXN_INDEX_SUFFIX)) for off in replaced)
         for off in replaced:
             for s in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):

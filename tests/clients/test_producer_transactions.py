@@ -10,6 +10,7 @@ import uuid
 import pytest
 
 from broker_process import BrokerProcess
+from waiting import wait_until
 from samsa.client.admin import Admin
 from samsa.client.consumer import Consumer
 from samsa.client.consumer_internals.subscription import IllegalStateError
@@ -114,6 +115,77 @@ def test_second_producer_fences_the_first(broker):
         p1.close(1)
         p2.close()
     assert read(broker, name, "read_committed", 1) == [b"winner"]
+
+
+def test_admin_fences_the_producers_of_a_transactional_id(broker):
+    """Admin.fence_producers (Kafka's Admin.fenceProducers): the id's epoch is bumped, its open
+    transaction aborted, and the producer using the old epoch can no longer commit."""
+    name = topic(broker)
+    txn_id = f"fence-admin-{uuid.uuid4().hex[:8]}"
+    zombie = txn_producer(broker, txn_id)
+    zombie.begin_transaction()
+    zombie.send(name, b"zombie").result(WAIT)
+    with Admin({"bootstrap.servers": broker.bootstrap}) as admin:
+        before = admin.describe_transactions([txn_id])[txn_id]
+        assert before.state == "Ongoing"
+        fenced = admin.fence_producers([txn_id])[txn_id]
+        assert fenced.producer_id == before.producer_id and fenced.producer_epoch > before.producer_epoch
+        after = admin.describe_transactions([txn_id])[txn_id]
+        assert (after.state, after.producer_epoch, after.partitions) == ("Empty", fenced.producer_epoch, [])
+        fresh = admin.fence_producers([f"fence-new-{uuid.uuid4().hex[:8]}"])
+        assert [f.producer_epoch for f in fresh.values()] == [0]  # an id never seen: a new producer id
+    try:
+        with pytest.raises((errors.ProducerFencedError, errors.InvalidProducerEpochError)):
+            zombie.commit_transaction(WAIT)
+    finally:
+        zombie.close(1)
+    p = txn_producer(broker, txn_id)  # the id itself goes on with a new producer
+    try:
+        p.begin_transaction()
+        p.send(name, b"after")
+        p.commit_transaction(WAIT)
+    finally:
+        p.close()
+    assert read(broker, name, "read_committed", 1) == [b"after"]
+    assert read(broker, name, "read_uncommitted", 2) == [b"zombie", b"after"]
+
+
+def test_idle_transactional_ids_expire_but_not_open_transactions(tmp_path):
+    """transactional.id.expiration.ms: an id idle that long with no open transaction is forgotten
+    (a producer starting with it again gets a new producer id); an open one is not."""
+    b = BrokerProcess(tmp_path, **{"transactional.id.expiration.ms": 1500,
+                                   "transaction.remove.expired.transaction.cleanup.interval.ms": 200}).start()
+    try:
+        name = topic(b)
+        opened = txn_producer(b, f"open-{uuid.uuid4().hex[:8]}", **{"transaction.timeout.ms": 60000})
+        opened.begin_transaction()
+        opened.send(name, b"open").result(WAIT)  # its last update: before the idle id's
+        idle_id = f"idle-{uuid.uuid4().hex[:8]}"
+        idle = txn_producer(b, idle_id)
+        idle.begin_transaction()
+        idle.send(name, b"committed")
+        idle.commit_transaction(WAIT)
+        idle.close()
+        with Admin({"bootstrap.servers": b.bootstrap}) as admin:
+            pid = admin.describe_transactions([idle_id])[idle_id].producer_id
+
+            def expired() -> bool:
+                try:
+                    admin.describe_transactions([idle_id])
+                except errors.TransactionalIdNotFoundError:
+                    return True
+                return False
+            wait_until(expired, "the idle transactional id expired", WAIT)
+            assert admin.describe_transactions([opened.config["transactional.id"]])[
+                opened.config["transactional.id"]].state == "Ongoing"
+            again = txn_producer(b, idle_id)
+            again.close()
+            assert admin.describe_transactions([idle_id])[idle_id].producer_id != pid
+        opened.commit_transaction(WAIT)
+        opened.close()
+        assert read(b, name, "read_committed", 2) == [b"open", b"committed"]
+    finally:
+        b.stop()
 
 
 def test_consume_transform_produce(broker):

@@ -751,3 +751,171 @@ def test_log_closed_or_truncated_while_cleaning(open_log, monkeypatch):
     monkeypatch.setattr(Cleaner, "_swap", close_then_swap)
     assert Cleaner().clean(plog2, T0) is None
     assert not [n for n in files(plog2) if n.endswith((".cleaned", ".swap"))]
+
+
+# ---------------------------------------------------------------------------- transaction markers
+
+
+def _txn(plog: PartitionLog, pid: int, seq: int, records, *, commit: bool, epoch: int = 0,
+         marker_epoch: int | None = None) -> int:
+    """One transaction of ``pid`` (one batch of ``records``) and its marker; returns the marker's offset."""
+    from samsa.protocol.control import build_marker
+    append(plog, records, producer_id=pid, producer_epoch=epoch, base_sequence=seq, is_transactional=True)
+    m = build_marker(pid, epoch if marker_epoch is None else marker_epoch, 0, commit, T0)
+    return plog.append(m, validate(m), now_ms=T0).base_offset
+
+
+def rows(plog: PartitionLog) -> list[tuple[int, str | None, str | None]]:
+    """The data records of the log (markers left out)."""
+    data = plog.read(plog.log_start_offset, 1 << 30)
+    return [(r.offset, r.key.decode() if r.key is not None else None, r.value.decode() if r.value is not None else None)
+            for r in iter_records(data, skip_control=True)]
+
+
+def _markers(plog: PartitionLog) -> dict[int, tuple[int, bool, int]]:
+    """offset -> (record count, delete horizon set?, base timestamp) of every control batch."""
+    return {h.base_offset: (h.record_count, bool(h.attributes & DELETE_HORIZON_BIT), h.base_timestamp)
+            for _, h in iter_headers(plog.read(plog.log_start_offset, 1 << 30)) if h.is_control}
+
+
+def test_commit_marker_removed_once_its_transaction_is_gone_and_the_horizon_passed(open_log):
+    """A marker stays while its transaction has a batch left; the clean that removes the last one
+    gives the marker a delete horizon (KIP-534, as for tombstones); a clean at or after the
+    horizon removes it."""
+    from samsa.protocol.control import COMMIT, control_type
+    plog = open_log(LogConfig(cleanup_policy="compact", delete_retention_ms=DAY))
+    first = _txn(plog, 5, 0, [("a", "1"), ("b", "1")], commit=True)     # 0-1, marker 2
+    last = _txn(plog, 5, 2, [("a", "2"), ("b", "2")], commit=True)      # 3-4, marker 5
+    plog.roll(T0)
+    append(plog, [("x", "x")])
+    cleaner = Cleaner()
+    t1 = T0 + 1000
+    result = cleaner.clean(plog, t1)
+    # the first transaction's records are superseded: gone; its marker gets its horizon
+    assert rows(plog) == [(3, "a", "2"), (4, "b", "2"), (6, "x", "x")]
+    assert _markers(plog) == {first: (1, True, t1 + DAY), last: (1, False, T0)}
+    assert result.next_delete_horizon == t1 + DAY
+    data = plog.read(first, 1 << 30)
+    h, recs = decode_batch(data)
+    assert control_type(data, 0, h) == COMMIT and recs[0].timestamp == T0  # the record's timestamp kept
+    assert cleaner.clean(plog, t1 + DAY - 1) is None  # not due before the horizon
+    result = cleaner.clean(plog, t1 + DAY)
+    assert result is not None and result.next_delete_horizon is None
+    assert _markers(plog) == {last: (1, False, T0)}  # the producer's last transaction keeps its marker
+    assert rows(plog) == [(3, "a", "2"), (4, "b", "2"), (6, "x", "x")]
+    plog.close()
+    plog = open_log(LogConfig(cleanup_policy="compact", delete_retention_ms=DAY), recover=True)
+    assert plog.last_stable_offset == plog.log_end_offset  # no transaction left open by a lost marker
+
+
+def test_abort_marker_and_its_txnindex_entry_go_once_its_data_is_gone(open_log):
+    from samsa.storage.txn_index import AbortedTxn
+    config = LogConfig(cleanup_policy="compact", delete_retention_ms=0)
+    plog = open_log(config)
+    aborted = _txn(plog, 6, 0, [("a", "aborted")], commit=False)           # 0, abort marker 1
+    committed = _txn(plog, 6, 1, [("a", "committed")], commit=True)        # 2, commit marker 3
+    plog.roll(T0)
+    append(plog, [("x", "x")])
+    assert plog.aborted_transactions(0, 100) == [AbortedTxn(6, 0, 1, 2)]
+    cleaner = Cleaner()
+    cleaner.clean(plog, T0)
+    # the aborted batch is gone, and its index entry with it; its marker gets its horizon (now + 0)
+    assert rows(plog) == [(2, "a", "committed"), (4, "x", "x")]
+    assert _markers(plog)[aborted][1] and plog.aborted_transactions(0, 100) == []
+    cleaner.clean(plog, T0 + 1)
+    assert set(_markers(plog)) == {committed}
+    assert rows(plog) == [(2, "a", "committed"), (4, "x", "x")]
+    plog.close()
+    plog = open_log(config, recover=True)  # the rebuilt index agrees
+    assert plog.aborted_transactions(0, 100) == []
+    assert rows(plog) == [(2, "a", "committed"), (4, "x", "x")]
+
+
+def test_marker_of_a_producer_with_no_batch_left_stays_empty(open_log):
+    """A producer whose epoch the coordinator bumped (an aborted, timed-out transaction) has no
+    batch of its epoch in the log but the marker: it stays, emptied, and still fences the old epoch."""
+    from samsa.protocol.errors import InvalidProducerEpochError
+    config = LogConfig(cleanup_policy="compact", delete_retention_ms=0)
+    plog = open_log(config)
+    aborted = _txn(plog, 7, 0, [("a", "aborted")], commit=False, marker_epoch=1)  # 0, marker 1 (epoch 1)
+    plog.roll(T0)
+    append(plog, [("x", "x")])
+    cleaner = Cleaner()
+    for now in (T0, T0 + 1):
+        cleaner.clean(plog, now)
+    assert rows(plog) == [(2, "x", "x")]
+    assert _markers(plog) == {aborted: (0, False, T0)}
+    assert cleaner.clean(plog, T0 + 2) is None  # nothing more to do
+    plog.close()
+    plog = open_log(config, recover=True)
+    for name in files(plog):
+        if name.endswith(".snapshot"):
+            os.unlink(plog.dir / name)
+    plog.close()
+    plog = open_log(config, recover=True)  # the producer state rebuilt from the log alone
+    with pytest.raises(InvalidProducerEpochError):
+        append(plog, [("b", "old")], producer_id=7, producer_epoch=0, base_sequence=1, is_transactional=True)
+
+
+def test_markers_of_transactions_with_kept_records_stay(open_log):
+    plog = open_log(LogConfig(cleanup_policy="compact", delete_retention_ms=0))
+    m1 = _txn(plog, 5, 0, [("a", "1")], commit=True)
+    m2 = _txn(plog, 5, 1, [("b", "1")], commit=True)
+    plog.roll(T0)
+    append(plog, [("x", "x")])
+    cleaner = Cleaner()
+    result = cleaner.clean(plog, T0)
+    assert result.next_delete_horizon is None  # nothing removed: nothing to come back for
+    for now in (T0 + 1, T0 + 2):
+        plog.cleaner_offset = 0  # all dirty again
+        cleaner.clean(plog, now)
+    assert set(_markers(plog)) == {m1, m2}
+
+
+def test_crash_after_removing_an_abort_marker_leaves_no_stale_txnindex_entry(open_log, monkeypatch):
+    """An index entry whose marker the clean removed would hide the producer's later batches
+    from read_committed consumers: after a crash the swapped segment's index is rebuilt from the log."""
+    from samsa.storage.txn_index import AbortedTxn
+    config = LogConfig(cleanup_policy="compact", delete_retention_ms=0)
+    plog = open_log(config)
+    _txn(plog, 6, 0, [("a", "aborted")], commit=False)                    # 0, abort marker 1
+    _txn(plog, 6, 1, [("a", "committed")], commit=True)                   # 2, commit marker 3
+    plog.roll(T0)
+    append(plog, [("x", "x")])
+    cleaner = Cleaner()
+    cleaner.clean(plog, T0)
+    # the entry is gone from the index files already; put it back as an older Samsa kept it
+    plog.segments[0].txn_index.reset([AbortedTxn(6, 0, 1, 2)])
+    plog.segments[0].txn_index.flush()
+
+    class Crash(Exception):
+        pass
+
+    def crash_in_install(plog, i, old_segments, end, out):
+        raise Crash
+
+    monkeypatch.setattr(Cleaner, "_install", staticmethod(crash_in_install))
+    plog.cleaner_offset = 0
+    with pytest.raises(Crash):
+        cleaner.clean(plog, T0 + 1)
+    crash(plog)
+    plog = open_log(config, recover=False)
+    assert plog.aborted_transactions(0, 100) == []
+    assert rows(plog) == [(2, "a", "committed"), (4, "x", "x")]
+    assert 1 not in _markers(plog)
+
+
+def test_abort_marker_without_its_txnindex_entry_stays_while_its_batches_do(open_log):
+    """Should an aborted transaction's index entry be lost, its batches look committed to the
+    cleaner: its marker then stays with them, so that rebuilding the index from the log finds it."""
+    plog = open_log(LogConfig(cleanup_policy="compact", delete_retention_ms=0))
+    aborted = _txn(plog, 6, 0, [("a", "aborted")], commit=False)
+    append(plog, [("b", "plain")])
+    plog.roll(T0)
+    append(plog, [("x", "x")])
+    plog.segments[0].txn_index.reset([])
+    cleaner = Cleaner()
+    for now in (T0, T0 + 1, T0 + 2):
+        plog.cleaner_offset = 0
+        cleaner.clean(plog, now)
+    assert aborted in _markers(plog)

@@ -425,10 +425,12 @@ class TransactionCoordinator:
                 self._spawn(self._fence_and_abort(meta, f"open longer than its timeout of {meta.timeout_ms} ms"))
 
     def expire_transactional_ids(self, now: int) -> None:
-        """transactional.id.expiration.ms: forget ids idle that long (a tombstone in the log)."""
+        """transactional.id.expiration.ms: forget the ids with no open transaction whose last update
+        is that old (a tombstone in the log), as Kafka does; the partitions' producer state is theirs
+        to expire (producer.id.expiration.ms)."""
         limit = self.cfg("transactional.id.expiration.ms")
         for meta in list(self.txns.values()):
-            if meta.state in EXPIRABLE and meta.pending is None and now - meta.last_update_ms > limit:
+            if meta.state in EXPIRABLE and meta.pending is None and now - meta.last_update_ms >= limit:
                 self._spawn(self._expire(meta))
 
     async def _expire(self, meta: TransactionMetadata) -> None:
