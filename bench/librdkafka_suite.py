@@ -57,7 +57,7 @@ def broker_tests(tests_dir: Path) -> list[str]:
 
 # Some tests run Kafka's scripts from $KAFKA_PATH/bin: Samsa's tools take the same flags.
 KAFKA_SCRIPTS = {"kafka-topics.sh": "topics", "kafka-configs.sh": "configs",
-                 "kafka-consumer-groups.sh": "consumer-groups"}
+                 "kafka-consumer-groups.sh": "consumer-groups", "kafka-acls.sh": "acls"}
 
 
 def kafka_path(where: Path) -> Path:
@@ -110,7 +110,10 @@ def main() -> int:
     ap.add_argument("--brokers", type=int, default=1,
                     help="more than 1: a ZooKeeper cluster of that many brokers (tests that create topics with "
                          "replication factor 3, such as 0103, need 3)")
+    ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                    help="a broker config for the run, e.g. authorizer.class.name=… for the ACL tests (0081)")
     args = ap.parse_args()
+    config = {**HARNESS_CONFIG, **dict(o.split("=", 1) for o in args.override)}
     tests_dir = args.tests_dir.resolve()
     if not (tests_dir / "test-runner").exists():
         ap.error(f"no test-runner in {tests_dir}: build librdkafka's tests first")
@@ -122,9 +125,9 @@ def main() -> int:
         args.log_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="samsa-rdk-") as tmp:
         if args.brokers > 1:
-            broker: BrokerProcess | Cluster = Cluster(Path(tmp), size=args.brokers, **HARNESS_CONFIG).start()
+            broker: BrokerProcess | Cluster = Cluster(Path(tmp), size=args.brokers, **config).start()
         else:
-            broker = BrokerProcess(Path(tmp), **HARNESS_CONFIG).start()
+            broker = BrokerProcess(Path(tmp), **config).start()
         conf = Path(tmp) / "test.conf"
         conf.write_text(f"bootstrap.servers={broker.bootstrap}\n")
         kafka = kafka_path(Path(tmp) / "kafka")
