@@ -171,12 +171,7 @@ class WorkerSinkTask(WorkerTask):
             if self.started and self.failed_trace is None:
                 self.commit(None)
         finally:
-            if self.started:
-                try:
-                    self.task.stop()
-                except Exception:  # noqa: BLE001
-                    log.exception("Stopping task %s-%d", self.connector, self.id)
-            self.transforms.close()
+            self.stop_task()
             if self.consumer is not None:
                 self.consumer.close(10)
             if self.dlq is not None:

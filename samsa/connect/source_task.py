@@ -116,12 +116,7 @@ class WorkerSourceTask(WorkerTask):
             if self.send_error is None:
                 self.commit_offsets()
         finally:
-            if self.started:
-                try:
-                    self.task.stop()
-                except Exception:  # noqa: BLE001
-                    log.exception("Stopping task %s-%d", self.connector, self.id)
-            self.transforms.close()
+            self.stop_task()
             if self.producer is not None:
                 self.producer.close(10)
 

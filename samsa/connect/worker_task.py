@@ -105,6 +105,16 @@ class WorkerTask:
         self.stopping.set()
         self.resumed.set()
 
+    def stop_task(self) -> None:
+        """Stop the connector's task if it was started (``task``/``started`` are the subclass's),
+        then the transforms; a task that throws here is logged, not raised."""
+        if self.started:  # type: ignore[attr-defined]
+            try:
+                self.task.stop()  # type: ignore[attr-defined]
+            except Exception:  # noqa: BLE001
+                log.exception("Stopping task %s-%d", self.connector, self.id)
+        self.transforms.close()
+
     def join(self, timeout: float) -> bool:
         self.thread.join(timeout)
         return not self.thread.is_alive()
