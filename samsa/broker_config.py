@@ -15,6 +15,7 @@ from typing import Any
 
 from samsa.configdef import (INT_MAX, LONG_MAX, ConfigError, Key, at_least, format_value, keys, one_of,  # noqa: F401
                              parse_properties, parse_value)
+from samsa.security.ssl_keys import SSL_COMMON_KEYS
 
 log = logging.getLogger(__name__)
 
@@ -48,22 +49,9 @@ def _authorizer(v: Any) -> str | None:
 
 # The keys a listener may override as listener.name.<listener>.<key> (Kafka's per-listener configs).
 SSL_KEYS = (
-    Key("ssl.keystore.type", "string", "JKS", one_of("JKS", "PKCS12", "PEM")),
-    Key("ssl.keystore.location", "string", None),
-    Key("ssl.keystore.password", "password", None),
-    Key("ssl.key.password", "password", None),
-    Key("ssl.keystore.certificate.chain", "password", None),
-    Key("ssl.keystore.key", "password", None),
-    Key("ssl.truststore.type", "string", "JKS", one_of("JKS", "PKCS12", "PEM")),
-    Key("ssl.truststore.location", "string", None),
-    Key("ssl.truststore.password", "password", None),
-    Key("ssl.truststore.certificates", "password", None),
+    *SSL_COMMON_KEYS,
     Key("ssl.client.auth", "string", "none", one_of("none", "requested", "required")),
-    Key("ssl.enabled.protocols", "list", ["TLSv1.2", "TLSv1.3"]),
-    Key("ssl.protocol", "string", "TLSv1.3"),
-    Key("ssl.cipher.suites", "list", []),
     Key("ssl.principal.mapping.rules", "string", "DEFAULT"),
-    Key("ssl.endpoint.identification.algorithm", "string", "https"),
 )
 
 

@@ -14,6 +14,7 @@ import logging
 from typing import Any
 
 from samsa.configdef import INT_MAX, ConfigError, Key, at_least, keys, one_of, parse_value
+from samsa.security.ssl_keys import SSL_COMMON_KEYS
 from samsa.serialization import with_headers
 
 log = logging.getLogger(__name__)
@@ -45,20 +46,7 @@ COMMON = (
     Key("sasl.jaas.config", "password", None),
     Key("sasl.username", "string", None),  # librdkafka's names, for the same properties files
     Key("sasl.password", "password", None),
-    Key("ssl.keystore.type", "string", "JKS", one_of("JKS", "PKCS12", "PEM")),
-    Key("ssl.keystore.location", "string", None),
-    Key("ssl.keystore.password", "password", None),
-    Key("ssl.key.password", "password", None),
-    Key("ssl.keystore.certificate.chain", "password", None),
-    Key("ssl.keystore.key", "password", None),
-    Key("ssl.truststore.type", "string", "JKS", one_of("JKS", "PKCS12", "PEM")),
-    Key("ssl.truststore.location", "string", None),
-    Key("ssl.truststore.password", "password", None),
-    Key("ssl.truststore.certificates", "password", None),
-    Key("ssl.enabled.protocols", "list", ["TLSv1.2", "TLSv1.3"]),
-    Key("ssl.protocol", "string", "TLSv1.3"),
-    Key("ssl.cipher.suites", "list", []),
-    Key("ssl.endpoint.identification.algorithm", "string", "https"),
+    *SSL_COMMON_KEYS,
     Key("metric.reporters", "list", []),
 )
 
