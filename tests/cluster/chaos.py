@@ -22,9 +22,8 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from kazoo.client import KazooClient
 
-from cluster_harness import Cluster
+from cluster_harness import Cluster, partition_states
 from samsa.protocol.records import iter_records
 from waiting import wait_until
 
@@ -101,16 +100,14 @@ class _Monitor(threading.Thread):
 
     def __init__(self, cluster: Cluster, live: set[int]):
         super().__init__(daemon=True)
-        self.zk = KazooClient(hosts=cluster.connect)
-        self.zk.start(timeout=30)
+        self.zk = cluster.zookeeper()
         self.live = live  # the brokers running and not paused (the chaos loop keeps it)
         self.leaderless_since: dict[int, float] = {}
         self.longest = 0.0
         self.stopping = threading.Event()
 
     def states(self) -> dict[int, dict]:
-        base = f"/brokers/topics/{TOPIC}/partitions"
-        return {p: json.loads(self.zk.get(f"{base}/{p}/state")[0]) for p in range(PARTITIONS)}
+        return partition_states(self.zk, TOPIC)
 
     def run(self) -> None:
         while not self.stopping.wait(0.1):

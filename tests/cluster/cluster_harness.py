@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+from kazoo.client import KazooClient
 
 from broker_process import BrokerProcess
 from zookeeper_process import ZooKeeperProcess
@@ -61,3 +64,15 @@ class Cluster:
         for b in self.brokers.values():
             b.kill()
         self.zk.stop()
+
+    def zookeeper(self) -> KazooClient:
+        """A started ZooKeeper client in the cluster's chroot (the caller stops and closes it)."""
+        zk = KazooClient(hosts=self.connect)
+        zk.start(timeout=30)
+        return zk
+
+
+def partition_states(zk: KazooClient, topic: str) -> dict[int, dict]:
+    """Each partition's state as the controller wrote it in ZooKeeper (leader, leader_epoch, isr)."""
+    base = f"/brokers/topics/{topic}/partitions"
+    return {int(p): json.loads(zk.get(f"{base}/{p}/state")[0]) for p in zk.get_children(base)}

@@ -15,7 +15,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
 from broker_process import BrokerProcess
-from cluster_harness import Cluster
+from cluster_harness import Cluster, partition_states
 from waiting import wait_until
 from zookeeper_process import ZooKeeperProcess
 
@@ -47,31 +47,20 @@ def test_sigterm_with_zookeeper_unreachable_still_shuts_down(tmp_path, zookeeper
         cluster.stop()
 
 
-def _states(cluster: Cluster, topic: str) -> dict[int, dict]:
-    """Each partition's state as the controller wrote it in ZooKeeper (leader, leader_epoch, isr)."""
-    zk = KazooClient(hosts=cluster.connect)
-    zk.start(timeout=30)
-    try:
-        base = f"/brokers/topics/{topic}/partitions"
-        return {int(p): json.loads(zk.get(f"{base}/{p}/state")[0]) for p in zk.get_children(base)}
-    finally:
-        zk.stop()
-        zk.close()
-
-
 def test_broker_restarted_at_once_registers_at_once_as_a_new_life(tmp_path):
     """KIP-380: a broker SIGKILLed and started again at once does not wait for its old ZooKeeper
     session (30 s here) to expire; it replaces its old registration, and the controller, seeing a
     new broker epoch, handles it as gone and back: the partitions it led get a new leader epoch
     (a new leader from the ISR), and no acknowledged record is lost."""
     cluster = Cluster(tmp_path, **{"zookeeper.session.timeout.ms": 30000}).start()
+    zk = cluster.zookeeper()
     try:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
         admin.create_topics([NewTopic("bounce", 3, 3)])["bounce"].result(30)
-        wait_until(lambda: all(len(s["isr"]) == 3 for s in _states(cluster, "bounce").values())
-                   and len(_states(cluster, "bounce")) == 3, what="three partitions with full ISRs")
+        wait_until(lambda: (lambda states: len(states) == 3 and all(len(s["isr"]) == 3 for s in states.values()))(
+            partition_states(zk, "bounce")), what="three partitions with full ISRs")
         acked = _produce(cluster, [b"before-%d" % i for i in range(300)])
-        before = _states(cluster, "bounce")
+        before = partition_states(zk, "bounce")
         victim = before[0]["leader"]
         led = {p: s["leader_epoch"] for p, s in before.items() if s["leader"] == victim}
         broker = cluster.brokers[victim]
@@ -80,12 +69,14 @@ def test_broker_restarted_at_once_registers_at_once_as_a_new_life(tmp_path):
         assert f"replacing the registration of broker {victim}'s previous life" in broker.log_text()
 
         def re_elected():
-            now = _states(cluster, "bounce")
+            now = partition_states(zk, "bounce")
             return all(now[p]["leader_epoch"] > epoch and now[p]["leader"] != -1 for p, epoch in led.items())
         wait_until(re_elected, what="new leader epochs for the partitions the bounced broker led")
         acked += _produce(cluster, [b"after-%d" % i for i in range(300)])
         assert sorted(_consume_all(cluster, len(acked))) == sorted(acked)
     finally:
+        zk.stop()
+        zk.close()
         cluster.stop()
 
 
