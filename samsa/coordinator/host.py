@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from samsa.cluster.metadata import BrokerInfo, TopicInfo
 from samsa.cluster.partition import Partition
+from samsa.protocol import errors
 
 
 class ConfigLookup(Protocol):
@@ -55,3 +56,22 @@ class CoordinatorHost(Protocol):
                      configs: dict[str, str] | None = None) -> TopicInfo:
         """Create an (internal) topic, or raise TopicAlreadyExistsError and the like."""
         ...
+
+
+def ensure_internal_topic(host: CoordinatorHost, name: str, num_partitions: int, rf_key: str,
+                          configs: dict[str, str]) -> None:
+    """Create a coordinator's internal topic when a client first looks for a coordinator.
+
+    While it cannot be made (too few brokers for ``rf_key``) or another broker made it a
+    moment ago and this one has not loaded it yet, the client is told the retriable
+    COORDINATOR_NOT_AVAILABLE, as it is while the topic's leaders are being elected."""
+    if name in host.topics:
+        return
+    rf = host.config[rf_key]
+    alive = len(host.alive_brokers())
+    if rf > alive:
+        raise errors.CoordinatorNotAvailableError(f"{rf_key} is {rf} but only {alive} broker(s) are alive")
+    try:
+        host.create_topic(name, num_partitions, rf, configs=configs)
+    except errors.TopicAlreadyExistsError:
+        raise errors.CoordinatorNotAvailableError(f"{name} is being created") from None

@@ -28,7 +28,7 @@ from samsa.coordinator.groups.rebalance import (HeartbeatRequest, JoinRequest, J
                                                 SyncRequest, SyncResult)
 from samsa.coordinator.groups.state import DEAD, EMPTY, STABLE, Group, GroupState, Reply, Timer
 from samsa.clock import now_ms
-from samsa.coordinator.host import CoordinatorHost
+from samsa.coordinator.host import CoordinatorHost, ensure_internal_topic
 from samsa.protocol import errors
 from samsa.protocol.group_records import OFFSETS_TOPIC, OffsetAndMetadata
 
@@ -227,23 +227,12 @@ class GroupCoordinator:
     # ---------------------------------------------------------------- routing
 
     def ensure_offsets_topic(self) -> None:
-        if OFFSETS_TOPIC in self.host.topics:
-            return
-        rf = self.cfg("offsets.topic.replication.factor")
-        alive = len(self.host.alive_brokers())
-        if rf > alive:
-            raise errors.CoordinatorNotAvailableError(
-                f"offsets.topic.replication.factor is {rf} but only {alive} broker(s) are alive")
-        try:
-            self.host.create_topic(OFFSETS_TOPIC, self.cfg("offsets.topic.num.partitions"), rf, configs={
-                "cleanup.policy": "compact",
-                "segment.bytes": str(self.cfg("offsets.topic.segment.bytes")),
-                "compression.type": "producer",
-            })
-        except errors.TopicAlreadyExistsError:
-            # Another broker created it a moment ago and this broker has not loaded it yet:
-            # the client retries, as it does while the topic's leaders are being elected.
-            raise errors.CoordinatorNotAvailableError(f"{OFFSETS_TOPIC} is being created") from None
+        ensure_internal_topic(self.host, OFFSETS_TOPIC, self.cfg("offsets.topic.num.partitions"),
+                              "offsets.topic.replication.factor", {
+                                  "cleanup.policy": "compact",
+                                  "segment.bytes": str(self.cfg("offsets.topic.segment.bytes")),
+                                  "compression.type": "producer",
+                              })
 
     def coordinator_for(self, group_id: str) -> BrokerInfo:
         """The broker leading the group's offsets partition."""

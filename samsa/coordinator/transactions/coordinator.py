@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from samsa.clock import now_ms
 from samsa.cluster.metadata import BrokerInfo
-from samsa.coordinator.host import CoordinatorHost
+from samsa.coordinator.host import CoordinatorHost, ensure_internal_topic
 from samsa.coordinator.transactions.persistence import partition_for, read_partition, write_state
 from samsa.coordinator.transactions.state import (EXPIRABLE, PREPARING, IllegalTransition, TransactionMetadata,
                                                   TxnState)
@@ -164,22 +164,12 @@ class TransactionCoordinator:
     # ---------------------------------------------------------------- routing
 
     def ensure_topic(self) -> None:
-        if TRANSACTION_STATE_TOPIC in self.host.topics:
-            return
-        rf = self.cfg("transaction.state.log.replication.factor")
-        alive = len(self.host.alive_brokers())
-        if rf > alive:
-            raise errors.CoordinatorNotAvailableError(
-                f"transaction.state.log.replication.factor is {rf} but only {alive} broker(s) are alive")
-        try:
-            self.host.create_topic(TRANSACTION_STATE_TOPIC, self.cfg("transaction.state.log.num.partitions"), rf,
-                                   configs={"cleanup.policy": "compact", "compression.type": "producer",
-                                            "min.insync.replicas": str(self.cfg("transaction.state.log.min.isr")),
-                                            "segment.bytes": str(self.cfg("transaction.state.log.segment.bytes")),
-                                            "unclean.leader.election.enable": "false"})
-        except errors.TopicAlreadyExistsError:
-            # Another broker created it a moment ago and this broker has not loaded it yet.
-            raise errors.CoordinatorNotAvailableError(f"{TRANSACTION_STATE_TOPIC} is being created") from None
+        ensure_internal_topic(self.host, TRANSACTION_STATE_TOPIC, self.cfg("transaction.state.log.num.partitions"),
+                              "transaction.state.log.replication.factor", {
+                                  "cleanup.policy": "compact", "compression.type": "producer",
+                                  "min.insync.replicas": str(self.cfg("transaction.state.log.min.isr")),
+                                  "segment.bytes": str(self.cfg("transaction.state.log.segment.bytes")),
+                                  "unclean.leader.election.enable": "false"})
 
     def coordinator_for(self, transactional_id: str) -> BrokerInfo:
         """The broker leading the id's transaction-state partition (FindCoordinator)."""
