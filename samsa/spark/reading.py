@@ -11,15 +11,15 @@ loss (fail, or skip to the earliest record left, by ``failOnDataLoss``).
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from typing import Any, Iterator
+from typing import Iterator
 
 import pyarrow as pa
 
 from samsa.client.consumer import Consumer
 from samsa.client.types import TopicPartition
 from samsa.protocol import errors
+from samsa.spark.client_cache import ClientCache
 from samsa.spark.offsets import OffsetRange, report_data_loss
 from samsa.spark.options import SourceOptions
 from samsa.spark.columns import batches_to_arrow
@@ -27,37 +27,16 @@ from samsa.spark.schema import arrow_schema
 
 log = logging.getLogger("samsa.spark")
 
-_consumers: dict[tuple, Consumer] = {}
-_lock = threading.Lock()
-
-
-def _consumer(config: dict[str, Any]) -> Consumer:
-    key = tuple(sorted((k, str(v)) for k, v in config.items()))
-    with _lock:
-        consumer = _consumers.get(key)
-        if consumer is None:
-            consumer = _consumers[key] = Consumer(config)
-        return consumer
-
-
-def _drop(config: dict[str, Any]) -> None:
-    key = tuple(sorted((k, str(v)) for k, v in config.items()))
-    with _lock:
-        consumer = _consumers.pop(key, None)
-    if consumer is not None:
-        try:
-            consumer.close(timeout=1.0)
-        except Exception:  # noqa: BLE001 - a broken consumer is being thrown away
-            pass
+_consumers: ClientCache[Consumer] = ClientCache(Consumer, lambda c: c.close(timeout=1.0))
 
 
 def read_range(opts: SourceOptions, r: OffsetRange) -> Iterator[pa.RecordBatch]:
     """The records of ``[r.start, r.end)``; gaps (compaction, transaction markers) are skipped."""
     config = opts.consumer_config()
     try:
-        yield from _read(_consumer(config), opts, r)
+        yield from _read(_consumers.get(config), opts, r)
     except BaseException:
-        _drop(config)  # its state is unknown now: the next task starts a fresh one
+        _consumers.drop(config)  # its state is unknown now: the next task starts a fresh one
         raise
 
 

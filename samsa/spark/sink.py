@@ -21,7 +21,6 @@ task the same rows (Spark's replay from a checkpoint does).
 from __future__ import annotations
 
 import itertools
-import threading
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -33,6 +32,7 @@ from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, St
 from samsa.client.admin import Admin
 from samsa.client.producer import Producer
 from samsa.client.types import OffsetAndMetadata, TopicPartition
+from samsa.spark.client_cache import ClientCache
 from samsa.spark.options import OptionError, SinkOptions
 from samsa.spark.schema import HEADER
 
@@ -88,17 +88,8 @@ class Written(WriterCommitMessage):
     records: int
 
 
-_producers: dict[tuple, Producer] = {}
-_lock = threading.Lock()
-
-
-def _producer(config: dict[str, Any]) -> Producer:
-    key = tuple(sorted((k, str(v)) for k, v in config.items()))
-    with _lock:
-        producer = _producers.get(key)
-        if producer is None:
-            producer = _producers[key] = Producer(config)
-        return producer
+_producers: ClientCache[Producer] = ClientCache(Producer, lambda p: p.close(1))
+_admins: ClientCache[Admin] = ClientCache(Admin, lambda a: a.close())
 
 
 def _bytes(v: Any) -> bytes | None:
@@ -121,18 +112,6 @@ def _rows(cols: Columns, opts: SinkOptions, batch: pa.RecordBatch) -> Iterator[t
         yield topic, _bytes(keys[i]), _bytes(values[i]), parts[i], hdrs
 
 
-_admins: dict[tuple, Admin] = {}
-
-
-def _admin(config: dict[str, Any]) -> Admin:
-    key = tuple(sorted((k, str(v)) for k, v in config.items()))
-    with _lock:
-        admin = _admins.get(key)
-        if admin is None:
-            admin = _admins[key] = Admin(config)
-        return admin
-
-
 def write_transactionally(opts: SinkOptions, cols: Columns, batches: Iterator[pa.RecordBatch]) -> int:
     """The task's rows in one transaction, with its progress note (see the module docstring)."""
     task = TaskContext.get()
@@ -142,7 +121,7 @@ def write_transactionally(opts: SinkOptions, cols: Columns, batches: Iterator[pa
     prefix = opts.transactional_id_prefix or f"samsa-spark-{query or 'batch'}"
     txn_id = f"{prefix}-{partition}"
     config = {**opts.producer_config(), "transactional.id": txn_id}
-    producer = _producer(config)
+    producer = _producers.get(config)
     producer.init_transactions()  # fences an older producer of the id; its last transaction is decided
     rows = (row for batch in batches for row in _rows(cols, opts, batch))
     first = next(rows, None)
@@ -150,7 +129,7 @@ def write_transactionally(opts: SinkOptions, cols: Columns, batches: Iterator[pa
         return 0
     note = TopicPartition(opts.topic or first[0], 0)
     if batch_id is not None:
-        done = _admin(opts.admin_config()).list_consumer_group_offsets(txn_id, [note]).get(note)
+        done = _admins.get(opts.admin_config()).list_consumer_group_offsets(txn_id, [note]).get(note)
         if done is not None and done.offset > int(batch_id):
             for _ in rows:  # written and committed by an earlier run of this micro-batch
                 pass
@@ -168,28 +147,16 @@ def write_transactionally(opts: SinkOptions, cols: Columns, batches: Iterator[pa
         try:
             producer.abort_transaction()
         except Exception:  # noqa: BLE001 - the producer may be fenced: its transaction is aborted anyway
-            _forget(config)
+            _producers.drop(config)  # fenced: a state it cannot leave; the next task starts anew
         raise
     return count
-
-
-def _forget(config: dict[str, Any]) -> None:
-    """A producer in a state it cannot leave (fenced): the next task starts a new one."""
-    key = tuple(sorted((k, str(v)) for k, v in config.items()))
-    with _lock:
-        producer = _producers.pop(key, None)
-    if producer is not None:
-        try:
-            producer.close(1)
-        except Exception:  # noqa: BLE001 - being thrown away
-            pass
 
 
 def write_batches(opts: SinkOptions, cols: Columns, batches: Iterator[pa.RecordBatch]) -> int:
     """Send every row; raise if any record could not be written."""
     if opts.exactly_once:
         return write_transactionally(opts, cols, batches)
-    producer = _producer(opts.producer_config())
+    producer = _producers.get(opts.producer_config())
     failures: list[BaseException] = []
 
     def delivered(_md: Any, error: BaseException | None) -> None:
