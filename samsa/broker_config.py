@@ -60,6 +60,7 @@ BROKER_KEYS = keys(
     Key("sasl.jaas.config", "password", None),
     Key("sasl.server.max.receive.size", "int", 524288, at_least(1)),
     Key("connections.max.reauth.ms", "long", 0, at_least(0)),
+    Key("connection.failed.authentication.delay.ms", "int", 100, at_least(0)),
     Key("authorizer.class.name", "string", "", _authorizer),
     Key("super.users", "string", ""),
     Key("allow.everyone.if.no.acl.found", "bool", False),
