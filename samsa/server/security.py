@@ -65,8 +65,7 @@ def listener_security(config: BrokerConfig, name: str,
         if not sec.mechanisms:
             raise ConfigError(f"Listener {name}: sasl.enabled.mechanisms is empty")
         for mech in sec.mechanisms:
-            jaas = (config.unknown.get(f"listener.name.{name.lower()}.{mech.lower()}.sasl.jaas.config")
-                    or config.unknown.get(f"{mech.lower()}.sasl.jaas.config") or get("sasl.jaas.config"))
+            jaas = config.jaas_config(name, mech)
             if mech == "PLAIN" and not jaas:
                 raise ConfigError(f"Listener {name}: PLAIN needs its users in "
                                   f"listener.name.{name.lower()}.plain.sasl.jaas.config")

@@ -146,7 +146,7 @@ def test_listeners_and_their_protocols():
     assert c.inter_broker_listener == "INTERNAL"
     assert c.listener_value("INTERNAL", "ssl.client.auth") == "required"
     assert c.listener_value("EXTERNAL", "ssl.client.auth") == "none"
-    assert not c.unknown.keys() - {"listener.name.internal.ssl.client.auth"}
+    assert c.listener_overrides == {"listener.name.internal.ssl.client.auth": "required"} and not c.unknown
     with pytest.raises(ConfigError, match="No security protocol"):
         BrokerConfig({"listeners": "INTERNAL://:9093"})
     c = BrokerConfig({"listeners": "INTERNAL://:9093", "listener.security.protocol.map": "INTERNAL:PLAINTEXT"})
