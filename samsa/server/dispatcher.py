@@ -50,6 +50,13 @@ class Dispatcher:
         self.times: RequestTimes | None = None  # RequestMetrics, when the broker's metrics are on
         self.quotas: QuotaManager | None = None  # set while some client quota is configured
 
+    def connection_counts(self) -> dict[str, int]:
+        """Open connections per listener name (the broker's metrics)."""
+        counts: dict[str, int] = {}
+        for conn in list(self.connections):
+            counts[conn.listener] = counts.get(conn.listener, 0) + 1
+        return counts
+
     @staticmethod
     def supported_versions() -> list[tuple[int, int, int]]:
         return [(key, h.min_version, h.max_version) for key, h in sorted(HANDLERS.items())]

@@ -113,6 +113,15 @@ class _RunningLoop:
         return asyncio.get_running_loop().create_future()
 
 
+@dataclass(frozen=True)
+class GroupMetrics:
+    """The group coordinator's state as the broker's metrics show it (GroupMetadataManager)."""
+
+    states: list[str]  # each group's state name
+    committed: dict[str, dict[tuple[str, int], int]]  # group -> (topic, partition) -> committed offset
+    completed_rebalances: int
+
+
 class GroupCoordinator:
     def __init__(self, host: CoordinatorHost):
         self.host = host
@@ -127,6 +136,14 @@ class GroupCoordinator:
     @property
     def groups(self) -> dict[str, Group]:
         return self.rebalancer.groups
+
+    def metrics(self) -> GroupMetrics:
+        """A snapshot of the groups and committed offsets for the broker's metrics."""
+        offsets = self.offsets
+        return GroupMetrics([g.state.value for g in list(self.groups.values())],
+                            {gid: {tp: o.offset for tp, o in offsets.committed(gid).items()}
+                             for gid in offsets.group_ids()},
+                            self.rebalancer.completed_rebalances)
 
     # ---------------------------------------------------------------- config
 
