@@ -22,7 +22,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Mapping
 
-from samsa.cli.common import Parser, UsageError, admin_config, error_message, arguments
+from samsa.cli.common import Parser, UsageError, admin_config, error_message, run_tool
 from samsa.client import offset_reset
 from samsa.client.offset_reset import ResetError
 from samsa.client.admin import Admin
@@ -547,12 +547,7 @@ class Tool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    argv = arguments(argv, parser, DESCRIPTION)
-    if argv is None:
-        return 1
-    try:
-        opts = parser.parse_args(argv)
+    def go(opts: argparse.Namespace) -> int:
         check_args(opts)
         config = admin_config(opts, "samsa-consumer-groups")
         config.setdefault("request.timeout.ms", str(opts.timeout))
@@ -560,12 +555,8 @@ def main(argv: list[str] | None = None) -> int:
         action = next(a for a in ACTIONS if getattr(opts, a))
         with Admin(config) as admin:
             return getattr(Tool(admin, opts), action)()
-    except UsageError as e:
-        print(e, file=sys.stderr)
-        return 1
-    except (errors.KafkaError, ValueError) as e:
-        print(f"Error: Executing consumer group command failed due to {error_message(e)}", file=sys.stderr)
-        return 1
+    return run_tool(argv, build_parser(), go, description=DESCRIPTION, failures=[
+        ((errors.KafkaError, ValueError), "Error: Executing consumer group command failed due to {}")])
 
 
 if __name__ == "__main__":
