@@ -4,8 +4,9 @@ Every public :class:`~samsa.client.admin.AsyncAdmin` method sends through it:
 
 - **node selection** (:class:`To`): any broker, the controller, one broker by id, or the
   coordinator of a key by key type (FindCoordinator, written once here: one batched request
-  on v4+, one per key before). The leader of a partition is the batch form in
-  :meth:`RequestDriver._by_leader`, coordinators of many groups :meth:`AsyncAdmin._for_groups`;
+  on v4+, one per key before). Many partitions go to their leaders in
+  :meth:`RequestDriver._by_leader`, many groups to their coordinators in
+  :meth:`RequestDriver._for_groups`;
 - **one retry policy** (:class:`Attempts`): after a lost connection, a client-side timeout
   (``request.timeout.ms``), NOT_CONTROLLER, or (on calls to a coordinator) the coordinator
   moving or loading, the metadata is refreshed and the call sent again, ``retry.backoff.ms``
@@ -19,7 +20,7 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Collection, Coroutine, TypeVar
+from typing import Any, Awaitable, Callable, Collection, Coroutine, Iterable, TypeVar
 
 from samsa.client.connection import BrokerConnection, KafkaConnectionError, KafkaTimeoutError
 from samsa.client.metadata import ClusterMetadata
@@ -251,3 +252,68 @@ class RequestDriver:
             todo = [tp for tp, _ in retry]
             await attempts.wait(sorted({tp.topic for tp in todo}))
         return results
+
+    async def _for_groups(self, group_ids: Iterable[str],
+                          send: Callable[[Node, BrokerConnection, list[str]],
+                                         Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+        """Run ``send`` on each group's coordinator, for all its groups at once.
+
+        ``send`` returns group -> result, an exception standing for a failure. Groups whose
+        coordinator moved, is loading or could not be reached are looked up and sent again
+        until ``default.api.timeout.ms`` has passed; the result maps every group to its
+        result or its exception."""
+        cluster = await self._ready()
+        attempts = self._attempts()
+        results: dict[str, Any] = {}
+        todo = list(dict.fromkeys(group_ids))
+        while todo:
+            retry: dict[str, errors.KafkaError] = {}
+            try:
+                coordinators = await self._find_coordinators(GROUP, todo)
+            except RETRY_CALL as e:
+                coordinators = {g: e for g in todo}
+            by_node: dict[Node, list[str]] = defaultdict(list)
+            for group_id in todo:
+                found = coordinators.get(group_id) or errors.CoordinatorNotAvailableError(
+                    f"No coordinator found for group {group_id}")
+                if isinstance(found, Node):
+                    by_node[found].append(group_id)
+                elif isinstance(found, RETRY_CALL) or found.code in COORDINATOR_MOVED:
+                    retry[group_id] = found
+                else:
+                    results[group_id] = found
+            for node, groups in by_node.items():
+                try:
+                    answers = await send(node, await cluster.node(node.id), groups)
+                except RETRY_CALL as e:
+                    retry.update((g, e) for g in groups)
+                    continue
+                for group_id in groups:
+                    answer = answers.get(group_id, errors.UnknownServerError(f"No answer for group {group_id}"))
+                    if isinstance(answer, errors.KafkaError) and answer.code in COORDINATOR_MOVED:
+                        retry[group_id] = answer
+                    else:
+                        results[group_id] = answer
+            if not retry:
+                break
+            if attempts.expired():
+                results.update(retry)
+                break
+            todo = list(retry)
+            await attempts.wait()
+        return results
+
+    async def _for_group(self, group_id: str,
+                         send: Callable[[Node, BrokerConnection], Awaitable[T]]) -> T:
+        """One group's call on its coordinator (see :meth:`_for_groups`); failures raise."""
+        async def one(node: Node, conn: BrokerConnection, groups: list[str]) -> dict[str, Any]:
+            try:
+                return {group_id: await send(node, conn)}
+            except errors.KafkaError as e:
+                if isinstance(e, RETRY_CALL):
+                    raise
+                return {group_id: e}
+        result = (await self._for_groups([group_id], one))[group_id]
+        if isinstance(result, BaseException):
+            raise result
+        return result
