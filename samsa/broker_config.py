@@ -326,6 +326,11 @@ class BrokerConfig:
         names = [parse_listener(x)[0] for x in self.listeners]
         if len(set(names)) != len(names):
             raise ConfigError("Invalid value for configuration listeners: each listener must have a different name")
+        delay, idle = self.values["connection.failed.authentication.delay.ms"], self.values["connections.max.idle.ms"]
+        if delay >= idle:  # as Kafka checks it
+            raise ConfigError(f"connection.failed.authentication.delay.ms={delay} should always be less than "
+                              f"connections.max.idle.ms={idle} to prevent failed authentication responses from "
+                              "timing out")
         protocols = dict(item.split(":", 1) for item in self.values["listener.security.protocol.map"] if ":" in item)
         for name in names:
             protocol = protocols.get(name)

@@ -151,3 +151,9 @@ def test_listeners_and_their_protocols():
         BrokerConfig({"listeners": "INTERNAL://:9093"})
     c = BrokerConfig({"listeners": "INTERNAL://:9093", "listener.security.protocol.map": "INTERNAL:PLAINTEXT"})
     assert c.listeners == ["INTERNAL://:9093"]
+
+
+def test_failed_authentication_delay_is_below_the_idle_timeout():
+    assert BrokerConfig({})["connection.failed.authentication.delay.ms"] == 100
+    with pytest.raises(ConfigError, match="should always be less than connections.max.idle.ms"):
+        BrokerConfig({"connection.failed.authentication.delay.ms": "600000"})
