@@ -113,15 +113,6 @@ class _RunningLoop:
         return asyncio.get_running_loop().create_future()
 
 
-@dataclass(frozen=True)
-class GroupMetrics:
-    """The group coordinator's state as the broker's metrics show it (GroupMetadataManager)."""
-
-    states: list[str]  # each group's state name
-    committed: dict[str, dict[tuple[str, int], int]]  # group -> (topic, partition) -> committed offset
-    completed_rebalances: int
-
-
 class GroupCoordinator:
     def __init__(self, host: CoordinatorHost):
         self.host = host
@@ -490,3 +481,12 @@ class GroupCoordinator:
                 self.offsets.drop_group(group_id)
                 if g is not None and not g.protocol_type:
                     self.groups.pop(group_id, None)
+
+
+@dataclass(frozen=True)
+class GroupMetrics:
+    """The group coordinator's state as the broker's metrics show it (GroupMetadataManager)."""
+
+    states: list[str]  # each group's state name
+    committed: dict[str, dict[tuple[str, int], int]]  # group -> (topic, partition) -> committed offset
+    completed_rebalances: int
