@@ -19,6 +19,23 @@ def _state(url: str, connectors=(), tasks=()) -> WorkerState:
     return WorkerState(url, 5, held)
 
 
+# Kafka 4.4.0's IncrementalCooperativeConnectProtocol.serializeAssignment / serializeMetadata of the same
+# values (run once against connect-runtime-4.4.0.jar; Kafka's worker decoded Samsa's bytes back alike)
+KAFKA_ASSIGNMENT = ("0001000000026d31000e687474703a2f2f613a383038332f000000000000002a000000020002633100000002ffffffff"
+                    "00000000000263320000000100000001000000010002633300000002ffffffff00000000000005dc")
+KAFKA_METADATA = "0001000e687474703a2f2f613a383038332f0000000000000007" + "00000058" + KAFKA_ASSIGNMENT
+KAFKA_METADATA_EMPTY = "0001000e687474703a2f2f613a383038332f0000000000000007ffffffff"
+
+
+def test_v1_bytes_are_kafkas():
+    a = ConnectAssignment(0, "m1", "http://a:8083/", 42, ["c1"], [("c1", 0), ("c2", 1)], ["c3"], [("c3", 0)], 1500)
+    assert a.encode().hex() == KAFKA_ASSIGNMENT
+    assert WorkerState("http://a:8083/", 7, a).encode(1).hex() == KAFKA_METADATA
+    assert WorkerState("http://a:8083/", 7).encode(1).hex() == KAFKA_METADATA_EMPTY
+    assert ConnectAssignment.decode(bytes.fromhex(KAFKA_ASSIGNMENT)) == a
+    assert WorkerState.decode(bytes.fromhex(KAFKA_METADATA)).assignment == a
+
+
 def test_metadata_and_assignment_round_trip_in_both_versions():
     a = ConnectAssignment(0, "m1", "http://a:8083/", 42, ["c1"], [("c1", 0), ("c2", 1)], ["c3"], [("c3", 0)], 1500)
     assert ConnectAssignment.decode(a.encode()) == a
