@@ -138,6 +138,12 @@ def test_leader_writes_joins_move_only_what_balances_departures_wait_for_the_del
         starts = _starts(starts_file)
         assert sum(starts.values()) == 6, starts  # four first starts, the move to C, the move back
         assert {t: o for t, o in final.items() if t != lost} == {t: o for t, o in after.items() if t != lost}
+
+        # ---- the leader SIGKILLed: until the group notices (session.timeout.ms), a write through the follower
+        # cannot be forwarded: Kafka's answer, 500 and the I/O error
+        a.kill()
+        code, body = b.request("PUT", "/connectors/starter/pause")
+        assert code == 500 and body["message"].startswith("IO Error trying to forward REST request: "), body
     finally:
         for w in reversed(workers):
             w.stop()
