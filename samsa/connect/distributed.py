@@ -241,7 +241,7 @@ class DistributedHerder(Herder):
         try:
             return self._submit(fn).result(REQUEST_TIMEOUT)
         except concurrent.futures.TimeoutError:
-            raise ConnectException("Request timed out") from None
+            raise TimeoutError("Request timed out") from None  # Kafka's 500
 
     def _run_requests(self) -> None:
         while self.requests and not (self.member is not None and self.member.needs_join()):
