@@ -14,13 +14,19 @@ configs before it take effect together), ``target-state-<name>`` ``{"state": ...
 ...}`` and ``restart-connector-<name>``. Only the group's leader writes them: a follower
 answers a REST write with :class:`NotLeaderException` and the REST layer forwards the request
 to the leader's URL (from the assignment); a connector's owner sends new task configs to the
-leader's ``PUT /connectors/{name}/tasks``.
+leader's ``PUT /connectors/{name}/tasks``. With ``connect.protocol=sessioned`` (KIP-507) the
+leader keeps a session key in the config topic (``session-key``, renewed every
+``inter.worker.key.ttl.ms``) and that request is signed with it (HMAC of the body).
 """
 
 from __future__ import annotations
 
+import base64
 import concurrent.futures
+import hashlib
+import hmac
 import json
+import secrets
 import logging
 import threading
 import time
@@ -32,7 +38,8 @@ from samsa.client.loop import LoopThread
 from samsa.client.metadata import ClusterMetadata
 from samsa.connect import rest_client
 from samsa.connect.config import integer
-from samsa.connect.errors import ConflictException, ConnectException, NotLeaderException
+from samsa.connect.errors import (BadRequestException, ConflictException, ConnectException, ConnectRestException,
+                                  NotLeaderException)
 from samsa.connect.group import (COMPATIBLE, EAGER, SESSIONED, ConnectAssignment, ConnectMember, IncrementalAssignor,
                                  Task, WorkerState)
 from samsa.connect.herder import Herder
@@ -45,6 +52,8 @@ log = logging.getLogger(__name__)
 
 REQUEST_TIMEOUT = 90.0  # Kafka's REST request timeout
 RECONFIGURE_BACKOFF = 0.25
+HMACS = {"HmacSHA1": hashlib.sha1, "HmacSHA224": hashlib.sha224, "HmacSHA256": hashlib.sha256,
+         "HmacSHA384": hashlib.sha384, "HmacSHA512": hashlib.sha512}
 
 
 def _json(value: Any) -> bytes:
@@ -84,14 +93,27 @@ class DistributedHerder(Herder):
         for key in ("group.id", "config.storage.topic", "offset.storage.topic", "status.storage.topic"):
             if not worker_config.get(key):
                 raise ValueError(f'Missing required configuration "{key}" which has no default value.')
-        protocol = (worker_config.get("connect.protocol") or COMPATIBLE).strip().lower()
-        if protocol == SESSIONED:
-            raise ValueError("connect.protocol=sessioned is not supported (no inter-worker request signing): "
-                             "use compatible or eager")
-        if protocol not in (EAGER, COMPATIBLE):
+        protocol = (worker_config.get("connect.protocol") or SESSIONED).strip().lower()
+        if protocol not in (EAGER, COMPATIBLE, SESSIONED):
             raise ValueError(f"Invalid value {protocol} for configuration connect.protocol: String must be one of: "
                              f"eager, compatible, sessioned")
         self.protocol = protocol
+        w = worker_config
+        self.key_ttl_ms = integer(w, "inter.worker.key.ttl.ms", 3600000)
+        self.key_algorithm = w.get("inter.worker.key.generation.algorithm") or "HmacSHA256"
+        self.signature_algorithm = w.get("inter.worker.signature.algorithm") or "HmacSHA256"
+        self.verification_algorithms = [a.strip() for a in (w.get("inter.worker.verification.algorithms")
+                                                            or "HmacSHA256").split(",") if a.strip()]
+        for key, names in (("inter.worker.key.generation.algorithm", [self.key_algorithm]),
+                           ("inter.worker.signature.algorithm", [self.signature_algorithm]),
+                           ("inter.worker.verification.algorithms", self.verification_algorithms)):
+            for name in names:
+                if name not in HMACS:
+                    raise ValueError(f"Invalid value {name} for configuration {key}: Not a supported algorithm "
+                                     f"(one of {', '.join(HMACS)})")
+        bits = w.get("inter.worker.key.size")
+        self.key_bytes = int(bits) // 8 if bits else HMACS[self.key_algorithm]().digest_size
+        self.session_key: tuple[bytes, str, int] | None = None  # key, algorithm, creation (ms)
         self.offset_store = KafkaOffsetStore()
         self.status_store = KafkaStatusStore(lambda k, v: self.status_log.send(k, v))
         super().__init__(Worker(worker_id, worker_config, self.offset_store, self.status_store), worker_config)
@@ -197,6 +219,7 @@ class DistributedHerder(Herder):
                 self.scheduled_rebalance = 0.0
                 member.request_rejoin("the scheduled rebalance delay expired")
             self._handle_config_events()
+            self._renew_session_key()
             self._run_requests()
         with self.wakeup:
             if not self.woken and not self.stopping:
@@ -303,6 +326,9 @@ class DistributedHerder(Herder):
             elif key.startswith("restart-connector-") and value is not None:
                 ev.restarts.append((key[len("restart-connector-"):], bool(value.get("include-tasks")),
                                     bool(value.get("only-failed"))))
+            elif key == "session-key" and value is not None:
+                self.session_key = (base64.b64decode(value["key"]), str(value.get("algorithm") or "HmacSHA256"),
+                                    int(value.get("creation-timestamp") or 0))
             elif key.startswith("restart-task-") and value is not None:
                 name, _, n = key[len("restart-task-"):].rpartition("-")
                 if n.isdigit():
@@ -411,13 +437,56 @@ class DistributedHerder(Herder):
             self._write([(f"restart-task-{name}-{task}", {"restart": True})])
         self._call(write)
 
-    def put_task_configs(self, name: str, configs: list[dict[str, str]]) -> None:
-        """``PUT /connectors/{name}/tasks`` (between workers): the owner's new task configs, for the leader."""
+    def put_task_configs(self, name: str, configs: list[dict[str, str]], signature: tuple[str, str] | None = None,
+                         body: bytes = b"") -> None:
+        """``PUT /connectors/{name}/tasks`` (between workers): the owner's new task configs, for the leader;
+        signed with the session key when the group runs ``sessioned``."""
+        if self.member is not None and self.member.sessioned:
+            self._verify(signature, body)
+
         def write() -> None:
             self._require_leader("write task configs")
             self._config(name)
             self._write_task_configs(name, configs)
         self._call(write)
+
+    def _verify(self, signature: tuple[str, str] | None, body: bytes) -> None:
+        if signature is None:
+            raise BadRequestException("Internal request missing required signature")
+        algorithm, encoded = signature
+        if algorithm not in self.verification_algorithms:
+            raise BadRequestException(
+                f"This worker does not support the '{algorithm}' key signing algorithm used by other workers. This "
+                f"worker is currently configured to use: [{', '.join(self.verification_algorithms)}]. Check that all "
+                f"workers' configuration files permit the same set of signature algorithms, and correct any "
+                f"misconfigured worker and restart it.")
+        key = self.session_key
+        try:
+            given = base64.b64decode(encoded, validate=True)
+        except ValueError:
+            given = b""
+        if key is None or not hmac.compare_digest(hmac.new(key[0], body, HMACS[algorithm]).digest(), given):
+            raise ConnectRestException(403, "Internal request contained invalid signature.")
+
+    def _sign(self, body: bytes) -> dict[str, str]:
+        key = self.session_key
+        if key is None:
+            raise ConnectException("no session key has been read yet")
+        signature = hmac.new(key[0], body, HMACS[self.signature_algorithm]).digest()
+        return {"X-Connect-Authorization": base64.b64encode(signature).decode(),
+                "X-Connect-Request-Signature-Algorithm": self.signature_algorithm}
+
+    def _renew_session_key(self) -> None:
+        """The leader of a sessioned group writes a new key when there is none or it is older than its TTL."""
+        member = self.member
+        if member is None or not member.sessioned or not self.is_leader:
+            return
+        now = int(time.time() * 1000)
+        if self.session_key is not None and self.session_key[2] + self.key_ttl_ms > now:
+            return
+        log.info("Writing a new session key (%s) to the config topic", self.key_algorithm)
+        self._write([("session-key", {"key": base64.b64encode(secrets.token_bytes(self.key_bytes)).decode(),
+                                      "algorithm": self.key_algorithm, "creation-timestamp": now})])
 
     def _write_task_configs(self, name: str, configs: list[dict[str, str]]) -> None:
         with self.lock:
@@ -430,14 +499,14 @@ class DistributedHerder(Herder):
     # ---------------------------------------------------------------- assignment
 
     def _assign(self, generation: int, leader: str, members: dict[str, WorkerState],
-                eager: bool) -> dict[str, ConnectAssignment]:
+                version: int) -> dict[str, ConnectAssignment]:
         """The leader's assignment (on the group client's executor, while this worker's herder waits)."""
         self.config_log.read_to_end()
         with self.lock:
             connectors = sorted(self.configs)
             tasks = [(n, i) for n in connectors for i in range(len(self.task_config.get(n, [])))]
             offset = self.config_offset
-        return self.assignor.assign(generation, leader, self.url, offset, connectors, tasks, members, eager)
+        return self.assignor.assign(generation, leader, self.url, offset, connectors, tasks, members, version)
 
     def _handle_assignment(self) -> None:
         member = self.member
@@ -514,7 +583,10 @@ class DistributedHerder(Herder):
         try:
             if leader_url is None:
                 raise ConnectException("no known leader")
-            status, body = rest_client.request("PUT", leader_url.rstrip("/") + f"/connectors/{name}/tasks?forward=true", configs)
+            raw = json.dumps(configs).encode()
+            headers = self._sign(raw) if self.member is not None and self.member.sessioned else None
+            url = leader_url.rstrip("/") + f"/connectors/{name}/tasks?forward=true"
+            status, body = rest_client.request("PUT", url, raw=raw, headers=headers)
             if status >= 300:
                 raise ConnectException(f"{status} {body}")
         except Exception as e:  # noqa: BLE001 - try again shortly, as Kafka does

@@ -35,3 +35,11 @@ class RequestTargetException(ConnectException):
 
 class NotLeaderException(RequestTargetException):
     """Only the group's leader may do this (it writes the config topic)."""
+
+
+class ConnectRestException(ConnectException):
+    """A REST answer with its own status (Kafka's ConnectRestException), e.g. 403 for a bad signature."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status

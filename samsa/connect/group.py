@@ -14,9 +14,12 @@ IncrementalCooperativeConnectProtocol):
   below); the assignment adds ``revoked [connector, [task]]`` and ``scheduled_delay int32``,
   and lists only what is *added*: a member keeps what it runs, stops what is revoked, and
   after a revocation joins again so the leader can hand it to someone else.
+* ``sessioned`` (v2, ``connect.protocol=sessioned``, KIP-507): v1's formats with version 2;
+  the leader also keeps a session key in the config topic that signs requests between workers.
 
-A compatible worker offers both protocols, so it can share a group with eager workers
-(the group then runs ``default``). :class:`IncrementalAssignor` is the leader's side.
+A worker offers its protocol and every older one, preferred first, so it can share a group
+with older workers (the group runs the newest all offer). :class:`IncrementalAssignor` is
+the leader's side.
 
 The member only records what a rebalance gave; the herder's thread, which drives it, does
 the work (:mod:`samsa.connect.distributed`).
@@ -38,6 +41,7 @@ log = logging.getLogger(__name__)
 PROTOCOL_TYPE = "connect"
 EAGER, COMPATIBLE, SESSIONED = "eager", "compatible", "sessioned"  # connect.protocol
 PROTOCOL_NAMES = {EAGER: "default", COMPATIBLE: "compatible", SESSIONED: "sessioned"}
+VERSIONS = {"default": 0, "compatible": 1, "sessioned": 2}  # JoinGroup protocol name → ConnectProtocol version
 CONNECTOR_TASK = -1
 NO_ERROR, CONFIG_MISMATCH = 0, 1
 
@@ -153,7 +157,8 @@ class WorkerState:
             if self.assignment is None or not (self.assignment.connectors or self.assignment.tasks):
                 out += struct.pack(">i", -1)
             else:
-                raw = self.assignment.encode()
+                held = ConnectAssignment(**{**self.assignment.__dict__, "version": version})
+                raw = held.encode()
                 out += struct.pack(">i", len(raw)) + raw
         return out
 
@@ -193,7 +198,9 @@ class IncrementalAssignor:
         self.revoked_in_previous = False
 
     def assign(self, generation: int, leader: str, leader_url: str, config_offset: int, connectors: list[str],
-               tasks: list[Task], members: dict[str, WorkerState], eager: bool) -> dict[str, ConnectAssignment]:
+               tasks: list[Task], members: dict[str, WorkerState], version: int) -> dict[str, ConnectAssignment]:
+        """Each member's assignment in the protocol version the group runs (0: eager, everything anew)."""
+        eager = version == 0
         ids = sorted(members)
         if eager:
             current: dict[str, tuple[set[str], set[Task]]] = {m: (set(), set()) for m in ids}
@@ -276,12 +283,9 @@ class IncrementalAssignor:
         self.previous_generation = generation
         out = {}
         for m in ids:
-            if eager:
-                out[m] = ConnectAssignment(NO_ERROR, leader, leader_url, config_offset, sorted(added[m][0]),
-                                           sorted(added[m][1]), version=0)
-            else:
-                out[m] = ConnectAssignment(NO_ERROR, leader, leader_url, config_offset, sorted(added[m][0]),
-                                           sorted(added[m][1]), sorted(revoked[m][0]), sorted(revoked[m][1]), delay)
+            out[m] = ConnectAssignment(NO_ERROR, leader, leader_url, config_offset, sorted(added[m][0]),
+                                       sorted(added[m][1]), sorted(revoked[m][0]), sorted(revoked[m][1]), delay,
+                                       version)
         log.info("Assignment of generation %d by leader %s: %s", generation, leader,
                  {members[m].url: {"connectors": sorted(current[m][0]), "tasks": sorted(current[m][1]),
                                    "revoked": sorted(revoked[m][0]) + sorted(revoked[m][1])} for m in ids})
@@ -323,7 +327,7 @@ class ConnectMember(GroupMembership):
     def __init__(self, cluster: ClusterMetadata, group_id: str, url: str, protocol: str, *,
                  session_timeout_ms: int, rebalance_timeout_ms: int, heartbeat_interval_ms: int,
                  request_timeout_ms: int, retry_backoff_ms: int, config_offset: Callable[[], int],
-                 assign: Callable[[int, str, dict[str, WorkerState], bool], dict[str, ConnectAssignment]],
+                 assign: Callable[[int, str, dict[str, WorkerState], int], dict[str, ConnectAssignment]],
                  wake: Callable[[], None]):
         super().__init__(cluster, group_id, session_timeout_ms=session_timeout_ms,
                          rebalance_timeout_ms=rebalance_timeout_ms, heartbeat_interval_ms=heartbeat_interval_ms,
@@ -337,9 +341,17 @@ class ConnectMember(GroupMembership):
         self.pending: tuple[ConnectAssignment, int] | None = None
 
     @property
+    def version(self) -> int:
+        """The protocol version the group runs (the last one chosen; before that, the one preferred)."""
+        return VERSIONS.get(self.protocol_name or PROTOCOL_NAMES[self.mode], 0)
+
+    @property
     def eager(self) -> bool:
-        """Whether the group runs the eager protocol (the last one chosen, or the only one offered)."""
-        return self.mode == EAGER or self.protocol_name == PROTOCOL_NAMES[EAGER]
+        return self.version == 0
+
+    @property
+    def sessioned(self) -> bool:
+        return self.version >= 2 and self.mode == SESSIONED
 
     def wake(self) -> None:
         self.wake_fn()
@@ -349,17 +361,15 @@ class ConnectMember(GroupMembership):
 
     def join_protocols(self) -> list[dict[str, Any]]:
         state = WorkerState(self.url, self.config_offset(), self.current)
-        out = []
-        if self.mode == COMPATIBLE:
-            out.append({"name": PROTOCOL_NAMES[COMPATIBLE], "metadata": state.encode(1)})
-        out.append({"name": PROTOCOL_NAMES[EAGER], "metadata": state.encode(0)})
-        return out
+        offered = {EAGER: [EAGER], COMPATIBLE: [COMPATIBLE, EAGER], SESSIONED: [SESSIONED, COMPATIBLE, EAGER]}
+        return [{"name": PROTOCOL_NAMES[p], "metadata": state.encode(VERSIONS[PROTOCOL_NAMES[p]])}
+                for p in offered[self.mode]]
 
     async def perform_assignment(self, protocol_name: str, members: list[dict[str, Any]]) -> dict[str, bytes]:
         states = {m["member_id"]: WorkerState.decode(bytes(m["metadata"])) for m in members}
-        eager = protocol_name == PROTOCOL_NAMES[EAGER]
         result = await asyncio.get_running_loop().run_in_executor(None, self.assign_fn, self.generation,
-                                                                  self.member_id, states, eager)
+                                                                  self.member_id, states,
+                                                                  VERSIONS.get(protocol_name, 0))
         return {m: a.encode() for m, a in result.items()}
 
     async def on_join_complete(self, protocol_name: str, raw: bytes) -> None:

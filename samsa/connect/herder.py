@@ -219,8 +219,10 @@ class Herder:
     def restart_task(self, name: str, task: int) -> None:
         raise NotImplementedError
 
-    def put_task_configs(self, name: str, configs: list[dict[str, str]]) -> None:
-        """``PUT /connectors/{name}/tasks``: task configs sent by the worker running the connector."""
+    def put_task_configs(self, name: str, configs: list[dict[str, str]], signature: tuple[str, str] | None = None,
+                         body: bytes = b"") -> None:
+        """``PUT /connectors/{name}/tasks``: task configs sent by the worker running the connector
+        (``signature``: the request's algorithm and signature of ``body``, KIP-507)."""
         raise BadRequestException("Kafka Connect in standalone mode does not support externally setting task "
                                   "configurations.")
 

@@ -20,8 +20,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from samsa.connect import plugins, rest_client
-from samsa.connect.errors import (BadRequestException, ConflictException, ConnectException, NotFoundException,
-                                  RequestTargetException)
+from samsa.connect.errors import (BadRequestException, ConflictException, ConnectException, ConnectRestException,
+                                  NotFoundException, RequestTargetException)
 from samsa.connect.herder import Herder
 
 log = logging.getLogger(__name__)
@@ -31,7 +31,13 @@ def error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error_code": status, "message": message}, status_code=status)
 
 
+SIGNATURE_HEADER = "X-Connect-Authorization"  # requests between workers (KIP-507)
+SIGNATURE_ALGORITHM_HEADER = "X-Connect-Request-Signature-Algorithm"
+
+
 def _status_of(e: BaseException) -> int:
+    if isinstance(e, ConnectRestException):
+        return e.status
     if isinstance(e, NotFoundException):
         return 404
     if isinstance(e, ConflictException):
@@ -47,6 +53,7 @@ def _handled(fn: Callable[..., Response]) -> Callable[[Request], Any]:
         body: Any = None
         if request.method in ("POST", "PUT", "PATCH"):
             raw = await request.body()
+            request.state.raw_body = raw
             if raw:
                 try:
                     body = json.loads(raw)
@@ -78,8 +85,10 @@ def _forward(request: Request, body: Any, target: RequestTargetException) -> Res
     query.append(("forward", "true" if forward is None else "false"))
     url = target.forward_url.rstrip("/") + request.url.path + "?" + urlencode(query)
     log.debug("Forwarding request %s %s %s", url, request.method, body)
+    signed = {h: request.headers[h] for h in (SIGNATURE_HEADER, SIGNATURE_ALGORITHM_HEADER) if h in request.headers}
     try:
-        status, answer = rest_client.request(request.method, url, body)
+        status, answer = rest_client.request(request.method, url, body, raw=getattr(request.state, "raw_body", None),
+                                             headers=signed)
     except OSError as e:
         return error(500, f"IO Error trying to forward REST request: {e}")
     if answer is None:
@@ -168,8 +177,11 @@ def create_app(herder: Herder) -> Starlette:
     def put_tasks(request: Request, body: Any) -> Response:
         if not isinstance(body, list) or not all(isinstance(c, dict) for c in body):
             raise BadRequestException("Task configs must be a JSON array of objects")
-        herder.put_task_configs(request.path_params["name"],
-                                [{str(k): str(v) for k, v in c.items()} for c in body])
+        signature = None
+        if SIGNATURE_HEADER in request.headers:
+            signature = (request.headers.get(SIGNATURE_ALGORITHM_HEADER, ""), request.headers[SIGNATURE_HEADER])
+        herder.put_task_configs(request.path_params["name"], [{str(k): str(v) for k, v in c.items()} for c in body],
+                                signature, request.state.raw_body)
         return Response(status_code=204)
 
     def task_id(request: Request) -> int:

@@ -1,7 +1,7 @@
 """Distributed mode: worker processes of one group over REST, against a real broker.
 
 Only the leader writes the config topic (a follower forwards REST writes to it, each lands
-once); rebalances are incremental and cooperative (KIP-415): a joining worker takes only the
+once; requests between workers are signed with the session key, KIP-507); rebalances are incremental and cooperative (KIP-415): a joining worker takes only the
 tasks that balance the group and nothing else restarts; a SIGKILLed worker's tasks wait
 ``scheduled.rebalance.max.delay.ms`` before they move.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from broker_process import BrokerProcess
-from connect_helpers import WorkerProcess
+from connect_helpers import WorkerProcess, http
 from waiting import wait_until
 
 from samsa.client.consumer import Consumer
@@ -101,7 +101,15 @@ def test_leader_writes_joins_move_only_what_balances_departures_wait_for_the_del
         assert b.request("DELETE", "/connectors/ops")[0] == 204
         assert b.request("GET", "/connectors/ops")[0] == 404
         keys = Counter(k for k, _ in _config_records(broker.bootstrap) if not k.startswith(("task-", "commit-")))
-        assert keys == {"connector-ops": 3, "target-state-ops": 4}, keys  # create, update, delete; +pause, resume
+        # create, update, delete; + pause, resume; the leader's one session key (connect.protocol=sessioned)
+        assert keys == {"connector-ops": 3, "target-state-ops": 4, "session-key": 1}, keys
+
+        # ---- task configs between workers must carry the session key's signature
+        code, body = a.request("PUT", "/connectors/starter/tasks", [{"task": "0"}])
+        assert (code, body["message"]) == (400, "Internal request missing required signature"), body
+        code, body = http("PUT", a.url + "/connectors/starter/tasks", [{"task": "0"}], headers={
+            "X-Connect-Authorization": "bm90IGEgc2lnbmF0dXJl", "X-Connect-Request-Signature-Algorithm": "HmacSHA256"})
+        assert (code, body["message"]) == (403, "Internal request contained invalid signature."), body
 
         # ---- four tasks over two workers
         starts_file = tmp_path / "starts"
@@ -153,7 +161,7 @@ def _lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-@pytest.mark.parametrize("protocol", ["compatible", "eager"])
+@pytest.mark.parametrize("protocol", ["sessioned", "compatible", "eager"])
 def test_two_workers_one_killed_tasks_move_without_loss(broker, tmp_path, protocol):
     """A FileStreamSource and a FileStreamSink on two workers; one SIGKILLed: both tasks then run on the
     survivor (after the delay; at once with the eager protocol), resuming from the stored offsets, and no

@@ -36,6 +36,19 @@ def test_v1_bytes_are_kafkas():
     assert WorkerState.decode(bytes.fromhex(KAFKA_METADATA)).assignment == a
 
 
+# the same with sessioned=true (v2): v1's layout with version 2, the allocation too
+KAFKA_V2_ASSIGNMENT = ("0002000000026d31000e687474703a2f2f613a383038332f000000000000002a0000000100026331"
+                       "00000002ffffffff000000000000000000000000")
+KAFKA_V2_METADATA = "0002000e687474703a2f2f613a383038332f0000000000000007" + "0000003c" + KAFKA_V2_ASSIGNMENT
+
+
+def test_v2_bytes_are_kafkas():
+    a = ConnectAssignment(0, "m1", "http://a:8083/", 42, ["c1"], [("c1", 0)], version=2)
+    assert a.encode().hex() == KAFKA_V2_ASSIGNMENT
+    assert WorkerState("http://a:8083/", 7, ConnectAssignment(0, "m1", "http://a:8083/", 42, ["c1"], [("c1", 0)])
+                       ).encode(2).hex() == KAFKA_V2_METADATA
+
+
 def test_metadata_and_assignment_round_trip_in_both_versions():
     a = ConnectAssignment(0, "m1", "http://a:8083/", 42, ["c1"], [("c1", 0), ("c2", 1)], ["c3"], [("c3", 0)], 1500)
     assert ConnectAssignment.decode(a.encode()) == a
@@ -51,7 +64,7 @@ def test_metadata_and_assignment_round_trip_in_both_versions():
 
 
 def _run(assignor, generation, members, connectors, tasks):
-    out = assignor.assign(generation, "a", "http://a/", 10, connectors, tasks, members, eager=False)
+    out = assignor.assign(generation, "a", "http://a/", 10, connectors, tasks, members, 1)
     held = {}
     for m, st in members.items():
         c = set(st.assignment.connectors) if st.assignment else set()
@@ -102,7 +115,7 @@ def test_a_departed_workers_tasks_wait_for_the_delay():
 def test_deleted_and_duplicated_work_is_revoked_and_a_new_leader_starts_from_the_members():
     assignor = IncrementalAssignor(5000, Clock())
     members = {"a": _state("A", ["x", "gone"], [("x", 0)]), "b": _state("B", [], [("x", 0), ("x", 1)])}
-    out = assignor.assign(7, "a", "http://a/", 10, ["x"], [("x", 0), ("x", 1)], members, eager=False)
+    out = assignor.assign(7, "a", "http://a/", 10, ["x"], [("x", 0), ("x", 1)], members, 1)
     assert out["a"].revoked_connectors == ["gone"]
     assert out["a"].revoked_tasks == [("x", 0)] and out["b"].revoked_tasks == [("x", 0)]
     assert out["a"].delay_ms == 0  # not lost: this leader did not make generation 6
@@ -111,6 +124,6 @@ def test_deleted_and_duplicated_work_is_revoked_and_a_new_leader_starts_from_the
 def test_eager_assigns_everything_round_robin():
     assignor = IncrementalAssignor(5000, Clock())
     out = assignor.assign(1, "a", "http://a/", 10, ["x", "y"], [("x", 0), ("y", 0)],
-                          {"a": _state("A"), "b": _state("B")}, eager=True)
+                          {"a": _state("A"), "b": _state("B")}, 0)
     assert all(o.version == 0 for o in out.values())
     assert sorted(len(o.connectors) + len(o.tasks) for o in out.values()) == [2, 2]
