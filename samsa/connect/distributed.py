@@ -39,9 +39,9 @@ from samsa.client.metadata import ClusterMetadata
 from samsa.connect import rest_client
 from samsa.connect.config import integer
 from samsa.connect.errors import (BadRequestException, ConflictException, ConnectException, ConnectRestException,
-                                  NotLeaderException)
-from samsa.connect.group import (COMPATIBLE, EAGER, SESSIONED, ConnectAssignment, ConnectMember, IncrementalAssignor,
-                                 Task, WorkerState)
+                                  NotAssignedException, NotLeaderException)
+from samsa.connect.group import (COMPATIBLE, CONFIG_MISMATCH, EAGER, SESSIONED, ConnectAssignment, ConnectMember,
+                                 IncrementalAssignor, Task, WorkerState)
 from samsa.connect.herder import Herder
 from samsa.connect.status import FAILED, KafkaStatusStore, TargetState
 from samsa.connect.storage.kafka_log import KafkaBasedLog, ensure_topic
@@ -84,7 +84,6 @@ class _ConfigEvents:
         self.tasks: set[str] = set()               # task configs committed
         self.targets: dict[str, TargetState | None] = {}  # name → the state before
         self.restarts: list[tuple[str, bool, bool]] = []
-        self.task_restarts: list[Task] = []
         self.membership = False                    # the set of connectors changed
 
 
@@ -329,10 +328,6 @@ class DistributedHerder(Herder):
             elif key == "session-key" and value is not None:
                 self.session_key = (base64.b64decode(value["key"]), str(value.get("algorithm") or "HmacSHA256"),
                                     int(value.get("creation-timestamp") or 0))
-            elif key.startswith("restart-task-") and value is not None:
-                name, _, n = key[len("restart-task-"):].rpartition("-")
-                if n.isdigit():
-                    ev.task_restarts.append((name, int(n)))
             self.applied.notify_all()
         self._wake()
 
@@ -364,9 +359,6 @@ class DistributedHerder(Herder):
             self._apply_target(name, previous)
         for name, include_tasks, only_failed in ev.restarts:
             self._restart_owned(name, include_tasks, only_failed)
-        for name, task in ev.task_restarts:
-            if (name, task) in set(member.current.tasks):
-                self._start_task(name, task)
 
     def _drop_from_assignment(self, name: str) -> None:
         cur = self.member.current  # type: ignore[union-attr]
@@ -431,11 +423,26 @@ class DistributedHerder(Herder):
         return self.connector_status(name) if include_tasks or only_failed else None
 
     def restart_task(self, name: str, task: int) -> None:
-        def write() -> None:
-            self._require_leader("restart tasks")
+        """The task's worker restarts it; another worker forwards the request to the leader, which knows it."""
+        def restart() -> None:
             self.task_status(name, task)
-            self._write([(f"restart-task-{name}-{task}", {"restart": True})])
-        self._call(write)
+            member = self.member
+            assert member is not None
+            if (name, task) in set(member.current.tasks):
+                self._start_task(name, task)
+            elif self.is_leader:
+                raise NotAssignedException("Cannot restart task since it is not assigned to this member",
+                                           self.assignor.owner_url((name, task)))
+            else:
+                raise NotLeaderException("Cannot restart task since it is not assigned to this member",
+                                         self.leader_url)
+        self._call(restart)
+
+    def alter_offsets(self, name: str, offsets: list[dict[str, Any]] | None) -> str:
+        def alter() -> str:
+            self._require_leader("alter connector offsets")
+            return Herder.alter_offsets(self, name, offsets)
+        return self._call(alter)
 
     def put_task_configs(self, name: str, configs: list[dict[str, str]], signature: tuple[str, str] | None = None,
                          body: bytes = b"") -> None:
@@ -506,6 +513,11 @@ class DistributedHerder(Herder):
             connectors = sorted(self.configs)
             tasks = [(n, i) for n in connectors for i in range(len(self.task_config.get(n, [])))]
             offset = self.config_offset
+        ahead = max((s.config_offset for s in members.values()), default=-1)
+        if ahead > offset:
+            log.warning("A member has read the config topic to offset %d, the leader only to %d: everyone joins again",
+                        ahead, offset)
+            return {m: ConnectAssignment(CONFIG_MISMATCH, leader, self.url, offset, version=version) for m in members}
         return self.assignor.assign(generation, leader, self.url, offset, connectors, tasks, members, version)
 
     def _handle_assignment(self) -> None:

@@ -37,6 +37,10 @@ class NotLeaderException(RequestTargetException):
     """Only the group's leader may do this (it writes the config topic)."""
 
 
+class NotAssignedException(RequestTargetException):
+    """Only the worker running the connector or task may do this (the leader knows which it is)."""
+
+
 class ConnectRestException(ConnectException):
     """A REST answer with its own status (Kafka's ConnectRestException), e.g. 403 for a bad signature."""
 

@@ -196,6 +196,10 @@ class IncrementalAssignor:
         self.held_lost: tuple[set[str], set[Task]] = (set(), set())
         self.scheduled: float = 0.0  # when the held-back work is given out (0: nothing scheduled)
         self.revoked_in_previous = False
+        self.owners: dict[Any, str] = {}  # connector or task → the URL of the worker it was last given to
+
+    def owner_url(self, item: str | Task) -> str | None:
+        return self.owners.get(item)
 
     def assign(self, generation: int, leader: str, leader_url: str, config_offset: int, connectors: list[str],
                tasks: list[Task], members: dict[str, WorkerState], version: int) -> dict[str, ConnectAssignment]:
@@ -281,6 +285,7 @@ class IncrementalAssignor:
                 added[m][k].add(item)
         self.previous = {m: (set(current[m][0]), set(current[m][1])) for m in ids}
         self.previous_generation = generation
+        self.owners = {item: members[m].url for m in ids for k in (0, 1) for item in current[m][k]}
         out = {}
         for m in ids:
             out[m] = ConnectAssignment(NO_ERROR, leader, leader_url, config_offset, sorted(added[m][0]),

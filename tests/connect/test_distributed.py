@@ -147,6 +147,16 @@ def test_leader_writes_joins_move_only_what_balances_departures_wait_for_the_del
         assert sum(starts.values()) == 6, starts  # four first starts, the move to C, the move back
         assert {t: o for t, o in final.items() if t != lost} == {t: o for t, o in after.items() if t != lost}
 
+        # ---- a task restart goes to the task's worker: from the follower through the leader, or from the leader
+        starts = _starts(starts_file)
+        on_a = next(t for t, o in final.items() if o == f"127.0.0.1:{a.port}")
+        on_b = next(t for t, o in final.items() if o == f"127.0.0.1:{b.port}")
+        assert b.request("POST", f"/connectors/starter/tasks/{on_a}/restart")[0] == 204
+        assert a.request("POST", f"/connectors/starter/tasks/{on_b}/restart")[0] == 204
+        assert b.request("POST", "/connectors/starter/tasks/9/restart")[0] == 404
+        wait_until(lambda: _starts(starts_file) - starts == Counter({(on_a, a.proc.pid): 1, (on_b, b.proc.pid): 1}),
+                   "each restarted task started once more, on its own worker")
+
         # ---- the leader SIGKILLed: until the group notices (session.timeout.ms), a write through the follower
         # cannot be forwarded: Kafka's answer, 500 and the I/O error
         a.kill()
