@@ -26,6 +26,8 @@ def test_no_arguments_print_the_description_and_usage(tool, capsys):
     ("producer_perf_test", ["--bogus"]), ("dump_log", ["--bogus"]), ("transactions", ["--bogus"]),
     ("leader_election", ["--bogus"]), ("reassign_partitions", ["--bogus"]), ("mirror_maker", []),
     ("mirror_maker", ["/nonexistent/mm2.properties"]), ("server", ["start"]), ("server", ["stop", "--node-id", "x"]),
+    ("connect_distributed", ["/nonexistent/worker.properties"]), ("connect_distributed", ["a", "b"]),
+    ("connect_standalone", ["/nonexistent/worker.properties"]),
 ])
 def test_a_bad_command_line_is_one_line_and_exit_1(tool, argv, capsys):
     """The one tool runner: argparse's complaint as one line, exit status 1 (not argparse's 2)."""
