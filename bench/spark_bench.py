@@ -253,7 +253,10 @@ def real_time(spark: Any, cfg: Any, stateful: bool) -> Any:
             "tx_id", "card_id", F.when(F.size(reasons) > 0, "reject").otherwise("approve").alias("decision"),
             reasons.alias("reasons"), "sent_ms").alias("value"))
     return (out.writeStream.format("kafka").option("kafka.bootstrap.servers", cfg.bootstrap_servers)
-            .option("topic", payments.DECISIONS).outputMode("update")
+            .option("topic", payments.DECISIONS)
+            # The decide query's own mode; in "update" Spark refuses it already ("applyInPandasWithState
+            # in append mode is not supported with Update output mode").
+            .outputMode("append" if stateful else "update")
             .option("checkpointLocation", cfg.checkpoint("rtm")).trigger(realTime=RTM_BATCH))
 
 
