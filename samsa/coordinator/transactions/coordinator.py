@@ -287,6 +287,8 @@ class TransactionCoordinator:
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                              partitions: list[TopicPartition], verify_only: bool = False) -> dict[TopicPartition, int]:
         """An error code per partition (a request error is given for all of them)."""
+        if verify_only:
+            return self.verify(transactional_id, producer_id, producer_epoch, partitions)
         try:
             meta = self._get(transactional_id, producer_id, producer_epoch)
         except errors.KafkaError as e:
@@ -296,9 +298,6 @@ class TransactionCoordinator:
         if unknown:
             return {tp: errors.E_UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else errors.E_OPERATION_NOT_ATTEMPTED
                     for tp in partitions}
-        if verify_only:
-            ongoing = meta.state == TxnState.ONGOING
-            return {tp: 0 if ongoing and tp in meta.partitions else errors.E_INVALID_TXN_STATE for tp in partitions}
         new = set(partitions) - meta.partitions
         if not new and meta.state == TxnState.ONGOING:
             return {tp: 0 for tp in partitions}
@@ -323,18 +322,26 @@ class TransactionCoordinator:
         return (await self.add_partitions(transactional_id, producer_id, producer_epoch, [tp]))[tp]
 
     def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
-               partitions: list[TopicPartition]) -> int:
+               partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
         """KIP-890: may this producer write these partitions in its open transaction? An error
-        code (INVALID_TXN_STATE when a partition was not added), 0 if so."""
+        code per partition, as Kafka's coordinator answers a verify-only AddPartitionsToTxn:
+        0 if the partition is in it, TRANSACTION_ABORTABLE if not, CONCURRENT_TRANSACTIONS while
+        the transaction completes. A transition being written does not matter: partitions join
+        once written and leave once their markers are."""
         try:
-            meta = self._get(transactional_id, producer_id, producer_epoch)
-        except errors.ConcurrentTransactionsError:
-            return errors.E_INVALID_TXN_STATE
+            self._coordinator_epoch(transactional_id)
         except errors.KafkaError as e:
-            return e.code
-        if meta.state != TxnState.ONGOING or any(tp not in meta.partitions for tp in partitions):
-            return errors.E_INVALID_TXN_STATE
-        return 0
+            return dict.fromkeys(partitions, e.code)
+        meta = self.txns.get(transactional_id)
+        if meta is None or meta.producer_id != producer_id:
+            code = errors.E_INVALID_PRODUCER_ID_MAPPING
+        elif meta.producer_epoch != producer_epoch:
+            code = errors.E_PRODUCER_FENCED
+        elif meta.state in PREPARING:
+            code = errors.E_CONCURRENT_TRANSACTIONS
+        else:
+            return {tp: 0 if tp in meta.partitions else errors.E_TRANSACTION_ABORTABLE for tp in partitions}
+        return dict.fromkeys(partitions, code)
 
     # ---------------------------------------------------------------- EndTxn
 

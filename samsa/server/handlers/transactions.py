@@ -109,7 +109,7 @@ async def end_txn(ctx, req: dict) -> dict:
 
 # ---------------------------------------------------------------- TxnOffsetCommit
 
-@handles(ApiKey.TXN_OFFSET_COMMIT, 0, 4)
+@handles(ApiKey.TXN_OFFSET_COMMIT, 0, 5)
 async def txn_offset_commit(ctx, req: dict) -> dict:
     broker = ctx.broker
     v = ctx.version
@@ -119,16 +119,11 @@ async def txn_offset_commit(ctx, req: dict) -> dict:
                for t in req["topics"] if t["name"] not in refused for p in t["partitions"]]
     if not entries:
         return _txn_commit_wire(req, {}, refused, v)
-    code = 0
-    # KIP-890: the offsets partition must be in the transaction (AddOffsetsToTxn came first).
-    txn_id, offsets_tp = req["transactional_id"], broker.txn.offsets_partition(req["group_id"])
-    if broker.txn.is_local(txn_id):
-        code = broker.txn.verify(txn_id, req["producer_id"], req["producer_epoch"], [offsets_tp])
-    elif (coordinator := broker.txn.coordinator_id(txn_id)) is not None:
-        code = (await broker.markers.verify(coordinator, txn_id, req["producer_id"], req["producer_epoch"],
-                                            [offsets_tp]))[offsets_tp]
-        if code in (errors.E_NOT_COORDINATOR, errors.E_COORDINATOR_NOT_AVAILABLE, errors.E_CONCURRENT_TRANSACTIONS):
-            code = errors.E_COORDINATOR_LOAD_IN_PROGRESS  # retriable for the producer
+    # KIP-890: the offsets partition must be in the transaction (AddOffsetsToTxn came first;
+    # from v5, transactions version 2, this adds it).
+    offsets_tp = broker.txn.offsets_partition(req["group_id"])
+    code = (await broker.verifier.verify(ApiKey.TXN_OFFSET_COMMIT, v, req["transactional_id"], req["producer_id"],
+                                         req["producer_epoch"], [offsets_tp]))[offsets_tp]
     if code:
         codes = [code] * len(entries)
     else:
