@@ -35,6 +35,10 @@ from samsa.protocol.txn_records import TRANSACTION_STATE_TOPIC
 log = logging.getLogger(__name__)
 
 MAX_EPOCH = 32767
+#: The transactions version this coordinator serves (the ``transaction.version`` feature):
+#: 2 is KIP-890 part 2 (EndTxn v5 bumps the epoch, Produce v12 and TxnOffsetCommit v5 add
+#: their partitions). Clients of version 1 (EndTxn up to v4) are served as before.
+TRANSACTION_VERSION = 2
 MARKER_RETRY_S = 0.1
 #: Every broker config the transaction coordinator reads.
 CONFIG_KEYS = ("transaction.state.log.num.partitions", "transaction.state.log.replication.factor",
@@ -278,7 +282,8 @@ class TransactionCoordinator:
             pid, epoch = meta.producer_id, meta.producer_epoch + 1
         await self._transition(meta, TxnState.EMPTY, producer_id=pid, producer_epoch=epoch,
                                last_producer_epoch=meta.producer_epoch if pid == meta.producer_id else -1,
-                               timeout_ms=timeout_ms, partitions=set(), start_ms=-1, last_update_ms=now_ms())
+                               timeout_ms=timeout_ms, partitions=set(), start_ms=-1, last_update_ms=now_ms(),
+                               client_version=0, next_producer_id=-1)
         log.info("transactional id %s: producer id %d epoch %d", transactional_id, pid, epoch)
         return pid, epoch
 
@@ -345,31 +350,60 @@ class TransactionCoordinator:
 
     # ---------------------------------------------------------------- EndTxn
 
-    async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> None:
+    async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                      client_version: int = 0) -> tuple[int, int]:
         """Decide the transaction (PrepareCommit/PrepareAbort, written), then write its markers
-        in the background. Raises the Kafka error a client should get."""
+        in the background; the producer id and epoch the producer goes on with. Raises the
+        Kafka error a client should get.
+
+        With transactions version 2 (``client_version`` 2, EndTxn v5) every EndTxn bumps the
+        producer's epoch: the decision carries epoch + 1, the markers are written with it (so
+        they fence the transaction's own late writes), and the client gets it back. An exhausted
+        epoch takes a new producer id (epoch 0) once the markers are written. A retry of such an
+        EndTxn carries the epoch before the bump."""
         self._coordinator_epoch(transactional_id)
         meta = self.txns.get(transactional_id)
-        if meta is None or meta.producer_id != producer_id:
+        if meta is None:
             raise errors.InvalidProducerIdMappingError(
                 f"producer id {producer_id} is not the one of transactional id {transactional_id}")
-        if meta.producer_epoch != producer_epoch:
+        state = meta.state
+        v2 = meta.client_version >= 2
+        retry_of_bump = v2 and meta.producer_epoch == producer_epoch + 1
+        retry_of_overflow = (v2 and meta.previous_producer_id == producer_id and producer_epoch == MAX_EPOCH - 1
+                             and meta.producer_epoch == 0)
+        if meta.producer_id != producer_id and not retry_of_overflow:
+            raise errors.InvalidProducerIdMappingError(
+                f"producer id {producer_id} is not the one of transactional id {transactional_id}")
+        if not v2 or state in (TxnState.ONGOING, TxnState.EMPTY, TxnState.DEAD, TxnState.PREPARE_EPOCH_FENCE):
+            valid = producer_epoch == meta.producer_epoch
+        elif state in PREPARING:
+            valid = retry_of_bump
+        else:
+            valid = retry_of_bump or retry_of_overflow
+        if not valid:
             raise errors.ProducerFencedError(
                 f"producer epoch {producer_epoch} of {transactional_id} is not the current {meta.producer_epoch}")
         if meta.pending is not None:
             raise errors.ConcurrentTransactionsError(f"transaction {transactional_id} is changing state")
-        state = meta.state
         want = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
         done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         if state == done:
-            return  # a retry of an EndTxn that completed
+            return meta.producer_id, meta.producer_epoch  # a retry of an EndTxn that completed
         if state == want:
             raise errors.ConcurrentTransactionsError(f"transaction {transactional_id} is completing")
         if state != TxnState.ONGOING:
             raise errors.InvalidTxnStateError(
                 f"cannot {'commit' if commit else 'abort'} transaction {transactional_id} in state {state.display}")
-        await self._transition(meta, want, last_update_ms=now_ms())
+        changes: dict[str, Any] = {"client_version": client_version}
+        if client_version >= 2:
+            changes.update(producer_epoch=meta.producer_epoch + 1, last_producer_epoch=meta.producer_epoch,
+                           next_producer_id=self.host.allocate_producer_id()
+                           if meta.producer_epoch >= MAX_EPOCH - 1 else -1)
+        await self._transition(meta, want, last_update_ms=now_ms(), **changes)
         self._spawn(self._complete(meta, commit))
+        if meta.next_producer_id >= 0:
+            return meta.next_producer_id, 0
+        return meta.producer_id, meta.producer_epoch
 
     async def _fence_and_abort(self, meta: TransactionMetadata, why: str) -> None:
         """Bump the epoch (fencing the producer) and abort its open transaction."""
@@ -379,7 +413,8 @@ class TransactionCoordinator:
                  meta.producer_epoch, why)
         epoch = min(meta.producer_epoch + 1, MAX_EPOCH - 1)
         await self._transition(meta, TxnState.PREPARE_ABORT, producer_epoch=epoch,
-                               last_producer_epoch=meta.producer_epoch, last_update_ms=now_ms())
+                               last_producer_epoch=meta.producer_epoch, last_update_ms=now_ms(),
+                               client_version=0, next_producer_id=-1)  # not a bump its producer may retry
         await self._complete(meta, commit=False)
 
     async def _complete(self, meta: TransactionMetadata, commit: bool) -> None:
@@ -402,9 +437,13 @@ class TransactionCoordinator:
             if pending:
                 await asyncio.sleep(MARKER_RETRY_S)  # a leader is moving: try again
         to = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        changes: dict[str, Any] = {}
+        if meta.client_version >= 2 and meta.next_producer_id >= 0:  # the epoch was exhausted: a new id
+            changes = {"producer_id": meta.next_producer_id, "producer_epoch": 0, "next_producer_id": -1,
+                       "previous_producer_id": meta.producer_id, "last_producer_epoch": -1}
         while self.txns.get(meta.transactional_id) is meta:
             try:
-                await self._transition(meta, to, partitions=set(), last_update_ms=now_ms())
+                await self._transition(meta, to, partitions=set(), last_update_ms=now_ms(), **changes)
                 return
             except (errors.NotCoordinatorError, errors.InvalidTxnStateError):
                 return

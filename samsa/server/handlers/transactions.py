@@ -1,4 +1,4 @@
-"""Transaction APIs: AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26),
+"""Transaction APIs: AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26, v5: transactions version 2),
 WriteTxnMarkers (27), TxnOffsetCommit (28), DescribeProducers (61), DescribeTransactions (65),
 ListTransactions (66).
 
@@ -94,17 +94,21 @@ async def add_offsets_to_txn(ctx, req: dict) -> dict:
     return {"throttle_time_ms": 0, "error_code": fenced_as(code, ctx.version, 2)}
 
 
-@handles(ApiKey.END_TXN, 0, 4)
+@handles(ApiKey.END_TXN, 0, 5)
 async def end_txn(ctx, req: dict) -> dict:
+    """From v5 (transactions version 2) the coordinator bumps the epoch and answers it."""
     if not allowed(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, req["transactional_id"]):
-        return {"throttle_time_ms": 0, "error_code": errors.E_TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+        return {"throttle_time_ms": 0, "error_code": errors.E_TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                "producer_id": -1, "producer_epoch": -1}
     try:
-        await ctx.broker.txn.end_txn(req["transactional_id"], req["producer_id"], req["producer_epoch"],
-                                     req["committed"])
+        producer_id, producer_epoch = await ctx.broker.txn.end_txn(
+            req["transactional_id"], req["producer_id"], req["producer_epoch"], req["committed"],
+            client_version=2 if ctx.version >= 5 else 0)
         code = 0
     except errors.KafkaError as e:
-        code = e.code
-    return {"throttle_time_ms": 0, "error_code": fenced_as(code, ctx.version, 2)}
+        code, producer_id, producer_epoch = e.code, -1, -1
+    return {"throttle_time_ms": 0, "error_code": fenced_as(code, ctx.version, 2), "producer_id": producer_id,
+            "producer_epoch": producer_epoch}
 
 
 # ---------------------------------------------------------------- TxnOffsetCommit
