@@ -358,52 +358,96 @@ class TransactionCoordinator:
 
         With transactions version 2 (``client_version`` 2, EndTxn v5) every EndTxn bumps the
         producer's epoch: the decision carries epoch + 1, the markers are written with it (so
-        they fence the transaction's own late writes), and the client gets it back. An exhausted
-        epoch takes a new producer id (epoch 0) once the markers are written. A retry of such an
-        EndTxn carries the epoch before the bump."""
+        they fence the transaction's own late writes), and the client gets it back; an abort
+        with no transaction open bumps it too. A retry carries the epoch before the bump. An
+        exhausted epoch takes a new producer id (epoch 0) once the markers are written."""
         self._coordinator_epoch(transactional_id)
         meta = self.txns.get(transactional_id)
         if meta is None:
             raise errors.InvalidProducerIdMappingError(
                 f"producer id {producer_id} is not the one of transactional id {transactional_id}")
-        state = meta.state
-        v2 = meta.client_version >= 2
-        retry_of_bump = v2 and meta.producer_epoch == producer_epoch + 1
-        retry_of_overflow = (v2 and meta.previous_producer_id == producer_id and producer_epoch == MAX_EPOCH - 1
-                             and meta.producer_epoch == 0)
-        if meta.producer_id != producer_id and not retry_of_overflow:
+        if client_version >= 2:
+            return await self._end_txn_v2(meta, producer_id, producer_epoch, commit)
+        if meta.producer_id != producer_id:
             raise errors.InvalidProducerIdMappingError(
                 f"producer id {producer_id} is not the one of transactional id {transactional_id}")
-        if not v2 or state in (TxnState.ONGOING, TxnState.EMPTY, TxnState.DEAD, TxnState.PREPARE_EPOCH_FENCE):
-            valid = producer_epoch == meta.producer_epoch
-        elif state in PREPARING:
-            valid = retry_of_bump
-        else:
-            valid = retry_of_bump or retry_of_overflow
-        if not valid:
+        if meta.producer_epoch != producer_epoch:
             raise errors.ProducerFencedError(
                 f"producer epoch {producer_epoch} of {transactional_id} is not the current {meta.producer_epoch}")
         if meta.pending is not None:
             raise errors.ConcurrentTransactionsError(f"transaction {transactional_id} is changing state")
+        state = meta.state
         want = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
         done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         if state == done:
-            return meta.producer_id, meta.producer_epoch  # a retry of an EndTxn that completed
+            return -1, -1  # a retry of an EndTxn that completed
         if state == want:
             raise errors.ConcurrentTransactionsError(f"transaction {transactional_id} is completing")
         if state != TxnState.ONGOING:
-            raise errors.InvalidTxnStateError(
-                f"cannot {'commit' if commit else 'abort'} transaction {transactional_id} in state {state.display}")
-        changes: dict[str, Any] = {"client_version": client_version}
-        if client_version >= 2:
-            changes.update(producer_epoch=meta.producer_epoch + 1, last_producer_epoch=meta.producer_epoch,
-                           next_producer_id=self.host.allocate_producer_id()
-                           if meta.producer_epoch >= MAX_EPOCH - 1 else -1)
-        await self._transition(meta, want, last_update_ms=now_ms(), **changes)
+            raise self._invalid_end(meta, commit)
+        await self._transition(meta, want, last_update_ms=now_ms(), client_version=0)
+        self._spawn(self._complete(meta, commit))
+        return -1, -1
+
+    async def _end_txn_v2(self, meta: TransactionMetadata, producer_id: int, producer_epoch: int,
+                          commit: bool) -> tuple[int, int]:
+        """EndTxn v5: Kafka's table — a retry (the epoch before the bump) of a completed EndTxn
+        is answered as it was, of another one INVALID_TXN_STATE; the current epoch commits an
+        open transaction, or aborts one open or not (bumping the epoch)."""
+        txn_id = meta.transactional_id
+        state = meta.state
+        retry_of_bump = meta.producer_epoch == producer_epoch + 1
+        retry_of_overflow = (meta.previous_producer_id == producer_id and producer_epoch == MAX_EPOCH - 1
+                             and meta.producer_epoch == 0)
+        current = producer_epoch == meta.producer_epoch
+        if meta.producer_id != producer_id and not retry_of_overflow:
+            raise errors.InvalidProducerIdMappingError(
+                f"producer id {producer_id} is not the one of transactional id {txn_id}")
+        if state in PREPARING:
+            valid = retry_of_bump
+        elif state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+            valid = retry_of_bump or retry_of_overflow or current
+        else:
+            valid = current
+        if not valid:
+            raise errors.ProducerFencedError(
+                f"producer epoch {producer_epoch} of {txn_id} is not the current {meta.producer_epoch}")
+        if meta.pending is not None:
+            raise errors.ConcurrentTransactionsError(f"transaction {txn_id} is changing state")
+        retry = retry_of_bump or retry_of_overflow
+        if state == TxnState.ONGOING:
+            return await self._bump_and_end(meta, commit)
+        if state in PREPARING:
+            if (state == TxnState.PREPARE_COMMIT) == commit:
+                raise errors.ConcurrentTransactionsError(f"transaction {txn_id} is completing")
+            raise self._invalid_end(meta, commit)
+        if state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+            if retry and (state == TxnState.COMPLETE_COMMIT) == commit:
+                return meta.producer_id, meta.producer_epoch  # a retry of an EndTxn that completed
+            if not retry and not commit:
+                return await self._bump_and_end(meta, commit)
+            raise self._invalid_end(meta, commit)
+        if state == TxnState.EMPTY and not commit:
+            return await self._bump_and_end(meta, commit)
+        raise self._invalid_end(meta, commit)
+
+    async def _bump_and_end(self, meta: TransactionMetadata, commit: bool) -> tuple[int, int]:
+        exhausted = meta.producer_epoch >= MAX_EPOCH - 1
+        now = now_ms()
+        await self._transition(meta, TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT,
+                               producer_epoch=meta.producer_epoch + 1, last_producer_epoch=meta.producer_epoch,
+                               next_producer_id=self.host.allocate_producer_id() if exhausted else -1,
+                               client_version=2, last_update_ms=now,
+                               start_ms=meta.start_ms if meta.state == TxnState.ONGOING else now)
         self._spawn(self._complete(meta, commit))
         if meta.next_producer_id >= 0:
             return meta.next_producer_id, 0
         return meta.producer_id, meta.producer_epoch
+
+    @staticmethod
+    def _invalid_end(meta: TransactionMetadata, commit: bool) -> errors.KafkaError:
+        return errors.InvalidTxnStateError(f"cannot {'commit' if commit else 'abort'} transaction "
+                                           f"{meta.transactional_id} in state {meta.state.display}")
 
     async def _fence_and_abort(self, meta: TransactionMetadata, why: str) -> None:
         """Bump the epoch (fencing the producer) and abort its open transaction."""

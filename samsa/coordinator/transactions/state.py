@@ -1,7 +1,8 @@
 """A transactional id's state at its coordinator, and the transitions Kafka allows.
 
 Empty → Ongoing (AddPartitionsToTxn / AddOffsetsToTxn) → PrepareCommit / PrepareAbort
-(EndTxn, or the coordinator aborting a timed-out or fenced transaction) → CompleteCommit /
+(EndTxn, or the coordinator aborting a timed-out or fenced transaction; with transactions
+version 2 an abort with no transaction open, to bump the epoch) → CompleteCommit /
 CompleteAbort once every partition has its marker → Ongoing or Empty again. Dead: the id
 expired. PrepareEpochFence: an epoch bump fencing the producer of an open transaction (never
 written to the log; the abort that follows is).
@@ -54,7 +55,7 @@ VALID_PREVIOUS: dict[TxnState, frozenset[TxnState]] = {
     E: frozenset({E, CC, CA}),
     O: frozenset({O, E, CC, CA}),
     PC: frozenset({O}),
-    PA: frozenset({O, PF}),
+    PA: frozenset({O, PF, E, CC, CA}),  # from E, CC, CA: an abort with nothing open (version 2)
     CC: frozenset({PC}),
     CA: frozenset({PA}),
     D: frozenset({E, CA, CC}),
