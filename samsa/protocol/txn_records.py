@@ -10,7 +10,8 @@ Pure encoding and decoding: the transaction coordinator writes and replays them,
   ``transaction_last_update_timestamp_ms`` int64, ``transaction_start_timestamp_ms`` int64;
 - value, version 1 (flexible, KIP-890 part 2): the same fields in compact encoding, and tagged
   fields ``previous_producer_id`` (0), ``next_producer_id`` (1), ``client_transaction_version``
-  (2). Samsa writes it for ids whose client uses transactions version 2, version 0 otherwise.
+  (2), each written when it is not its default. Samsa writes version 1, as Kafka 4 does once
+  ``transaction.version`` 2 is finalized.
 
 A null value is a tombstone: the transactional id expired. The topic is compacted.
 """
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from samsa.protocol.varint import decode_uvarint, encode_uvarint
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
+EMPTY_STATUS = 0  # the transaction status Empty
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -44,6 +46,7 @@ class TxnLogValue:
     previous_producer_id: int = -1
     next_producer_id: int = -1
     client_version: int = 0
+    version: int = 1  # of the value as read (what txn_value writes: 1)
 
 
 def _str(s: str) -> bytes:
@@ -56,8 +59,11 @@ def txn_key(transactional_id: str) -> bytes:
 
 
 def txn_value(v: TxnLogValue) -> bytes:
-    if v.client_version >= 2:
-        return _txn_value_v1(v)
+    return _txn_value_v1(v)
+
+
+def txn_value_v0(v: TxnLogValue) -> bytes:
+    """Version 0 (Kafka before 4.0): what older logs hold; read, never written by Samsa."""
     out = [_VALUE_HEAD.pack(0, v.producer_id, v.producer_epoch, v.timeout_ms, v.status),
            _I32.pack(len(v.partitions))]
     for topic, parts in sorted(v.partitions.items()):
@@ -69,8 +75,9 @@ def txn_value(v: TxnLogValue) -> bytes:
 
 
 def _txn_value_v1(v: TxnLogValue) -> bytes:
+    # Empty holds no partitions: Kafka writes a null array for it.
     out = [_HEAD_V1.pack(1, v.producer_id, v.producer_epoch, v.timeout_ms, v.status),
-           encode_uvarint(len(v.partitions) + 1)]
+           encode_uvarint(0 if v.status == EMPTY_STATUS and not v.partitions else len(v.partitions) + 1)]
     for topic, parts in sorted(v.partitions.items()):
         b = topic.encode()
         out += [encode_uvarint(len(b) + 1), b, encode_uvarint(len(parts) + 1)]
@@ -129,7 +136,7 @@ def parse_txn_value(value: bytes) -> TxnLogValue:
         if flexible:
             p = _skip_tagged(value, p)
     last_update, start = _TIMES.unpack_from(value, p)
-    out = TxnLogValue(pid, epoch, timeout, status, partitions, last_update, start)
+    out = TxnLogValue(pid, epoch, timeout, status, partitions, last_update, start, version=version)
     if flexible:
         p += _TIMES.size
         fields, p = decode_uvarint(value, p)
