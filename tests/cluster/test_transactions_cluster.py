@@ -9,7 +9,9 @@ import time
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
+from samsa.client.producer import Producer as SamsaProducer
 from samsa.client.types import NewTopic
+from samsa.client.types import TopicPartition as SamsaTopicPartition
 from waiting import wait_until
 
 pytestmark = pytest.mark.timeout(400)
@@ -79,3 +81,24 @@ def test_coordinator_killed_between_commits(cluster_factory):
         producer.flush(10)
     except KafkaException:
         pass
+
+    # Samsa's producer on the same cluster uses transactions version 2: its Produce v12 and
+    # TxnOffsetCommit v5 have the partitions' leaders add them at the coordinator, across
+    # brokers (AddPartitionsToTxn v5 between brokers), and each EndTxn v5 bumps its epoch.
+    samsa = SamsaProducer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "payments-v2"})
+    try:
+        samsa.init_transactions(60)
+        assert samsa._core.txn.tv2
+        v2: list[bytes] = []
+        for n in range(4):
+            samsa.begin_transaction()
+            values = [b"v2-%d-%d" % (n, k) for k in range(PARTITIONS)]
+            for k, v in enumerate(values):
+                samsa.send("payments", v, partition=k)
+            samsa.send_offsets_to_transaction({SamsaTopicPartition("payments", 0): n + 1}, "payments-v2-group", 60)
+            samsa.commit_transaction(60)
+            v2 += values
+    finally:
+        samsa.close()
+    got = read_committed(cluster.bootstrap, "payments", len(committed) + len(v2))
+    assert sorted(got) == sorted(committed + v2)
