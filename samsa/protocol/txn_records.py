@@ -21,6 +21,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
+from samsa.protocol.api import skip_tagged_fields
 from samsa.protocol.varint import decode_uvarint, encode_uvarint
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
@@ -102,44 +103,35 @@ def parse_txn_key(key: bytes) -> str:
     return bytes(key[4:4 + n]).decode()
 
 
+def _length(buf: bytes, p: int, flexible: bool, fixed: struct.Struct) -> tuple[int, int]:
+    """An array's or string's length: compact (uvarint of n + 1) in version 1, else ``fixed``."""
+    if flexible:
+        n, p = decode_uvarint(buf, p)
+        return n - 1, p
+    (n,) = fixed.unpack_from(buf, p)
+    return n, p + fixed.size
+
+
 def parse_txn_value(value: bytes) -> TxnLogValue:
     """Version 0 (what Kafka before 4.0 writes) or 1 (Kafka 4 with transactions version 2)."""
     version, pid, epoch, timeout, status = _VALUE_HEAD.unpack_from(value)
     if version not in (0, 1):
         raise ValueError(f"unsupported __transaction_state value version {version}")
     flexible = version == 1
-    p = _VALUE_HEAD.size
-    if flexible:
-        count, p = decode_uvarint(value, p)
-        count -= 1
-    else:
-        (count,) = _I32.unpack_from(value, p)
-        p += 4
+    count, p = _length(value, _VALUE_HEAD.size, flexible, _I32)
     partitions: dict[str, list[int]] = {}
     for _ in range(max(count, 0)):
-        if flexible:
-            n, p = decode_uvarint(value, p)
-            n -= 1
-        else:
-            (n,) = _I16.unpack_from(value, p)
-            p += 2
+        n, p = _length(value, p, flexible, _I16)
         topic = bytes(value[p:p + n]).decode()
-        p += n
-        if flexible:
-            k, p = decode_uvarint(value, p)
-            k -= 1
-        else:
-            (k,) = _I32.unpack_from(value, p)
-            p += 4
+        k, p = _length(value, p + n, flexible, _I32)
         partitions[topic] = [_I32.unpack_from(value, p + 4 * i)[0] for i in range(k)]
         p += 4 * k
         if flexible:
-            p = _skip_tagged(value, p)
+            p = skip_tagged_fields(value, p)
     last_update, start = _TIMES.unpack_from(value, p)
     out = TxnLogValue(pid, epoch, timeout, status, partitions, last_update, start, version=version)
     if flexible:
-        p += _TIMES.size
-        fields, p = decode_uvarint(value, p)
+        fields, p = decode_uvarint(value, p + _TIMES.size)
         for _ in range(fields):
             tag, p = decode_uvarint(value, p)
             size, p = decode_uvarint(value, p)
@@ -151,12 +143,3 @@ def parse_txn_value(value: bytes) -> TxnLogValue:
                 (out.client_version,) = _I16.unpack_from(value, p)
             p += size
     return out
-
-
-def _skip_tagged(buf: bytes, p: int) -> int:
-    fields, p = decode_uvarint(buf, p)
-    for _ in range(fields):
-        _, p = decode_uvarint(buf, p)
-        size, p = decode_uvarint(buf, p)
-        p += size
-    return p
