@@ -1,5 +1,6 @@
 """Transactions version 2 (KIP-890 part 2) over the wire, with raw requests: the feature in
-ApiVersions, EndTxn v5's answers step by step, TxnOffsetCommit v5 adding the offsets partition.
+ApiVersions, EndTxn v5's answers step by step, TxnOffsetCommit v5 and Produce v12 adding their
+partitions.
 
 The expected answers are Apache Kafka 4.4.0's: the same steps were run against it
 (transaction.version 2 finalized) and every answer and returned epoch matched."""
@@ -12,6 +13,7 @@ from compat_helpers import WAIT, create_topic, raw_call, wait_until
 
 from samsa.protocol import errors
 from samsa.protocol.api_keys import ApiKey
+from samsa.protocol.records import build_batch
 
 NONE, FENCED, INVALID = 0, errors.E_PRODUCER_FENCED, errors.E_INVALID_TXN_STATE
 
@@ -118,3 +120,51 @@ def test_txn_offset_commit_v5_adds_the_offsets_partition(broker, topic_name):
         "group_id": group, "topics": [{"name": topic_name, "partition_indexes": [0]}], "require_stable": True}))[
         "topics"][0]["partitions"][0]["committed_offset"] == 7 and x, "the offset committed", WAIT)
     assert r["error_code"] == NONE
+
+
+def test_produce_v12_adds_its_partitions(broker, topic_name):
+    """Produce v12 (transactions version 2) adds the partition to the producer's transaction;
+    v11 and v10 refuse a partition not added (TRANSACTION_ABORTABLE / INVALID_TXN_STATE); after
+    EndTxn v5 only the bumped epoch, from sequence 0, may write."""
+    create_topic(broker.bootstrap, topic_name, partitions=2)
+    t = Txn(broker.port)
+    e = t.epoch0
+    sequences: dict[tuple[int, int], int] = {}
+
+    def produce(partition: int, epoch: int, version: int, seq: int | None = None) -> int:
+        s = sequences.get((partition, epoch), 0) if seq is None else seq
+        data = build_batch([(None, b"x", None)], producer_id=t.pid, producer_epoch=epoch, base_sequence=s,
+                           is_transactional=True)
+
+        def call():
+            r = raw_call(broker.port, ApiKey.PRODUCE, version, {
+                "transactional_id": t.id, "acks": -1, "timeout_ms": 10000,
+                "topic_data": [{"name": topic_name, "partition_data": [{"index": partition, "records": data}]}]})
+            code = r["responses"][0]["partition_responses"][0]["error_code"]
+            return None if code == errors.E_NOT_ENOUGH_REPLICAS else (code,)  # retriable: the coordinator is busy
+        code = wait_until(call, "Produce", WAIT)[0]
+        if code == NONE:
+            sequences[(partition, epoch)] = s + 1
+        return code
+
+    def describe() -> tuple:
+        d = raw_call(broker.port, ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [t.id]})[
+            "transaction_states"][0]
+        return d["transaction_state"], d["producer_epoch"] - e, sorted(p for x in d["topics"] for p in x["partitions"])
+    steps = [
+        ("v10, not added", produce(1, e, 10), INVALID),
+        ("v11, not added", produce(1, e, 11), errors.E_TRANSACTION_ABORTABLE),
+        ("v12 adds", produce(0, e, 12), NONE),
+        ("in the transaction", describe(), ("Ongoing", 0, [0])),
+        ("v11, not added, a transaction open", produce(1, e, 11), errors.E_TRANSACTION_ABORTABLE),
+        ("v12 again", produce(0, e, 12), NONE),
+        ("commit", t.end(e, True), (NONE, 0, 1)),
+        ("v12, the epoch before", produce(0, e, 12), errors.E_INVALID_PRODUCER_EPOCH),
+        ("v12, the new epoch", produce(0, e + 1, 12), NONE),
+        ("v12, the new epoch, another partition", produce(1, e + 1, 12), NONE),
+        ("both in the transaction", describe(), ("Ongoing", 1, [0, 1])),
+        ("abort", t.end(e + 1, False), (NONE, 0, 2)),
+        ("v12, a sequence out of order", produce(0, e + 2, 12, seq=5), errors.E_OUT_OF_ORDER_SEQUENCE_NUMBER),
+        ("added all the same", describe(), ("Ongoing", 2, [0])),
+    ]
+    assert [(name, got) for name, got, _ in steps] == [(name, want) for name, _, want in steps]
