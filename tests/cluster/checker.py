@@ -53,6 +53,7 @@ class CheckReport:
     committed_lost: int = 0
     aborted_read: int = 0
     examples: list[str] = field(default_factory=list)  # a few of the records behind a violation
+    broker_log_problems: list[str] = field(default_factory=list)  # tracebacks in the brokers' logs (the campaign)
     producer_errors: int = 0
     leaderless_s: dict[str, float] = field(default_factory=dict)  # partition -> total seconds without a leader
     longest_leaderless_s: float = 0.0
@@ -95,7 +96,7 @@ class _Producing(threading.Thread):
         self.topic, self.partitions = topic, partitions
         self.producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "enable.idempotence": acks == "all",
                                   "linger.ms": 5, "message.timeout.ms": 300000,
-                                  "request.timeout.ms": 5000, **QUIET})
+                                  "request.timeout.ms": 5000, "socket.timeout.ms": 6000, **QUIET})
         self.acked: list[tuple[int, int, bytes]] = []  # (partition, offset, value)
         self.errors = 0
         self.last_ack: dict[int, float] = {}
@@ -143,7 +144,8 @@ class _Transactions(threading.Thread):
     def _producer(self) -> Producer | None:
         while not self.stopping.is_set():
             p = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": self.txn_id,
-                          "transaction.timeout.ms": 20000, "message.timeout.ms": 15000, **QUIET})
+                          "transaction.timeout.ms": 20000, "message.timeout.ms": 15000,
+                          "socket.timeout.ms": 6000, **QUIET})
             try:
                 p.init_transactions(15)
                 return p

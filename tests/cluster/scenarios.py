@@ -177,3 +177,77 @@ def slow_links(network: Network, cluster: Cluster, w: Workload, seconds: float =
         network.heal()
     w.wait_whole_and_writing()
     return f"every link {delay_ms:g} ms and {loss:.0%} loss for {seconds:g} s"
+
+
+# ---------------------------------------------------------------- the campaign (bench/nemesis_bench.py)
+
+def run_campaign(root: Path, faults: int, seed: int = 1, slow_s: float = 60, log=print) -> tuple[dict, object]:
+    """``faults`` random faults, one at a time, under one workload: a node isolated (ZooKeeper
+    too), a broker cut from ZooKeeper, a link between two brokers cut, one direction of a link
+    dropped, delay and loss on every link, a broker SIGKILLed and restarted, a broker paused
+    past its session. Each lasts 1-6 s (delay and loss: ``slow_s`` every tenth time), then
+    heals; the next begins once every partition is led, fully in sync and written again.
+    Returns the count of each kind of fault and the checker's report."""
+    import random
+    import signal
+    rnd = random.Random(seed)
+    network, cluster = start_cluster(root)
+    counts: dict[str, int] = {}
+    try:
+        w = Workload(cluster, "campaign").start()
+        brokers = [f"b{i}" for i in cluster.brokers]
+        try:
+            for i in range(faults):
+                kind = rnd.choice(["isolate", "isolate", "zk-cut", "link-cut", "one-way", "one-way", "kill",
+                                   "pause", "slow"])
+                a, b = rnd.sample(brokers, 2)
+                hold = rnd.uniform(1, 6)
+                t0 = time.monotonic()
+                if kind == "isolate":
+                    a = rnd.choice(brokers + ["zk"])
+                    network.isolate(a)
+                    what = f"{a} isolated"
+                elif kind == "zk-cut":
+                    network.cut(a, "zk")
+                    what = f"{a} cut from zk"
+                elif kind == "link-cut":
+                    network.cut(a, b)
+                    what = f"{a}<->{b} cut"
+                elif kind == "one-way":
+                    network.drop(a, b)
+                    what = f"{a}->{b} dropped"
+                elif kind == "slow":
+                    hold = slow_s if counts.get("slow", 0) % 10 == 0 else hold
+                    network.slow(100, 0.05, seed + i)
+                    what = f"every link 100 ms, 5% loss"
+                elif kind == "kill":
+                    cluster.brokers[int(a[1:])].kill()
+                    what = f"{a} SIGKILLed"
+                else:
+                    cluster.brokers[int(a[1:])].proc.send_signal(signal.SIGSTOP)
+                    hold = NEMESIS_CLUSTER["zookeeper.session.timeout.ms"] / 1000 + rnd.uniform(1, 2)
+                    what = f"{a} paused"
+                counts[kind] = counts.get(kind, 0) + 1
+                time.sleep(hold)  # the fault lasts this long
+                network.heal()
+                if kind == "kill":
+                    cluster.brokers[int(a[1:])].start()
+                elif kind == "pause":
+                    cluster.brokers[int(a[1:])].proc.send_signal(signal.SIGCONT)
+                try:
+                    w.wait_whole_and_writing(timeout=180)
+                except AssertionError as e:
+                    log(f"fault {i + 1} ({what}): the cluster did not recover: {e}")
+                    counts["not recovered"] = counts.get("not recovered", 0) + 1
+                    break
+                log(f"fault {i + 1}/{faults}: {what} for {hold:.1f} s, whole and writing again "
+                    f"{time.monotonic() - t0 - hold:.1f} s after the heal")
+        finally:
+            network.heal()
+            w.stop()
+        report = w.check()
+        report.broker_log_problems = [line for b in cluster.brokers.values() for line in b.log_text().splitlines()
+                                      if "Traceback" in line or "never retrieved" in line]
+        return counts, report
+    finally:
+        stop_cluster(network, cluster)

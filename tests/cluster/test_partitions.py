@@ -40,7 +40,7 @@ def run(nemesis_cluster, name: str, fault, **kw):
         w.stop()
     report = w.check()
     print(f"\n{what}:\n  " + "\n  ".join(report.lines()))
-    assert report.violations() == [], report.lines()
+    assert report.violations() == [], report.violations()
     return report
 
 
