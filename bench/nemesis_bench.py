@@ -12,6 +12,7 @@ Needs root, iproute2 and iptables. The bounded scenarios run in ./test (tests/cl
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import tempfile
 import time
@@ -30,6 +31,7 @@ def main() -> None:
     parser.add_argument("--slow-s", type=float, default=60, help="how long every tenth delay-and-loss fault lasts")
     parser.add_argument("--keep", type=Path, help="run in this directory and keep the logs")
     args = parser.parse_args()
+    logging.getLogger("kazoo").setLevel(logging.ERROR)  # the monitor's own ZooKeeper client, cut off at times
     t0 = time.monotonic()
     if args.keep:
         counts, report = run_campaign(args.keep, args.faults, args.seed, args.slow_s, log=lambda s: print(s, flush=True))

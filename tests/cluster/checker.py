@@ -41,6 +41,7 @@ class CheckReport:
     acked: int = 0
     lost: int = 0
     moved: int = 0  # acknowledged at one offset, found at another
+    acked_without_offset: int = 0  # the delivery report carried offset -1 (found, not a violation)
     duplicated: int = 0
     out_of_order: int = 0
     replicas_identical: bool = False
@@ -75,7 +76,8 @@ class CheckReport:
     def lines(self) -> list[str]:
         worst = sorted(self.leaderless_s.items(), key=lambda kv: -kv[1])[:3]
         return [f"acks=all records acknowledged: {self.acked}, lost: {self.lost}, moved: {self.moved}, "
-                f"duplicated: {self.duplicated}, out of order: {self.out_of_order}",
+                f"duplicated: {self.duplicated}, out of order: {self.out_of_order}, "
+                f"acknowledged with offset -1: {self.acked_without_offset}",
                 f"replicas byte-identical below the high watermark: {self.replicas_identical}",
                 f"transactions committed: {self.txn_committed} (records lost: {self.committed_lost}), "
                 f"aborted: {self.txn_aborted} (records read by read_committed: {self.aborted_read}), "
@@ -126,7 +128,7 @@ class _Producing(threading.Thread):
                     time.sleep(0.01)  # a steady stream, not a flood the catch-up has to chew through
             else:
                 self.producer.poll(0.05)
-        self.producer.flush(300)
+        self.producer.flush(60)  # what is still unacknowledged then (a wedged producer) is not counted
 
 
 class _Transactions(threading.Thread):
@@ -302,6 +304,8 @@ class Workload:
             if v not in counts:
                 r.lost += 1
                 r.examples.append(f"lost: {v!r} acknowledged at {self.topics['all']}-{p} offset {o}")
+            elif o < 0:
+                r.acked_without_offset += 1
             elif at.get((p, o)) != v:
                 r.moved += 1
                 r.examples.append(f"moved: {v!r} acknowledged at {self.topics['all']}-{p} offset {o}, "

@@ -33,14 +33,19 @@ def nemesis_cluster(tmp_path_factory):
 def run(nemesis_cluster, name: str, fault, **kw):
     network, cluster = nemesis_cluster
     w = Workload(cluster, name).start()
+    what, stuck = name, None
     try:
         what = fault(network, cluster, w, **kw)
+    except AssertionError as e:  # not recovered: still check what was acknowledged, and say both
+        stuck = e
     finally:
         network.heal()
         w.stop()
     report = w.check()
     print(f"\n{what}:\n  " + "\n  ".join(report.lines()))
-    assert report.violations() == [], report.violations()
+    assert report.violations() == [], report.violations() + [f"and the scenario: {stuck}"] * (stuck is not None)
+    if stuck is not None:
+        raise stuck
     return report
 
 
