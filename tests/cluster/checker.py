@@ -33,7 +33,7 @@ from samsa.protocol.batch import iter_headers
 from waiting import wait_until
 
 TOPIC_CONFIGS = {"min.insync.replicas": "2", "unclean.leader.election.enable": "false"}
-QUIET = {"log_level": 0, "logger": lambda *a: None}
+QUIET = {"log_level": 0}
 
 
 @dataclass
