@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 import tempfile
 import time
@@ -31,6 +32,7 @@ def main() -> None:
     parser.add_argument("--slow-s", type=float, default=60, help="how long every tenth delay-and-loss fault lasts")
     parser.add_argument("--keep", type=Path, help="run in this directory and keep the logs")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a SIGTERM still tears the namespaces down
     logging.getLogger("kazoo").setLevel(logging.ERROR)  # the monitor's own ZooKeeper client, cut off at times
     t0 = time.monotonic()
     if args.keep:
