@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from cluster_harness import Cluster
+from cluster_harness import Cluster, partition_states
 from samsa.protocol.batch import iter_headers
 from waiting import wait_until
 
@@ -199,7 +199,6 @@ class _Monitor(threading.Thread):
         self.stopping = threading.Event()
 
     def run(self) -> None:
-        from cluster_harness import partition_states
         last = time.monotonic()
         while not self.stopping.wait(0.1):
             try:
@@ -241,7 +240,6 @@ class Workload:
         self.monitor = _Monitor(cluster, list(self.topics.values()))
 
     def states(self) -> dict[str, dict]:
-        from cluster_harness import partition_states
         zk = self.cluster.zookeeper()
         try:
             return {f"{t}-{p}": s for t in self.topics.values() for p, s in partition_states(zk, t).items()}

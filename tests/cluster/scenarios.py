@@ -9,7 +9,9 @@ pauses in a long campaign.
 from __future__ import annotations
 
 import json
+import random
 import re
+import signal
 import time
 from pathlib import Path
 
@@ -188,8 +190,6 @@ def run_campaign(root: Path, faults: int, seed: int = 1, slow_s: float = 60, log
     past its session. Each lasts 1-6 s (delay and loss: ``slow_s`` every tenth time), then
     heals; the next begins once every partition is led, fully in sync and written again.
     Returns the count of each kind of fault and the checker's report."""
-    import random
-    import signal
     rnd = random.Random(seed)
     network, cluster = start_cluster(root)
     counts: dict[str, int] = {}
@@ -219,7 +219,7 @@ def run_campaign(root: Path, faults: int, seed: int = 1, slow_s: float = 60, log
                 elif kind == "slow":
                     hold = slow_s if counts.get("slow", 0) % 10 == 0 else hold
                     network.slow(100, 0.05, seed + i)
-                    what = f"every link 100 ms, 5% loss"
+                    what = "every link 100 ms, 5% loss"
                 elif kind == "kill":
                     cluster.brokers[int(a[1:])].kill()
                     what = f"{a} SIGKILLed"

@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from cli_tools import samsa
-from cluster_harness import Cluster
+from cluster_harness import Cluster, partition_states
 from samsa import Admin
 from samsa.client.types import NewTopic
 from waiting import wait_until
@@ -324,7 +324,6 @@ def test_brokers_hear_of_changes_after_reconnecting_in_their_session(cluster_fac
     cluster.brokers[leader].kill()
     zk = cluster.zookeeper()
     try:
-        from cluster_harness import partition_states
         wait_until(lambda: partition_states(zk, "after-reconnect")[0]["leader"] not in (leader, -1),
                    "a new leader elected once the killed broker's session expired",
                    timeout=session_ms / 1000 + 20)
