@@ -41,7 +41,7 @@ class CheckReport:
     acked: int = 0
     lost: int = 0
     moved: int = 0  # acknowledged at one offset, found at another
-    acked_without_offset: int = 0  # the delivery report carried offset -1 (found, not a violation)
+    acked_without_offset: int = 0  # the delivery report carried no offset (found, not a violation)
     duplicated: int = 0
     out_of_order: int = 0
     replicas_identical: bool = False
@@ -77,7 +77,7 @@ class CheckReport:
         worst = sorted(self.leaderless_s.items(), key=lambda kv: -kv[1])[:3]
         return [f"acks=all records acknowledged: {self.acked}, lost: {self.lost}, moved: {self.moved}, "
                 f"duplicated: {self.duplicated}, out of order: {self.out_of_order}, "
-                f"acknowledged with offset -1: {self.acked_without_offset}",
+                f"acknowledged without an offset: {self.acked_without_offset}",
                 f"replicas byte-identical below the high watermark: {self.replicas_identical}",
                 f"transactions committed: {self.txn_committed} (records lost: {self.committed_lost}), "
                 f"aborted: {self.txn_aborted} (records read by read_committed: {self.aborted_read}), "
@@ -302,7 +302,7 @@ class Workload:
             if v not in counts:
                 r.lost += 1
                 r.examples.append(f"lost: {v!r} acknowledged at {self.topics['all']}-{p} offset {o}")
-            elif o < 0:
+            elif o is None or o < 0:  # librdkafka's "persisted, offset unknown" (confluent-kafka: None)
                 r.acked_without_offset += 1
             elif at.get((p, o)) != v:
                 r.moved += 1
