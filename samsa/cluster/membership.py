@@ -216,7 +216,12 @@ class ZooKeeperCluster:
             log.warning("ZooKeeper session expired: will register again and re-read the cluster")
             self._mark("session")
         elif state == "CONNECTED":
-            self._mark("controller")
+            # Connected again, in the same session or a new one: ZooKeeper drops a connection's
+            # watches with it, and kazoo does not set them again (it sends no SetWatches), so a
+            # change made while the connection was down, or whose notification was lost with
+            # it, would never be heard of: read everything again, which sets every watch anew.
+            for what in ("brokers", "controller", "topics"):
+                self._mark(what)
 
     def _mark(self, what: str) -> None:
         if self._loop is not None and not self._stopping:

@@ -76,6 +76,7 @@ class ReplicaManager:
         self.cache = cache
         self.replicated = replicated  # a ZooKeeper cluster: followers, fetchers, ISR changes
         self.partitions: dict[tuple[str, int], Partition] = {}
+        self.broker_info = broker_info  # a live (registered) broker's address, or None
         self.fetchers = ReplicaFetcherManager(config, broker_info) if replicated else None
         self.listeners: list[LeadershipListener] = []
         self.isr_writer: IsrWriter | None = None  # set by the cluster membership of a replicated broker
@@ -276,9 +277,16 @@ class ReplicaManager:
             self._expand_isr(partition, replica_id)
 
     def _expand_isr(self, partition: Partition, replica_id: int) -> None:
-        """A follower outside the ISR has caught up: propose adding it (once at a time per follower)."""
+        """A follower outside the ISR has caught up: propose adding it (once at a time per follower).
+
+        Only a follower whose broker is registered (alive in this broker's view of the cluster) is
+        eligible, as Kafka's leader checks (KIP-841): one cut off from the metadata store may still
+        fetch, but the controller would drop it from the ISR again at once, round after round.
+        When it registers again, its next fetch proposes it."""
         key = (partition.topic, partition.index, replica_id)
         if self.isr_writer is None or key in self._expanding:
+            return
+        if self.broker_info(replica_id) is None:
             return
         if self._refused_in.get(key) == partition.state.partition_epoch:
             return
@@ -288,7 +296,8 @@ class ReplicaManager:
         async def expand() -> None:
             try:
                 state = partition.state
-                if partition.is_leader and replica_id not in state.isr and replica_id in state.replicas:
+                if (partition.is_leader and replica_id not in state.isr and replica_id in state.replicas
+                        and self.broker_info(replica_id) is not None):
                     isr = state.isr + [replica_id]
                     log.info("expanding ISR of %s from %s to %s", partition, state.isr, isr)
                     if await writer(partition.topic, partition.index, replace(state, isr=isr)):
