@@ -8,7 +8,8 @@ from samsa.protocol import errors
 from samsa.protocol.acl import AclOperation as Op
 from samsa.protocol.acl import ResourceType as RT
 from samsa.protocol.api_keys import ApiKey
-from samsa.security.acl import (ALLOW, ANY_PATTERN, ANY_PERMISSION, DENY, LITERAL, PREFIXED, AclBinding, AclFilter)
+from samsa.security.acl import (ALLOW, ANY_PATTERN, ANY_PERMISSION, DENY, LITERAL, MATCH, PREFIXED, AclBinding,
+                                AclFilter)
 from samsa.security.principal import KafkaPrincipal
 from samsa.server.handlers import handles
 from samsa.server.handlers.authz import allowed_cluster
@@ -16,14 +17,28 @@ from samsa.server.handlers.authz import allowed_cluster
 _DISABLED = "No Authorizer is configured on the broker"
 
 
+_CONCRETE_OPERATIONS = frozenset(Op) - {Op.ANY, Op.UNKNOWN}
+_PERMISSION_NAMES = {ANY_PERMISSION: "ANY", DENY: "DENY", ALLOW: "ALLOW"}
+_PATTERN_NAMES = {ANY_PATTERN: "ANY", MATCH: "MATCH", LITERAL: "LITERAL", PREFIXED: "PREFIXED"}
+
+
+def _op_name(code: int) -> str:
+    """Kafka's name for an operation code; a code it does not know reads as UNKNOWN (AclOperation.fromCode)."""
+    return Op(code).name if code in Op._value2member_map_ else "UNKNOWN"
+
+
 def _binding(c: dict) -> AclBinding:
+    """A creation, validated as Kafka's controller validates a new ACL (INVALID_REQUEST and its message)."""
     pattern = c.get("resource_pattern_type", LITERAL)
-    if pattern not in (LITERAL, PREFIXED):
-        raise errors.InvalidRequestError("Resource pattern type must be LITERAL or PREFIXED")
     if c["resource_type"] not in (RT.TOPIC, RT.GROUP, RT.CLUSTER, RT.TRANSACTIONAL_ID, RT.DELEGATION_TOKEN, RT.USER):
-        raise errors.InvalidRequestError(f"Invalid resource type {c['resource_type']}")
-    if c["operation"] in (Op.ANY, Op.UNKNOWN) or c["permission_type"] not in (ALLOW, DENY):
-        raise errors.InvalidRequestError("An ACL needs a concrete operation and ALLOW or DENY")
+        name = RT(c["resource_type"]).name if c["resource_type"] in RT._value2member_map_ else "UNKNOWN"
+        raise errors.InvalidRequestError(f"Invalid resourceType {name}")
+    if pattern not in (LITERAL, PREFIXED):
+        raise errors.InvalidRequestError(f"Invalid patternType {_PATTERN_NAMES.get(pattern, 'UNKNOWN')}")
+    if c["operation"] not in _CONCRETE_OPERATIONS:
+        raise errors.InvalidRequestError(f"Invalid operation {_op_name(c['operation'])}")
+    if c["permission_type"] not in (ALLOW, DENY):
+        raise errors.InvalidRequestError(f"Invalid permissionType {_PERMISSION_NAMES.get(c['permission_type'], 'UNKNOWN')}")
     if c["resource_type"] == RT.CLUSTER and c["resource_name"] != "kafka-cluster":
         raise errors.InvalidRequestError("The only valid name for the CLUSTER resource is kafka-cluster")
     try:
