@@ -281,6 +281,7 @@ class _Gen:
         """A negative length where the schema allows no null (in this version): Kafka's readers
         refuse the message ("non-nullable field ... was serialized as null")."""
         name = f.get("name", "element")
+        name = name[:1].lower() + name[1:]  # Kafka's message names the Java field: groupId
         return [f"if {n} < 0: raise InvalidRequestError('non-nullable field {name} was serialized as null')"]
 
     def read_length(self, n: str, flex: bool, kind: str) -> list[str]:

@@ -80,7 +80,7 @@ def _value(key: str, value: float) -> str:
     if key not in QUOTA_KEYS:
         raise errors.InvalidRequestError(f"Invalid configuration key {key}")
     if not math.isfinite(value):  # NaN passes every comparison below; infinity is no rate
-        raise errors.InvalidRequestError(f"Quota {key} must be a finite number, got {value}")
+        raise errors.InvalidRequestError(f"Quota {key} must be a finite number")
     if value <= 0:
         raise errors.InvalidRequestError(f"Quota {key} must be positive, got {value}")
     if key in _DOUBLE_KEYS:
