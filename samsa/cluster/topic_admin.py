@@ -12,6 +12,7 @@ import asyncio
 import logging
 import resource
 from collections import Counter
+from dataclasses import replace
 from typing import Callable
 
 from samsa.broker_config import BROKER_KEYS, BrokerConfig, ConfigError, parse_topic_config, parse_value
@@ -185,10 +186,12 @@ class TopicAdmin:
         check_descriptors(replicas)
         if validate_only:
             return
-        for p, r in replicas.items():
-            topic.partitions[p] = PartitionState(replicas=r, leader=r[0], isr=list(r))
-        self.store.put_assignment(topic)
-        await asyncio.shield(self.replicas.apply_topic_off_loop(topic))
+        # A new TopicInfo: the cache's is replaced only once the store has the change (a store
+        # that cannot write leaves everything as it was)
+        grown = replace(topic, partitions={**topic.partitions, **{
+            p: PartitionState(replicas=r, leader=r[0], isr=list(r)) for p, r in replicas.items()}})
+        self.store.put_assignment(grown)
+        await asyncio.shield(self.replicas.apply_topic_off_loop(grown))
         log.info("topic %s now has %d partitions", name, count)
 
     # ---------------------------------------------------------------- replica assignment
@@ -233,8 +236,8 @@ class TopicAdmin:
         validate_topic_configs(configs)
         if validate_only:
             return
+        self.store.put_topic_configs(name, dict(configs))
         topic.configs = dict(configs)
-        self.store.put_topic_configs(name, topic.configs)
         self.replicas.update_log_configs([name])
 
     def alter_broker_configs(self, broker_id: int | None, configs: dict[str, str], validate_only: bool) -> None:
