@@ -42,9 +42,35 @@ EXTREMES = [struct.pack(">i", v) for v in (-1, -2, 0x40000000, 0x40000001, 0x7FF
     [struct.pack(">h", v) for v in (-1, -2, 0x7FFF, -0x8000)] + [b"\x7f\xf8\x00\x00\x00\x00\x00\x00"]  # NaN
 
 
+# Requests as real clients send them (the kind an independent fuzzing run's corpus held, issue 24),
+# which a schema sample lacks: a CreateTopics with a partition count and no assignments, say.
+def client_frames() -> list[bytes]:
+    requests = [
+        (19, 0, "x", {"topics": [{"name": "big", "num_partitions": 1, "replication_factor": 1, "assignments": [],
+                                  "configs": []}], "timeout_ms": 10000}),
+        (19, 5, "x", {"topics": [{"name": "big", "num_partitions": 3, "replication_factor": 1, "assignments": [],
+                                  "configs": []}], "timeout_ms": 10000, "validate_only": True}),
+        (37, 0, "x", {"topics": [{"name": CANARY, "count": 2, "assignments": None}], "timeout_ms": 10000,
+                      "validate_only": True}),
+        (17, 1, "rdkafka", {"mechanism": "PLAIN"}),
+        (36, 1, "rdkafka", {"auth_bytes": b"\0admin\0admin-secret"}),
+        (25, 0, None, {"transactional_id": "t", "producer_id": 1, "producer_epoch": 0, "group_id": "g"}),
+        (32, 1, "rdkafka", {"resources": [{"resource_type": 4, "resource_name": "0", "configuration_keys": None}],
+                            "include_synonyms": False}),
+        (49, 1, "samsa-admin", {"entries": [{"entity": [{"entity_type": "client-id", "entity_name": "fuzzq"}],
+                                             "ops": [{"key": "producer_byte_rate", "value": 1e6, "remove": False}]}],
+                                "validate_only": True}),
+        (30, 2, "rdkafka", {"creations": [{"resource_type": 2, "resource_name": "seed", "resource_pattern_type": 3,
+                                           "principal": "User:alice", "host": "*", "operation": 4,
+                                           "permission_type": 3}]}),
+        (16, 4, "rdkafka", {"states_filter": ["Stable"]}),
+    ]
+    return [b"".join(bytes(c) for c in encode_request(k, v, 1, cid, body)) for k, v, cid, body in requests]
+
+
 def corpus(rng: random.Random) -> list[bytes]:
-    """One encoded sample request per (API key, version) the broker handles."""
-    frames = []
+    """One encoded sample request per (API key, version) the broker handles, and client_frames()."""
+    frames = client_frames()
     for key, lo, hi in Dispatcher.supported_versions():
         name = api(key).name + "Request"
         m = codec.schemas()[name]
