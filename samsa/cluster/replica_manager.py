@@ -188,6 +188,12 @@ class ReplicaManager:
             if self.on_all_dirs_failed is not None:
                 self.on_all_dirs_failed(why)
 
+    def report_offline(self) -> None:
+        """Once the cluster is joined: the partitions found in log dirs that failed while loading."""
+        keys = sorted(k for k in self.logs.offline_partitions if k[0] in self.cache.topics)
+        if keys and self.on_offline is not None:
+            self.on_offline(keys)
+
     def _on_loop(self) -> bool:
         try:
             return asyncio.get_running_loop() is self._loop

@@ -122,6 +122,7 @@ class BrokerServer:
         # is registered and has read the cluster: until then it has no view to answer with.
         await self._listen()
         await self.cluster.start()
+        self.replicas.report_offline()  # partitions of a log dir that failed at start-up: a cluster moves them
         for server in self.servers:
             await server.start_serving()
         self._tasks = [
