@@ -244,8 +244,10 @@ class ReplicaManager:
         if min_isr is not None and len(partition.state.isr) < min_isr:
             raise errors.NotEnoughReplicasError(
                 f"the ISR of {partition} has {len(partition.state.isr)} replicas, min.insync.replicas is {min_isr}")
-        with self.logs.io(partition.log):
+        try:
             return partition.append(records, batches, now)
+        except (OSError, errors.KafkaStorageError) as e:  # KIP-112: its log dir goes offline
+            raise self.logs.failed(partition.log, e) from e
 
     async def wait_for_high_watermark(self, partition: Partition, offset: int, timeout_ms: int,
                                       min_isr: int | None = None) -> None:

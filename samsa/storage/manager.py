@@ -240,21 +240,26 @@ class LogManager:
     @contextmanager
     def io(self, plog: PartitionLog) -> Iterator[None]:
         """Around a write to ``plog``: an I/O error takes its directory offline and comes out as
-        KAFKA_STORAGE_ERROR (a log already closed by such a failure raises as it is)."""
+        KAFKA_STORAGE_ERROR (see :meth:`failed`)."""
         try:
             yield
         except (OSError, KafkaStorageError) as e:
-            key = (plog.topic, plog.partition)
-            with self._lock:
-                dir = self._dir_of.get(key) if self._logs.get(key) is plog else None
-            if isinstance(e, KafkaStorageError) and plog.closed:
-                raise  # closed by a shutdown or a deletion: no new failure of its directory
-            if dir is None:  # deleted or already taken offline
-                raise KafkaStorageError(f"{plog.topic}-{plog.partition} is in an offline log directory") from e
-            why = _cause(e)
-            self.fail_dir(dir, f"{plog.topic}-{plog.partition}: {why}")
-            raise KafkaStorageError(f"Error while writing to {plog.topic}-{plog.partition} in dir {dir}: "
-                                    f"{why}") from e
+            raise self.failed(plog, e) from e
+
+    def failed(self, plog: PartitionLog, e: BaseException) -> KafkaStorageError:
+        """``e`` (an OSError or KafkaStorageError) came from writing ``plog``: take its directory
+        offline, unless the log was closed (a shutdown, a deletion) or its directory is already
+        offline; the KAFKA_STORAGE_ERROR to raise instead."""
+        if isinstance(e, KafkaStorageError) and plog.closed:  # no new failure of its directory
+            return KafkaStorageError(f"log {plog.topic}-{plog.partition} is closed")
+        key = (plog.topic, plog.partition)
+        with self._lock:
+            dir = self._dir_of.get(key) if self._logs.get(key) is plog else None
+        if dir is None:  # deleted or already taken offline
+            return KafkaStorageError(f"{plog.topic}-{plog.partition} is in an offline log directory")
+        why = _cause(e)
+        self.fail_dir(dir, f"{plog.topic}-{plog.partition}: {why}")
+        return KafkaStorageError(f"Error while writing to {plog.topic}-{plog.partition} in dir {dir}: {why}")
 
     # ------------------------------------------------------------------ partitions
 
@@ -393,7 +398,9 @@ class LogManager:
 
 def _cause(e: BaseException) -> str:
     """The innermost reason: "[Errno 28] No space left on device" rather than a wrapper's words."""
-    while e.__cause__ is not None:
+    for _ in range(10):
+        if e.__cause__ is None or e.__cause__ is e:
+            break
         e = e.__cause__
     return str(e)
 
