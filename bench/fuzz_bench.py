@@ -50,7 +50,7 @@ def client_frames() -> list[bytes]:
                                   "configs": []}], "timeout_ms": 10000}),
         (19, 5, "x", {"topics": [{"name": "big", "num_partitions": 3, "replication_factor": 1, "assignments": [],
                                   "configs": []}], "timeout_ms": 10000, "validate_only": True}),
-        (37, 0, "x", {"topics": [{"name": CANARY, "count": 2, "assignments": None}], "timeout_ms": 10000,
+        (37, 0, "x", {"topics": [{"name": "small", "count": 2, "assignments": None}], "timeout_ms": 10000,
                       "validate_only": True}),
         (17, 1, "rdkafka", {"mechanism": "PLAIN"}),
         (36, 1, "rdkafka", {"auth_bytes": b"\0admin\0admin-secret"}),
@@ -149,7 +149,7 @@ class Canary:
     def produce(self) -> None:
         value = b"canary-%d" % len(self.acked)
         errors: list = []
-        self.producer.produce(CANARY, value, on_delivery=lambda e, m: errors.append(e))
+        self.producer.produce(CANARY, value, partition=0, on_delivery=lambda e, m: errors.append(e))
         self.producer.flush(30)
         if len(errors) == 1 and errors[0] is None:  # (KafkaError.__eq__ cannot take None)
             self.acked.append(value)
