@@ -115,6 +115,9 @@ class _Gen:
         self.funcs: list[str] = []
         self.counter = 0
         self.consts: dict[str, Any] = {}
+        # A null where the schema allows none: a request with one is refused, as Kafka's parser
+        # refuses it; a response (from a broker) is read leniently, except under STRICT (tests).
+        self.strict_nulls = message.get("type") == "request" or STRICT
 
     def fresh(self, prefix: str) -> str:
         self.counter += 1
@@ -218,7 +221,7 @@ class _Gen:
             lines += [f"if {n} > len(buf) - pos: raise InvalidRequestError("
                       f"'Tried to allocate a collection of size %d, but there are only %d bytes remaining.'"
                       f" % ({n}, len(buf) - pos))"]
-            if not nullable:
+            if not nullable and self.strict_nulls:
                 lines += self.refuse_null(n, f)
             if elem in _PRIMITIVES or elem in ("string", "bytes", "uuid"):
                 item = {"type": elem, "versions": "0+"}
@@ -235,6 +238,8 @@ class _Gen:
             ]
             lines += ["        " + x for x in inner]
             lines += ["        lst.append(x)", f"    {target} = lst"]
+            if not nullable and not self.strict_nulls:
+                lines.append(f"if {target} is None: {target} = []")
             return lines
         if t in _PRIMITIVES:
             fmt, size, _ = _PRIMITIVES[t]
@@ -246,7 +251,7 @@ class _Gen:
         if t in ("string", "bytes", "records"):
             n = self.fresh("n")
             lines = self.read_length(n, flex, "string" if t == "string" else "bytes")
-            if not nullable:
+            if not nullable and self.strict_nulls:
                 lines += self.refuse_null(n, f)
             if t == "string":
                 conv = f"str(buf[pos:pos + {n}], 'utf-8')"

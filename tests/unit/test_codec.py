@@ -101,3 +101,19 @@ def test_truncated_message_is_invalid_request():
     from samsa.protocol.errors import InvalidRequestError
     with pytest.raises(InvalidRequestError):
         codec.decode("CreateTopicsRequest", 7, memoryview(full[:10]))
+
+
+def test_a_null_where_kafka_allows_none_is_refused_in_a_request():
+    """As Kafka's generated readers: a negative length for a non-nullable field, or an array longer
+    than the bytes left, refuses the request (INVALID_REQUEST) before anything is allocated."""
+    import struct as _struct
+
+    from samsa.protocol import codec as _codec
+    from samsa.protocol.errors import InvalidRequestError
+    with pytest.raises(InvalidRequestError, match="non-nullable field groupId was serialized as null"):
+        _codec.decode("AddOffsetsToTxnRequest", 0, b"\x00\x01t" + bytes(8) + b"\x00\x00" + b"\xff\xff")
+    with pytest.raises(InvalidRequestError, match="Tried to allocate a collection of size 1073741825"):
+        _codec.decode("MetadataRequest", 1, _struct.pack(">i", 0x40000001) + b"\x00\x01a")
+    with pytest.raises(InvalidRequestError, match="non-nullable field statesFilter"):
+        _codec.decode("ListGroupsRequest", 4, b"\x00\x00")
+    assert _codec.decode("ListGroupsRequest", 4, b"\x01\x00")[0]["states_filter"] == []
