@@ -9,7 +9,7 @@ with acks=all and all canaries are read back. At the end: slowloris (clients tri
 one byte at a time) and a burst of connections each asking ApiVersions, then the totals:
 frames, answers, closes, canaries lost, the broker's RSS, tracebacks in its log.
 
-    .venv/bin/python bench/fuzz_bench.py [--frames 50000] [--seed 1] [--burst 2000]
+    .venv/bin/python bench/fuzz_bench.py [--frames 50000] [--seed 1] [--burst 2000] [--sasl]
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 
-from broker_process import BrokerProcess  # noqa: E402
+from broker_process import BrokerProcess, free_port  # noqa: E402
 from samsa.protocol import codec  # noqa: E402
 from samsa.protocol.api import api, encode_request  # noqa: E402
 from samsa.server.dispatcher import Dispatcher  # noqa: E402
@@ -226,6 +226,7 @@ class FuzzRun:
     corpus: int
     api_keys: int
     seed: int
+    listener: str = "PLAINTEXT"
     seconds: float = 0.0
     kinds: dict = field(default_factory=dict)
     outcomes: dict = field(default_factory=dict)
@@ -247,7 +248,7 @@ class FuzzRun:
         rss = self.rss_kb or [0]
         return "\n".join([
             f"fuzz: {self.frames} mutated frames from a corpus of {self.corpus} requests over {self.api_keys} API "
-            f"keys, seed {self.seed}, {self.seconds:.0f} s",
+            f"keys, seed {self.seed}, {self.listener} listener, {self.seconds:.0f} s",
             "  mutations: " + ", ".join(f"{k} {n}" for k, n in sorted(self.kinds.items())),
             "  outcomes: " + ", ".join(f"{k} {n}" for k, n in sorted(self.outcomes.items())),
             f"  slowloris: {self.slow_answered} of {self.slow_clients} byte-at-a-time clients answered; burst: "
@@ -259,14 +260,28 @@ class FuzzRun:
 
 
 def run(data_dir: Path, frames: int, seed: int = 1, burst_size: int = 2000, threads: int = 16,
-        slow_clients: int = 50, slow_seconds: float = 10.0) -> FuzzRun:
-    """Start a broker in ``data_dir``, fuzz it, stop it; the figures."""
+        slow_clients: int = 50, slow_seconds: float = 10.0, sasl: bool = False) -> FuzzRun:
+    """Start a broker in ``data_dir``, fuzz it, stop it; the figures. With ``sasl``, the frames go
+    to a SASL_PLAINTEXT listener (PLAIN), unauthenticated; the canaries use the PLAINTEXT one."""
     rng = random.Random(seed)
     corpus_frames = corpus(rng)
     keys = {struct.unpack_from(">h", f, 4)[0] for f in corpus_frames}
-    result = FuzzRun(frames, len(corpus_frames), len(keys), seed, slow_clients=slow_clients, burst=burst_size)
-    b = BrokerProcess(Path(data_dir), **{"socket.request.max.bytes": 1048576, "auto.create.topics.enable": "false"})
+    result = FuzzRun(frames, len(corpus_frames), len(keys), seed, "SASL_PLAINTEXT (unauthenticated)" if sasl
+                     else "PLAINTEXT", slow_clients=slow_clients, burst=burst_size)
+    settings = {"socket.request.max.bytes": 1048576, "auto.create.topics.enable": "false"}
+    target_port = None
+    if sasl:
+        plain, target_port = free_port(), free_port()
+        settings.update({
+            "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{target_port}",
+            "sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+                'org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-secret";'})
+        b = BrokerProcess(Path(data_dir), port=plain, **settings)
+    else:
+        b = BrokerProcess(Path(data_dir), **settings)
     b.start()
+    port = target_port or b.port
     t0 = time.monotonic()
     try:
         admin_frame = encode_request(19, 4, 1, "fuzz", {
@@ -281,15 +296,15 @@ def run(data_dir: Path, frames: int, seed: int = 1, burst_size: int = 2000, thre
                 batch = [mutate(rng.choice(corpus_frames), rng) for _ in range(min(1000, frames - start))]
                 for kind, _ in batch:
                     result.kinds[kind] = result.kinds.get(kind, 0) + 1
-                for outcome in pool.map(lambda m: send_one(b.port, m[1]), batch):
+                for outcome in pool.map(lambda m: send_one(port, m[1]), batch):
                     result.outcomes[outcome] = result.outcomes.get(outcome, 0) + 1
                 if b.proc.poll() is not None:
                     break
                 canary.produce()
                 result.rss_kb.append(rss_kb(b.proc.pid))
         if b.proc.poll() is None:
-            result.slow_answered = slowloris(b.port, slow_clients, slow_seconds) if slow_clients else 0
-            result.burst_answered = burst(b.port, burst_size) if burst_size else 0
+            result.slow_answered = slowloris(port, slow_clients, slow_seconds) if slow_clients else 0
+            result.burst_answered = burst(port, burst_size) if burst_size else 0
             canary.produce()
             result.lost = canary.lost()
             result.rss_kb.append(rss_kb(b.proc.pid))
@@ -308,9 +323,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--burst", type=int, default=2000)
     parser.add_argument("--threads", type=int, default=16)
+    parser.add_argument("--sasl", action="store_true", help="fuzz a SASL_PLAINTEXT listener, unauthenticated")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="samsa-fuzz-") as tmp:
-        result = run(Path(tmp), args.frames, args.seed, args.burst, args.threads)
+        result = run(Path(tmp), args.frames, args.seed, args.burst, args.threads, sasl=args.sasl)
     print(result.report())
     if not result.alive:
         raise SystemExit("the broker died")
