@@ -240,3 +240,19 @@ def test_null_in_non_nullable_field_closes_that_connection(bk, sasl, frames, ans
     Kafka 4.4 closes these connections too, naming the field as here."""
     _closed_with_one_line(bk, bk.sasl_port if sasl else bk.port, frames, answered,
                           f"non-nullable field {field} was serialized as null")
+
+
+def test_acl_codes_kafka_does_not_know(bk):
+    """Kafka's parser refuses a CreateAcls, DeleteAcls or DescribeAcls holding the code 0 (UNKNOWN)
+    and closes the connection; an unknown non-zero code in a DeleteAcls filter is INVALID_REQUEST for
+    that filter ("Unknown entryFilter.")."""
+    zero_op = CREATE_ACLS_V2_OPERATION_35.replace(b"\x02\x2a\x23\x03\x00\x00", b"\x02\x2a\x00\x03\x00\x00")
+    _closed_with_one_line(bk, bk.port, (zero_op,), 0, "CreatableAcls contain unknown elements")
+    delete = {"filters": [{"resource_type_filter": 2, "resource_name_filter": "t", "pattern_type_filter": 3,
+                           "principal_filter": None, "host_filter": None, "operation": 35, "permission_type": 3}]}
+    r = call(bk.port, 31, 2, delete)
+    assert [(f["error_code"], f["error_message"]) for f in r["filter_results"]] == [
+        (INVALID_REQUEST, "Unknown entryFilter.")]
+    delete["filters"][0]["operation"] = 0
+    frame = b"".join(bytes(c) for c in encode_request(31, 2, 1, "fuzz", delete))
+    _closed_with_one_line(bk, bk.port, (frame,), 0, "Filters contain UNKNOWN elements")

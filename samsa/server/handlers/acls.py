@@ -51,6 +51,20 @@ def _binding(c: dict) -> AclBinding:
                       c["operation"], c["permission_type"])
 
 
+def _has_unknown(items: list[dict], fields: tuple[str, ...]) -> bool:
+    """A code 0 (UNKNOWN) in any of ``fields``: Kafka's request parser refuses such a CreateAcls or
+    DeleteAcls request and closes the connection."""
+    return any(item.get(f, 1) == 0 for item in items for f in fields)
+
+
+def _unknown_filter(f: AclFilter) -> str | None:
+    if f.resource_type not in RT._value2member_map_ or f.pattern_type not in _PATTERN_NAMES:
+        return "Unknown patternFilter."
+    if f.operation not in Op._value2member_map_ or f.permission not in _PERMISSION_NAMES:
+        return "Unknown entryFilter."
+    return None
+
+
 def _filter(f: dict, version: int) -> AclFilter:
     return AclFilter(f["resource_type_filter"], f["resource_name_filter"],
                      f.get("pattern_type_filter", LITERAL) if version >= 1 else LITERAL,
@@ -66,8 +80,11 @@ def _save(broker, changed: set[tuple[str, str, str]]) -> None:
 
 
 @handles(ApiKey.CREATE_ACLS)
-def create_acls(ctx, req: dict) -> dict:
+def create_acls(ctx, req: dict) -> dict | None:
     broker = ctx.broker
+    if _has_unknown(req["creations"], ("resource_type", "resource_pattern_type", "operation", "permission_type")):
+        ctx.connection.close("CreatableAcls contain unknown elements")
+        return None
     if broker.authorizer is None:
         return {"throttle_time_ms": 0, "results": [{"error_code": errors.E_SECURITY_DISABLED, "error_message": _DISABLED}
                                                    for _ in req["creations"]]}
@@ -98,8 +115,11 @@ def _describe_resources(bindings) -> list[dict]:
 
 
 @handles(ApiKey.DESCRIBE_ACLS)
-def describe_acls(ctx, req: dict) -> dict:
+def describe_acls(ctx, req: dict) -> dict | None:
     broker = ctx.broker
+    if _has_unknown([req], ("resource_type_filter", "pattern_type_filter", "operation", "permission_type")):
+        ctx.connection.close("DescribeAclsRequest contains UNKNOWN elements")
+        return None
     if broker.authorizer is None:
         return {"throttle_time_ms": 0, "error_code": errors.E_SECURITY_DISABLED, "error_message": _DISABLED,
                 "resources": []}
@@ -114,8 +134,11 @@ def describe_acls(ctx, req: dict) -> dict:
 
 
 @handles(ApiKey.DELETE_ACLS)
-def delete_acls(ctx, req: dict) -> dict:
+def delete_acls(ctx, req: dict) -> dict | None:
     broker = ctx.broker
+    if _has_unknown(req["filters"], ("resource_type_filter", "pattern_type_filter", "operation", "permission_type")):
+        ctx.connection.close("Filters contain UNKNOWN elements")
+        return None
     if broker.authorizer is None:
         return {"throttle_time_ms": 0, "filter_results": [
             {"error_code": errors.E_SECURITY_DISABLED, "error_message": _DISABLED, "matching_acls": []}
@@ -127,6 +150,10 @@ def delete_acls(ctx, req: dict) -> dict:
     results, removed = [], set()
     for raw in req["filters"]:
         f = _filter(raw, ctx.version)
+        why = _unknown_filter(f)
+        if why:  # a code Kafka does not know reads as UNKNOWN: refused per filter, as its controller does
+            results.append({"error_code": errors.E_INVALID_REQUEST, "error_message": why, "matching_acls": []})
+            continue
         matched = [b for b in broker.authorizer.bindings if f.matches(b)]
         removed.update(matched)
         results.append({"error_code": 0, "error_message": None, "matching_acls": [
