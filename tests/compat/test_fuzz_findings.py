@@ -256,3 +256,14 @@ def test_acl_codes_kafka_does_not_know(bk):
     delete["filters"][0]["operation"] = 0
     frame = b"".join(bytes(c) for c in encode_request(31, 2, 1, "fuzz", delete))
     _closed_with_one_line(bk, bk.port, (frame,), 0, "Filters contain UNKNOWN elements")
+
+
+@pytest.mark.parametrize("version", [10, 11])
+def test_metadata_topic_id_before_v12_is_invalid_request(bk, version):
+    """Found by the seeded fuzzer (seed 5): a null topic name in Metadata v10/v11 made the broker build
+    a response it could not encode. Kafka 4.4 answers each topic INVALID_REQUEST, with no brokers."""
+    for topic in ({"name": None, "topic_id": b"\x01" * 16}, {"name": SMALL, "topic_id": b"\x01" * 16}):
+        r = call(bk.port, 3, version, {"topics": [topic], "allow_auto_topic_creation": False,
+                                       "include_topic_authorized_operations": False})
+        assert r["brokers"] == [] and [(t["error_code"], t["name"]) for t in r["topics"]] == [
+            (INVALID_REQUEST, topic["name"] or "")]

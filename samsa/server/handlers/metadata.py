@@ -52,6 +52,13 @@ def metadata(ctx, req: dict) -> dict:
     if requested is None or (ctx.version == 0 and not requested):
         topics = [topic_entry(broker, name, operations=_ops(ctx, name, ops)) for name in sorted(broker.metadata.topics)
                   if not secured or quietly_allowed(ctx, Op.DESCRIBE, RT.TOPIC, name)]
+    elif ctx.version < 12 and any(t.get("name") is None or any(t.get("topic_id") or b"") for t in requested):
+        # Topic ids in a Metadata request (and so null names) only from v12: Kafka answers every topic
+        # INVALID_REQUEST, with no brokers ("Topic name can not be null for version 11")
+        return {"throttle_time_ms": 0, "brokers": [], "cluster_id": None, "controller_id": -1,
+                "topics": [{"error_code": errors.E_INVALID_REQUEST, "name": t.get("name") or "",
+                            "topic_id": t.get("topic_id") or bytes(16), "partitions": []} for t in requested],
+                "cluster_authorized_operations": authorized_operations(ResourceType.CLUSTER, False)}
     else:
         allow_create = req.get("allow_auto_topic_creation", True) if ctx.version >= 4 else True
         topics = []
