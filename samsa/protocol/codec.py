@@ -180,6 +180,7 @@ class _Gen:
                 "        tag, pos = read_uvarint(buf, pos)",
                 "        size, pos = read_uvarint(buf, pos)",
                 "        end = pos + size",
+                "        if end > len(buf): raise InvalidRequestError('a tagged field runs past the end of the message')",
             ]
             kw = "if"
             for tag, inner in tag_cases:
@@ -455,7 +456,7 @@ def codec(message_name: str, version: int) -> tuple[Decoder, Encoder]:
 def decode(message_name: str, version: int, buf, pos: int = 0) -> tuple[dict, int]:
     try:
         return codec(message_name, version)[0](buf, pos)
-    except (struct.error, IndexError, ValueError, UnicodeDecodeError) as e:
+    except (struct.error, IndexError, ValueError, UnicodeDecodeError, OverflowError) as e:
         raise InvalidRequestError(f"malformed {message_name} v{version}: {e}") from None
 
 

@@ -267,3 +267,12 @@ def test_metadata_topic_id_before_v12_is_invalid_request(bk, version):
                                        "include_topic_authorized_operations": False})
         assert r["brokers"] == [] and [(t["error_code"], t["name"]) for t in r["topics"]] == [
             (INVALID_REQUEST, topic["name"] or "")]
+
+
+def test_tagged_field_size_near_2_to_63_closes_that_connection(bk):
+    """Found by the seeded fuzzer (seed 7): CreateTopics v5 whose topic carries a tagged field of
+    size 2^63-1 ended in an OverflowError traceback; now the frame is refused as malformed."""
+    body = bytes.fromhex("02027400000001000101010100ffffffffffffffff7f000003e80000")
+    header = struct.pack(">hhih", 19, 5, 1, 1) + b"x" + b"\x00"
+    frame = struct.pack(">i", len(header) + len(body)) + header + body
+    _closed_with_one_line(bk, bk.port, (frame,), 0, "a tagged field runs past the end of the message")
