@@ -256,7 +256,9 @@ def test_broker_whose_session_expired_registers_again_without_loss(cluster_facto
     assert len(acked) == 150
     values = [v for _, v in read_all(cluster.bootstrap, "steady", 1, 150)[0]]
     assert sorted(values) == sorted(acked) and len(values) == 150
-    assert "registered broker" in cluster.brokers[victim].log_text().split("session expired", 1)[-1]
+    # The log line follows the registration that describe_cluster already saw: wait for it.
+    wait_until(lambda: "registered broker" in cluster.brokers[victim].log_text().split("session expired", 1)[-1],
+               "the victim to log its registration after the expiry", 20)
 
 
 # ---------------------------------------------------------------- 6. the group coordinator moves
