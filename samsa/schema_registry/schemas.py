@@ -228,6 +228,27 @@ def _pb_from_ast(ast: Any) -> dict:
     return {"package": package, "messages": messages, "first": first}
 
 
+class _Raise:
+    """An ANTLR error listener that stops at the first syntax error (the parser would recover)."""
+
+    def syntaxError(self, recognizer, offending, line, column, msg, e):  # noqa: N802 - ANTLR's name
+        raise InvalidSchema(f"line {line}:{column} {msg}")
+
+    def reportAmbiguity(self, *args):  # noqa: N802
+        pass
+
+    def reportAttemptingFullContext(self, *args):  # noqa: N802
+        pass
+
+    def reportContextSensitivity(self, *args):  # noqa: N802
+        pass
+
+
+def _strict(recognizer) -> None:
+    recognizer.removeErrorListeners()
+    recognizer.addErrorListener(_Raise())
+
+
 def _protobuf_parse(text: str, refs: list[str], normalize: bool) -> Parsed:
     from google.protobuf import descriptor_pb2
     stripped = text.strip()
@@ -241,10 +262,10 @@ def _protobuf_parse(text: str, refs: list[str], normalize: bool) -> Parsed:
     else:
         from proto_schema_parser.parser import Parser
         try:
-            model = _pb_from_ast(Parser().parse(text))
+            model = _pb_from_ast(Parser(setup_lexer=_strict, setup_parser=_strict).parse(text))
         except Exception as e:  # noqa: BLE001 - the parser raises its own and ANTLR's errors
             raise InvalidSchema(f"Invalid schema {text}, details: {e}") from None
-        if not model["messages"]:
+        if not model["messages"] or any(not name.rsplit(".", 1)[-1] for name in model["messages"]):
             raise InvalidSchema(f"Invalid schema {text}, details: no message type")
     return Parsed("PROTOBUF", text, stripped, model)
 
