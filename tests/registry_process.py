@@ -33,11 +33,17 @@ class RegistryProcess:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> "RegistryProcess":
+        return self.launch().wait()
+
+    def launch(self) -> "RegistryProcess":
         self.workdir.mkdir(parents=True, exist_ok=True)
         path = self.workdir / f"registry-{self.port}.properties"
         path.write_text("".join(f"{k}={v}\n" for k, v in self.props.items()))
         self.proc = subprocess.Popen([sys.executable, "-m", "samsa.cli.main", "schema-registry", str(path)],
                                      stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT, cwd=ROOT)
+        return self
+
+    def wait(self) -> "RegistryProcess":
         wait_for_port(self.port, self.proc, timeout=60)
         return self
 

@@ -2,7 +2,8 @@
 members of a Kafka group (``schema.registry.group.id``, protocol type ``sr``, protocol ``v0``)
 on the broker's group coordinator. A member's metadata is its identity as JSON
 (``{"version": 1, "host", "port", "scheme", "master_eligibility"}``); the group's leader picks
-the first eligible identity (by host, port) and gives every member the assignment
+the current writer if it is still a member, else the first eligible identity (by host, port),
+and gives every member the assignment
 ``{"version": 1, "error": 0, "master": member id, "master_identity": identity}``. A member that
 stops heartbeating (killed) is dropped by the coordinator after its session timeout, the
 others join again and a new writer is picked.
@@ -143,7 +144,9 @@ class LeaderElector:
         if resp["leader"] == self.member_id:
             members = {m["member_id"]: json.loads(bytes(m["metadata"])) for m in resp["members"]}
             eligible = sorted((i["host"], i["port"], m) for m, i in members.items() if i.get("master_eligibility"))
-            chosen = eligible[0][2] if eligible else None
+            # the writer stays the writer while it is a member: a process joining moves nothing
+            staying = [m for m, i in members.items() if self.leader is not None and i == self.leader]
+            chosen = staying[0] if staying else eligible[0][2] if eligible else None
             assignment = json.dumps({"version": 1, "error": 0, "master": chosen,
                                      "master_identity": members[chosen] if chosen else None}).encode()
             assignments = [{"member_id": m, "assignment": assignment} for m in members]

@@ -30,8 +30,10 @@ USER_BAD = {**USER_V1, "fields": USER_V1["fields"] + [{"name": "age", "type": "i
 def cluster(tmp_path_factory):
     base = tmp_path_factory.mktemp("registry")
     broker = BrokerProcess(base / "broker", **BROKER_OVERRIDES).start()
-    regs = [RegistryProcess(base, broker.bootstrap).start() for _ in range(2)]
+    regs = [RegistryProcess(base, broker.bootstrap).launch() for _ in range(2)]
     try:
+        for r in regs:
+            r.wait()
         wait_until(lambda: sum(r.is_writer() for r in regs) == 1, "one registry elected to write", 60)
         yield broker, regs
     finally:
