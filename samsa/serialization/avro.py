@@ -117,3 +117,57 @@ class KafkaAvroDeserializer(RegistrySerde, _References):
             return fastavro.schemaless_reader(io.BytesIO(body), writer, self._reader)
         except (ValueError, TypeError, EOFError, IndexError, KeyError, fastavro.read.SchemaResolutionError) as e:
             raise SerializationError(f"Error deserializing Avro message for id {schema_id}: {e}") from None
+
+
+# ------------------------------------------------------------------ Avro's JSON encoding (the console tools)
+
+def from_avro_json(schema: Any, text: str) -> Any:
+    """One datum in Avro's JSON encoding (unions as ``{"type": value}``) under a parsed schema."""
+    import fastavro
+    try:
+        return next(iter(fastavro.json_reader(io.StringIO(text), schema)))
+    except StopIteration:
+        raise SerializationError("No datum on the line") from None
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError) as e:
+        raise SerializationError(f"Cannot read {text!r} as Avro JSON: {e}") from None
+
+
+def to_avro_json(schema: Any, datum: Any) -> str:
+    import fastavro
+    out = io.StringIO()
+    fastavro.json_writer(out, schema, [datum])
+    return out.getvalue().rstrip("\n")
+
+
+class AvroLineSerializer(KafkaAvroSerializer):
+    """What kafka-avro-console-producer's AvroMessageReader does with a line: Avro JSON in, wire format out."""
+
+    def serialize(self, topic: str, data: Any, headers: Any = None) -> bytes | None:
+        if data is None:
+            return None
+        if self._text is None:
+            raise SerializationError("No Avro schema: value.schema (or key.schema) is required")
+        text = data.decode() if isinstance(data, (bytes, bytearray)) else str(data)
+        named = self._named(self._references)
+        return super().serialize(topic, from_avro_json(_parse(self._text, named), text), headers)
+
+
+class AvroJsonDeserializer(KafkaAvroDeserializer):
+    """What kafka-avro-console-consumer's AvroMessageFormatter prints: the datum in Avro JSON
+    under the writer's schema (with ``print.schema.ids``, the id after ``schema.id.separator``)."""
+
+    print_ids = False
+    id_separator = "\t"
+
+    def configure_type(self, configs: dict[str, Any]) -> None:
+        super().configure_type(configs)
+        self.print_ids = str(configs.get("print.schema.ids", "false")).lower() == "true"
+        self.id_separator = str(configs.get("schema.id.separator", "\t"))
+
+    def deserialize(self, topic: str, data: bytes | None, headers: Any = None) -> Any:
+        if data is None:
+            return None
+        datum = super().deserialize(topic, data, headers)
+        schema_id, _ = unframe(bytes(data))
+        text = to_avro_json(self._reader or self._writers[schema_id], datum)
+        return text + (f"{self.id_separator}{schema_id}" if self.print_ids else "")

@@ -6,6 +6,8 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -16,7 +18,7 @@ from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSe
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from broker_process import BrokerProcess
+from broker_process import ROOT, BrokerProcess
 from registry_process import BROKER_OVERRIDES, RegistryProcess
 from waiting import wait_until
 
@@ -302,6 +304,44 @@ def test_samsa_serdes_and_confluent_read_each_other(cluster, sr):
     theirs = ProtobufSerializer(Reading, sr, {"use.deprecated.format": False})(Reading(sensor="b", value=2), pctx)
     got = KafkaProtobufDeserializer(conf={"schema.registry.url": regs[0].url}).deserialize(ptopic, theirs)
     assert (got.sensor, got.value) == ("b", 2)
+
+
+def _samsa(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "samsa.cli.main", *args], input=stdin, capture_output=True,
+                          text=True, timeout=120, cwd=ROOT)
+
+
+def test_avro_console_producer_and_consumer(cluster, sr):
+    broker, regs = cluster
+    topic = _topic("console-avro")
+    schema = json.dumps(USER_V2)
+    lines = '{"name": "ada", "visits": 1, "email": {"string": "a@x"}}\n{"name": "bob", "visits": 2, "email": null}\n'
+    done = _samsa("console-producer", "--bootstrap-server", broker.bootstrap, "--topic", topic,
+                  "--property", f"schema.registry.url={regs[1].url}", "--property", f"value.schema={schema}",
+                  stdin=lines)
+    assert done.returncode == 0, done.stderr
+    # what confluent-kafka reads
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    assert [AvroDeserializer(sr)(v, ctx)["name"] for v in _consume(broker, topic, 2)] == ["ada", "bob"]
+    # what the Avro console consumer prints: Avro's JSON encoding
+    out = _samsa("console-consumer", "--bootstrap-server", broker.bootstrap, "--topic", topic, "--from-beginning",
+                 "--max-messages", "2", "--formatter", "io.confluent.kafka.formatter.AvroMessageFormatter",
+                 "--property", f"schema.registry.url={regs[0].url}", "--property", "print.schema.ids=true")
+    assert out.returncode == 0, out.stderr
+    sid = sr.get_latest_version(f"{topic}-value").schema_id
+    assert [json.loads(line.split("\t")[0]) for line in out.stdout.splitlines()] == [
+        {"name": "ada", "visits": 1, "email": {"string": "a@x"}}, {"name": "bob", "visits": 2, "email": None}]
+    assert all(line.endswith(f"\t{sid}") for line in out.stdout.splitlines())
+    # a line that is not a datum of the schema: one clear line, non-zero exit
+    bad = _samsa("console-producer", "--bootstrap-server", broker.bootstrap, "--topic", topic,
+                 "--property", f"schema.registry.url={regs[1].url}", "--property", f"value.schema={schema}",
+                 stdin='{"name": 5}\n')
+    assert bad.returncode != 0 and bad.stderr.strip().startswith("ERROR"), bad.stderr
+    # an incompatible schema: the registry's 409 in that line
+    bad = _samsa("console-producer", "--bootstrap-server", broker.bootstrap, "--topic", topic,
+                 "--property", f"schema.registry.url={regs[1].url}", "--property", f"value.schema={json.dumps(USER_BAD)}",
+                 stdin='{"name": "x", "visits": 1, "age": 3}\n')
+    assert bad.returncode != 0 and "409" in bad.stderr, bad.stderr
 
 
 def test_two_registries_share_forward_fail_over_and_restart(cluster, sr, tmp_path):
