@@ -306,6 +306,34 @@ def test_samsa_serdes_and_confluent_read_each_other(cluster, sr):
     assert (got.sensor, got.value) == ("b", 2)
 
 
+def test_connect_converters_round_trip_and_read_by_confluent(cluster, sr):
+    from samsa.connect.converters import AvroConverter, JsonSchemaConverter
+    from samsa.connect.data import Field, Schema as ConnectSchema
+    _, regs = cluster
+    topic = _topic("connect")
+    schema = ConnectSchema("struct", False, "samsa.test.Row", fields=[
+        Field("id", ConnectSchema("int64")), Field("small", ConnectSchema("int16")),
+        Field("name", ConnectSchema("string", True)), Field("blob", ConnectSchema("bytes", True)),
+        Field("tags", ConnectSchema("array", True, items=ConnectSchema("string"))),
+        Field("price", ConnectSchema("bytes", True, "org.apache.kafka.connect.data.Decimal", 1,
+                                     parameters={"scale": "2"}))])
+    row = {"id": 7, "small": 3, "name": None, "blob": b"\x00\x01", "tags": ["a", "b"], "price": (1250).to_bytes(2, "big")}
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    avro = AvroConverter()
+    avro.configure({"schema.registry.url": regs[0].url}, False)
+    data = avro.from_connect_data(topic, schema, row)
+    assert avro.to_connect_data(topic, data) == (schema, row)
+    import decimal
+    assert AvroDeserializer(sr)(data, ctx)["price"] == decimal.Decimal("12.50")
+    js = JsonSchemaConverter()
+    js.configure({"schema.registry.url": regs[1].url}, False)
+    data = js.from_connect_data(topic + "-json", schema, row)
+    got_schema, got = js.to_connect_data(topic + "-json", data)
+    assert got == row and [f.name for f in got_schema.fields] == [f.name for f in schema.fields]
+    jctx = SerializationContext(topic + "-json", MessageField.VALUE)
+    assert JSONDeserializer(None, schema_registry_client=sr)(data, jctx)["id"] == 7
+
+
 def _samsa(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "samsa.cli.main", *args], input=stdin, capture_output=True,
                           text=True, timeout=120, cwd=ROOT)
