@@ -15,7 +15,7 @@ from broker_process import ROOT, free_port, wait_for_port
 
 # Brokers that host registries in tests let a group session be this short, so a killed
 # registry is replaced in seconds (Kafka's group.min.session.timeout.ms is 6 s).
-BROKER_OVERRIDES = {"group.min.session.timeout.ms": "1000"}
+BROKER_OVERRIDES = {"group.min.session.timeout.ms": "1000", "offsets.topic.num.partitions": "1"}
 SESSION_MS = 2000
 
 

@@ -334,6 +334,50 @@ def test_connect_converters_round_trip_and_read_by_confluent(cluster, sr):
     assert JSONDeserializer(None, schema_registry_client=sr)(data, jctx)["id"] == 7
 
 
+def test_web_console_shows_subjects_versions_and_metrics(cluster, sr):
+    import urllib.error
+    import urllib.request
+
+    from broker_process import free_port, wait_for_port
+    broker, regs = cluster
+    subject = _topic("console-page") + "-value"
+    sr.register_schema(subject, Schema(json.dumps(USER_V1), "AVRO"))
+    sr.register_schema(subject, Schema(json.dumps(USER_V2), "AVRO"))
+
+    def get(url: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(url, timeout=60) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+    port, other, dead = free_port(), free_port(), free_port()
+    consoles = [subprocess.Popen([sys.executable, "-m", "samsa.cli.main", "console", "--bootstrap-server",
+                                  broker.bootstrap, "--port", str(p), "--schema-registry-url", url],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+                for p, url in ((port, regs[0].url), (other, f"http://127.0.0.1:{dead}"))]
+    try:
+        for p, proc in zip((port, other), consoles):
+            wait_for_port(p, proc)
+        status, page = get(f"http://127.0.0.1:{port}/schemas")
+        assert status == 200 and subject in page and 'href="/schemas"' in page
+        status, page = get(f"http://127.0.0.1:{port}/schemas/{subject}?version=1")
+        assert status == 200 and "Version 1" in page and "visits" in page and "email" not in page
+        status, page = get(f"http://127.0.0.1:{port}/schemas/{subject}")
+        assert status == 200 and "Version 2" in page and "email" in page
+        status, page = get(f"http://127.0.0.1:{port}/schemas/no-such-subject")
+        assert status == 404 and "Subject &#39;no-such-subject&#39; not found." in page
+        status, page = get(f"http://127.0.0.1:{other}/schemas")
+        assert status == 503 and "unreachable" in page
+    finally:
+        for proc in consoles:
+            proc.terminate()
+            proc.wait(15)
+    # the registry's metrics
+    status, text = get(regs[0].url + "/metrics")
+    assert status == 200 and "kafka_schema_registry_registered_count" in text
+    assert "kafka_schema_registry_master_slave_role" in text
+
+
 def _samsa(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "samsa.cli.main", *args], input=stdin, capture_output=True,
                           text=True, timeout=120, cwd=ROOT)
