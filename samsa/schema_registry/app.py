@@ -5,6 +5,7 @@ that is not the elected writer is forwarded to the writer's URL and its answer p
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -51,6 +52,7 @@ class Service:
         self.leader_url: str | None = None
         self.needs_sync = True
         self.metrics = metrics
+        self.election_wait_s = 15.0   # how long a write waits for a writer to be elected before 50004
 
     def became(self, identity: dict | None, is_self: bool) -> None:
         self.is_leader = is_self
@@ -93,6 +95,9 @@ def create_app(service: Service) -> Starlette:
         async def endpoint(request: Request) -> Response:
             try:
                 body = await _body(request) if with_body else {}
+                deadline = time.monotonic() + service.election_wait_s
+                while service.leader_url is None and time.monotonic() < deadline:
+                    await asyncio.sleep(0.05)       # a rebalance names a writer within the session timeout
                 if not service.is_leader:
                     return await run_in_threadpool(_forward, request, body if with_body else None)
                 if service.needs_sync:
