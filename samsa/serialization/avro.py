@@ -59,6 +59,7 @@ class KafkaAvroSerializer(RegistrySerde, _References):
         self._text = None if schema is None else compact(schema)
         self._references = references or []
         self._parsed: dict[int, Any] = {}
+        self._by_topic: dict[str, tuple[int, Any]] = {}
         super().__init__(schema, conf, is_key)
 
     def configure_type(self, configs: dict[str, Any]) -> None:
@@ -72,13 +73,17 @@ class KafkaAvroSerializer(RegistrySerde, _References):
             return None
         if self._text is None and not self.use_latest:
             raise SerializationError("No Avro schema: give one (value.schema / key.schema) or use.latest.version=true")
-        request = {"schema": self._text, "references": self._references} if self._text else {}
-        schema_id, registered = self.schema_id(topic, record_name(self._text) if self._text else None, request)
-        parsed = self._parsed.get(schema_id)
-        if parsed is None:
-            text = registered.get("schema") or self._text
-            parsed = _parse(text, self._named(registered.get("references") or self._references))
-            self._parsed[schema_id] = parsed
+        cached = self._by_topic.get(topic)   # the id and parsed schema this topic's records get
+        if cached is None:
+            request = {"schema": self._text, "references": self._references} if self._text else {}
+            schema_id, registered = self.schema_id(topic, record_name(self._text) if self._text else None, request)
+            parsed = self._parsed.get(schema_id)
+            if parsed is None:
+                text = registered.get("schema") or self._text
+                parsed = _parse(text, self._named(registered.get("references") or self._references))
+                self._parsed[schema_id] = parsed
+            cached = self._by_topic[topic] = (schema_id, parsed)
+        schema_id, parsed = cached
         out = io.BytesIO()
         try:
             fastavro.schemaless_writer(out, parsed, data)
