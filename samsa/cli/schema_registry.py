@@ -5,41 +5,34 @@
 
 from __future__ import annotations
 
-import sys
+import argparse
 
-from samsa.cli.common import UsageError, read_properties
+from samsa.cli.common import Parser, UsageError, read_properties, run_tool
+from samsa.protocol import errors
 
 USAGE = "USAGE: samsa schema-registry [-daemon] schema-registry.properties [--override key=value ...]"
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] == "-daemon":
-        argv = argv[1:]
-    if not argv or argv[0] in ("-h", "--help"):
-        print(USAGE, file=sys.stderr)
-        return 1
-    from samsa.schema_registry.config import RegistryConfigError, registry_config
-    try:
-        props = read_properties(argv[0], "schema registry config ")
-        rest = argv[1:]
-        while rest:
-            if rest[0] != "--override" or len(rest) < 2 or "=" not in rest[1]:
-                raise UsageError(f"Unexpected argument {rest[0]!r}. {USAGE}")
-            k, _, v = rest[1].partition("=")
-            props[k.strip()] = v.strip()
-            rest = rest[2:]
-        config = registry_config(props)
-    except (UsageError, RegistryConfigError) as e:
-        print(e, file=sys.stderr)
-        return 1
+    parser = Parser(prog="samsa schema-registry")
+    parser.add_argument("-daemon", action="store_true", help="accepted as schema-registry-start takes it")
+    parser.add_argument("config", metavar="schema-registry.properties")
+    parser.add_argument("--override", action="append", default=[], metavar="key=value",
+                        help="a property that takes precedence over the file's")
+    return run_tool(argv, parser, _tool, description=USAGE,
+                    failures=[((ValueError, OSError, errors.KafkaError, TimeoutError),
+                               "Schema registry failed to start: {}")])
+
+
+def _tool(opts: argparse.Namespace) -> int:
+    from samsa.schema_registry.config import registry_config
+    props = read_properties(opts.config, "schema registry config ")
+    for item in opts.override:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise UsageError(f"Invalid --override {item!r}: key=value expected")
+        props[key.strip()] = value.strip()
+    config = registry_config(props)   # RegistryConfigError (a ValueError): one line
     from samsa.schema_registry.runner import serve, setup_logging
     setup_logging()
-    try:
-        return serve(config)
-    except OSError as e:
-        print(f"Schema registry failed to start: {e}", file=sys.stderr)
-        return 1
-    except Exception as e:  # noqa: BLE001 - one line, as every tool
-        print(f"Schema registry failed to start: {e}", file=sys.stderr)
-        return 1
+    return serve(config)
