@@ -15,7 +15,7 @@ from typing import Any
 
 from samsa.configdef import INT_MAX, ConfigError, Key, at_least, keys, one_of, parse_value
 from samsa.security.ssl_keys import SSL_COMMON_KEYS
-from samsa.serialization import with_headers
+from samsa.serialization import SERDE_KEYS, with_headers
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +129,8 @@ class ClientConfig:
             key = known.get(name)
             if key is None:
                 self.unknown[name] = raw
-                log.warning("The configuration '%s' was supplied but isn't a known config.", name)
+                if name not in SERDE_KEYS:
+                    log.warning("The configuration '%s' was supplied but isn't a known config.", name)
             elif key.type == "class":
                 self.values[name] = raw
             else:
