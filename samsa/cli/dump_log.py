@@ -133,11 +133,18 @@ def transaction_log_parser(record: Record) -> tuple[str | None, str | None]:
         if record.value is None:
             return key, "<DELETE>"
         v = txn_records.parse_txn_value(bytes(record.value))
-        body = {"producerId": v.producer_id, "producerEpoch": v.producer_epoch,
-                "transactionTimeoutMs": v.timeout_ms, "transactionStatus": v.status,
-                "transactionPartitions": [{"topic": t, "partitionIds": ps} for t, ps in v.partitions.items()],
-                "transactionLastUpdateTimestampMs": v.last_update_ms, "transactionStartTimestampMs": v.start_ms}
-        return key, _json({"version": "0", "data": body})
+        body: dict = {"producerId": v.producer_id}
+        if v.previous_producer_id != -1:  # version 1's tagged fields, where Kafka prints them: when set
+            body["previousProducerId"] = v.previous_producer_id
+        if v.next_producer_id != -1:
+            body["nextProducerId"] = v.next_producer_id
+        body.update({"producerEpoch": v.producer_epoch, "transactionTimeoutMs": v.timeout_ms,
+                     "transactionStatus": v.status,
+                     "transactionPartitions": [{"topic": t, "partitionIds": ps} for t, ps in v.partitions.items()],
+                     "transactionLastUpdateTimestampMs": v.last_update_ms, "transactionStartTimestampMs": v.start_ms})
+        if v.client_version:
+            body["clientTransactionVersion"] = v.client_version
+        return key, _json({"version": str(v.version), "data": body})
     except (ValueError, struct.error, UnicodeDecodeError) as e:
         return f"Error at offset {record.offset}, skipping. {e}", None
 

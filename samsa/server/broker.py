@@ -30,7 +30,7 @@ from samsa.cluster.partition import Partition
 from samsa.cluster.replica_manager import ReplicaManager
 from samsa.cluster.topic_admin import TopicAdmin
 from samsa.coordinator.groups import GroupCoordinator
-from samsa.coordinator.transactions import TransactionCoordinator
+from samsa.coordinator.transactions import TransactionCoordinator, TransactionVerifier
 from samsa.server.dispatcher import Dispatcher
 from samsa.server.metrics.counters import BrokerTopicStats
 from samsa.security.acl import AclBinding, Authorizer
@@ -67,6 +67,7 @@ class BrokerServer:
         self.groups = GroupCoordinator(GroupCoordinatorHost(self))
         self.markers = MarkerSender(self)
         self.txn = TransactionCoordinator(TransactionCoordinatorHost(self))
+        self.verifier = TransactionVerifier(self.txn, self.markers)
         self.servers: list[asyncio.AbstractServer] = []
         self.bound: list[tuple[str, str, int]] = []  # (listener name, host, port) as bound
         self._tasks: list[asyncio.Task] = []
