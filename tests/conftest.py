@@ -33,8 +33,6 @@ def kafka(tmp_path_factory):
     import kafka_process
     if os.environ.get("SAMSA_DIFF_SIDE", "both") == "samsa":
         pytest.skip("SAMSA_DIFF_SIDE=samsa: Kafka's side is not run")
-    k = kafka_process.KafkaProcess(tmp_path_factory.mktemp("kafka"), **{
-        # what the Samsa side of the differential tests is configured with, too
-        "auto.create.topics.enable": "true", "delete.topic.enable": "true"}).start()
+    k = kafka_process.KafkaProcess(tmp_path_factory.mktemp("kafka")).start()
     yield k
     k.stop()
