@@ -13,7 +13,7 @@ from samsa.security.principal import KafkaPrincipal
 from samsa.server.handlers import handles
 from samsa.server.handlers.authz import allowed_cluster
 
-_DISABLED = "No Authorizer is configured on the broker"
+_DISABLED = "No Authorizer is configured."  # Kafka's words
 
 
 def _binding(c: dict) -> AclBinding:

@@ -108,14 +108,17 @@ def describe_configs(ctx, req: dict) -> dict:
     results = []
     for r in req["resources"]:
         rtype, rname = r["resource_type"], r["resource_name"]
-        result = {"error_code": 0, "error_message": None, "resource_type": rtype, "resource_name": rname,
+        # Kafka answers "" (not null) as the message of a described resource, and of an unknown topic
+        result = {"error_code": 0, "error_message": "", "resource_type": rtype, "resource_name": rname,
                   "configs": []}
         try:
             _authorize(ctx, Op.DESCRIBE_CONFIGS, rtype, rname)
             synonyms = req.get("include_synonyms", False)
             if rtype == TOPIC:
                 if rname not in broker.metadata.topics:
-                    raise errors.UnknownTopicOrPartitionError(f"Topic {rname} does not exist")
+                    result["error_code"] = errors.UnknownTopicOrPartitionError.code
+                    results.append(result)
+                    continue
                 result["configs"] = topic_entries(broker, rname, r["configuration_keys"], synonyms)
             elif rtype == BROKER:
                 _broker_target(broker, rname)
