@@ -71,6 +71,20 @@ def kafka_path(where: Path) -> Path:
     return where
 
 
+def real_kafka_path(where: Path) -> Path:
+    """A KAFKA_PATH whose bin/*.sh run Apache Kafka's own tools (tests/kafka_process.py's jars) against Samsa."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import kafka_process
+    bin_dir = where / "bin"
+    bin_dir.mkdir(parents=True)
+    for tool, main_class in kafka_process.TOOLS.items():
+        path = bin_dir / f"{tool}.sh"
+        cmd = " ".join(f"'{a}'" for a in kafka_process.java(main_class))
+        path.write_text(f'#!/bin/sh\nexec {cmd} "$@"\n')
+        path.chmod(0o755)
+    return where
+
+
 def run_test(tests_dir: Path, name: str, conf: Path, timeout: float, kafka: Path,
              bootstrap: str, log_dir: Path | None = None) -> tuple[str, float, str]:
     env = dict(os.environ, TESTS=name[:4], TEST_KAFKA_VERSION="3.9.0", RDKAFKA_TEST_CONF=str(conf),
@@ -112,6 +126,9 @@ def main() -> int:
                          "replication factor 3, such as 0103, need 3)")
     ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                     help="a broker config for the run, e.g. authorizer.class.name=… for the ACL tests (0081)")
+    ap.add_argument("--kafka-tools", choices=("samsa", "kafka"), default="samsa",
+                    help="what $KAFKA_PATH/bin/*.sh run: Samsa's tools, or Apache Kafka 4.4.0's own "
+                         "(the jars tests/kafka/pom.xml fetches)")
     args = ap.parse_args()
     config = {**HARNESS_CONFIG, **dict(o.split("=", 1) for o in args.override)}
     tests_dir = args.tests_dir.resolve()
@@ -130,7 +147,7 @@ def main() -> int:
             broker = BrokerProcess(Path(tmp), **config).start()
         conf = Path(tmp) / "test.conf"
         conf.write_text(f"bootstrap.servers={broker.bootstrap}\n")
-        kafka = kafka_path(Path(tmp) / "kafka")
+        kafka = (real_kafka_path if args.kafka_tools == "kafka" else kafka_path)(Path(tmp) / "kafka")
         results = []
         try:
             for name in names:

@@ -76,20 +76,23 @@ class Side:
         return self.connection().api_versions.get(api_key)
 
     def produce(self, topic: str, records: list, partition: int = 0, acks: int = -1, version: int = 9,
-                **batch_kw) -> dict:
+                transactional_id: str | None = None, **batch_kw) -> dict:
         """One Produce of one batch of ``records`` ((key, value[, ts]) tuples)."""
         batch = build_batch(records, **batch_kw)
-        return self.call(0, {"transactional_id": batch_kw.get("transactional_id"), "acks": acks, "timeout_ms": 10000,
+        return self.call(0, {"transactional_id": transactional_id, "acks": acks, "timeout_ms": 10000,
                              "topic_data": [{"name": topic, "partition_data": [{"index": partition,
                                                                                 "records": batch}]}]},
                          version)
 
     def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
+        conn = self._conn
+        if conn is not None:
+            async def shut() -> None:
+                conn.close()
+                await conn.wait_closed()
             try:
-                self._run(self._conn.wait_closed())
-            except Exception:  # noqa: BLE001
+                self._run(shut())
+            except Exception:  # noqa: BLE001 - closing a connection the broker already closed
                 pass
         self.loop.close()
 
