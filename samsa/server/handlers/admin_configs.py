@@ -38,11 +38,11 @@ def broker_synonyms(broker, name: str) -> list[dict]:
             out.append({"name": key, "value": cluster_default[key], "source": DYNAMIC_DEFAULT_BROKER})
         if key in broker.config.static:
             out.append({"name": key, "value": str(broker.config.static[key]), "source": STATIC_BROKER})
-    for key in BROKER_SYNONYMS.get(name, (name,)):
-        default = format_value(BROKER_KEYS[key].default)
-        if default is not None:
-            out.append({"name": key, "value": default, "source": DEFAULT})
-            break
+    # Kafka lists the default of the first synonym only (log.retention.ms's, null: none for retention.ms)
+    first = BROKER_SYNONYMS.get(name, (name,))[0]
+    default = format_value(BROKER_KEYS[first].default)
+    if default is not None:
+        out.append({"name": first, "value": default, "source": DEFAULT})
     return out
 
 
@@ -67,8 +67,7 @@ def topic_entries(broker, topic: str, keys: list[str] | None, with_synonyms: boo
         synonyms = [{"name": name, "value": overrides[name], "source": TOPIC_CONFIG}] if name in overrides else []
         if synonym is not None:
             synonyms += broker_synonyms(broker, synonym)
-        elif name not in overrides:
-            synonyms.append({"name": name, "value": format_value(key.default), "source": DEFAULT})
+        # a topic-only key at its default has no synonyms in Kafka's answer
         entry = _entry(name, effective[name], key.type, synonyms, read_only=False)
         if not with_synonyms:
             entry["synonyms"] = []
