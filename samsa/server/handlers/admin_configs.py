@@ -174,14 +174,16 @@ def _alter(ctx, req: dict, incremental: bool) -> dict:
 def _incremental(configs: dict[str, str], name: str, op: int, value: str | None, rtype: int) -> None:
     key = (TOPIC_KEYS[name][1] if name in TOPIC_KEYS else None) if rtype == TOPIC else BROKER_KEYS.get(name)
     if key is None:
-        raise errors.InvalidConfigError(f"Unknown config name: {name}")
+        raise errors.InvalidConfigError(f"Unknown topic config name: {name}" if rtype == TOPIC else
+                                        f"Unknown config name: {name}")
     if op == SET:
         configs[name] = value
     elif op == DELETE:
         configs.pop(name, None)
     elif op in (APPEND, SUBTRACT):
         if key.type != "list":
-            raise errors.InvalidConfigError(f"Config value append/subtract is not allowed for config key: {name}")
+            raise errors.InvalidConfigError(
+                f"Can't {'APPEND' if op == APPEND else 'SUBTRACT'} to key {name} because its type is not LIST.")
         current = configs.get(name, format_value(key.default) or "")
         items = [x for x in current.split(",") if x]
         changes = [x for x in (value or "").split(",") if x]

@@ -77,7 +77,7 @@ def _value(key: str, value: float) -> str:
     if key not in QUOTA_KEYS:
         raise errors.InvalidRequestError(f"Invalid configuration key {key}")
     if value <= 0:
-        raise errors.InvalidRequestError(f"Quota {key} must be positive, got {value}")
+        raise errors.InvalidRequestError(f"Quota {key} must be greater than 0")
     if key in _DOUBLE_KEYS:
         return repr(float(value))
     if value != int(value):
