@@ -21,6 +21,13 @@ def _produce(s, topic, records, partition=0, acks=-1, **kw) -> list:
 
 
 def _list_offsets(s, topic, timestamp, partition=0, version=8, isolation=0) -> list:
+    from waiting import wait_until
+    # NOT_LEADER_OR_FOLLOWER while Kafka's new partition finds its leader: retried, as clients do
+    return wait_until(lambda: (lambda r: r if all(p[1] != 6 for p in r) else None)(
+        _list_offsets_once(s, topic, timestamp, partition, version, isolation)), f"ListOffsets on {s.name}", 30)
+
+
+def _list_offsets_once(s, topic, timestamp, partition, version, isolation) -> list:
     r = s.call(2, {"replica_id": -1, "isolation_level": isolation,
                    "topics": [{"name": topic, "partitions": [{"partition_index": partition, "current_leader_epoch": -1,
                                                               "timestamp": timestamp}]}]}, version)
@@ -55,6 +62,20 @@ def _fetch(s, topic, offset, partition=0, max_bytes=1 << 20, partition_max=1 << 
                         "aborted": [(a["first_offset"]) for a in (p["aborted_transactions"] or [])],
                         "batches": batches})
     return out
+
+
+def _fetch_all(s, topic, isolation=0) -> dict:
+    """Fetches from offset 0 to the end (as a consumer does): how many batches one response carries
+    is the broker's choice (Kafka returns one batch here, Samsa all), so the union is compared."""
+    offset, batches, aborted, last = 0, [], [], None
+    for _ in range(20):
+        last = _fetch(s, topic, offset, isolation=isolation)[0]
+        aborted += [a for a in last["aborted"] if a not in aborted]
+        if not last["batches"]:
+            break
+        batches += last["batches"]
+        offset = last["batches"][-1][1] + 1
+    return {**last, "batches": batches, "aborted": aborted}
 
 
 def _recs(n, start=0, size=10):
@@ -212,9 +233,15 @@ def _txn_setup(s, topic, tid):
 
 
 def _txn_round(s, topic, tid, pid, epoch, seq, commit: bool) -> list:
-    a = s.call(24, {"v3_and_below_transactional_id": tid, "v3_and_below_producer_id": pid,
-                    "v3_and_below_producer_epoch": epoch,
-                    "v3_and_below_topics": [{"name": topic, "partitions": [0]}]}, 3)
+    from waiting import wait_until
+
+    def add():  # CONCURRENT_TRANSACTIONS while the previous transaction's markers are written: retry
+        r = s.call(24, {"v3_and_below_transactional_id": tid, "v3_and_below_producer_id": pid,
+                        "v3_and_below_producer_epoch": epoch,
+                        "v3_and_below_topics": [{"name": topic, "partitions": [0]}]}, 3)
+        return None if r["results_by_topic_v3_and_below"][0]["results_by_partition"][0][
+            "partition_error_code"] == 51 else r
+    a = wait_until(add, f"AddPartitionsToTxn on {s.name}", 30)
     p = s.produce(topic, _recs(2, seq), 0, -1, producer_id=pid, producer_epoch=epoch, base_sequence=seq,
                   is_transactional=True, transactional_id=tid)
     e = s.call(26, {"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch, "committed": commit}, 3)
@@ -230,7 +257,7 @@ def test_transaction_markers_offsets_and_isolation(diff):
                  _txn_round(s, "diff-txn", "diff-txn-id", pid, epoch, 2, commit=True)]
         wait_until(lambda: _list_offsets(s, "diff-txn", -1, isolation=1)[0][3] == 6, "markers written", 30)
         return (steps, [_list_offsets(s, "diff-txn", -1, isolation=i) for i in (0, 1)],
-                _fetch(s, "diff-txn", 0, isolation=0), _fetch(s, "diff-txn", 0, isolation=1))
+                _fetch_all(s, "diff-txn", isolation=0), _fetch_all(s, "diff-txn", isolation=1))
     diff(run)
 
 
@@ -243,7 +270,7 @@ def test_open_transaction_lso(diff):
         s.produce("diff-txn-open", _recs(2), 0, -1, producer_id=pid, producer_epoch=epoch, base_sequence=0,
                   is_transactional=True, transactional_id="diff-txn-open-id")
         out = ([_list_offsets(s, "diff-txn-open", -1, isolation=i) for i in (0, 1)],
-               _fetch(s, "diff-txn-open", 0, isolation=1))
+               _fetch_all(s, "diff-txn-open", isolation=1))
         s.call(26, {"transactional_id": "diff-txn-open-id", "producer_id": pid, "producer_epoch": epoch,
                     "committed": False}, 3)
         return out
@@ -299,3 +326,12 @@ def test_describe_producers(diff, filled):
 def test_describe_producers_unknown_topic(diff):
     diff(lambda s: [(p["partition_index"], p["error_code"]) for t in s.call(
         61, {"topics": [{"name": "diff-dp-none", "partition_indexes": [0]}]}, 0)["topics"] for p in t["partitions"]])
+
+
+def test_transactional_produce_without_transactional_id(diff):
+    """A transactional batch in a Produce request that names no transactional id."""
+    def run(s):
+        pid, epoch = _txn_setup(s, "diff-txn-noid", "diff-txn-noid-id")
+        return _produce(s, "diff-txn-noid", _recs(1), producer_id=pid, producer_epoch=epoch, base_sequence=0,
+                        is_transactional=True)
+    diff(run)
