@@ -82,6 +82,4 @@ KNOWN: dict[str, str] = {
     "test_alter_client_quotas_bad_entity": "message: Kafka 'Unhandled client quota entity type: planet'",
     "test_alter_partition_reassignment_unknown_broker": "an unknown partition: Kafka UNKNOWN_TOPIC_OR_PARTITION, "
                                                         "Samsa INVALID_REPLICA_ASSIGNMENT",
-    "test_describe_transactions_unknown": "Kafka NOT_COORDINATOR(16) before any transactional id maps to it, "
-                                          "Samsa COORDINATOR_NOT_AVAILABLE(15)",
 }

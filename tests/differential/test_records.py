@@ -224,6 +224,7 @@ def test_delete_records_unknown_partition(diff, filled):
 
 def _txn_setup(s, topic, tid):
     create_topic(s, topic)
+    _list_offsets(s, topic, -1)  # until the new partition's leader serves (Kafka: NOT_LEADER_OR_FOLLOWER)
     s.call(10, {"key": tid, "key_type": 1}, 2)
     from waiting import wait_until
     pid = wait_until(lambda: (lambda r: r if r["error_code"] == 0 else None)(
@@ -264,12 +265,13 @@ def test_transaction_markers_offsets_and_isolation(diff):
 def test_open_transaction_lso(diff):
     def run(s):
         pid, epoch = _txn_setup(s, "diff-txn-open", "diff-txn-open-id")
-        s.call(24, {"v3_and_below_transactional_id": "diff-txn-open-id", "v3_and_below_producer_id": pid,
-                    "v3_and_below_producer_epoch": epoch,
-                    "v3_and_below_topics": [{"name": "diff-txn-open", "partitions": [0]}]}, 3)
-        s.produce("diff-txn-open", _recs(2), 0, -1, producer_id=pid, producer_epoch=epoch, base_sequence=0,
-                  is_transactional=True, transactional_id="diff-txn-open-id")
-        out = ([_list_offsets(s, "diff-txn-open", -1, isolation=i) for i in (0, 1)],
+        a = s.call(24, {"v3_and_below_transactional_id": "diff-txn-open-id", "v3_and_below_producer_id": pid,
+                        "v3_and_below_producer_epoch": epoch,
+                        "v3_and_below_topics": [{"name": "diff-txn-open", "partitions": [0]}]}, 3)
+        p = _produce(s, "diff-txn-open", _recs(2), 0, producer_id=pid, producer_epoch=epoch, base_sequence=0,
+                     is_transactional=True, transactional_id="diff-txn-open-id")
+        out = (a["results_by_topic_v3_and_below"], p,
+               [_list_offsets(s, "diff-txn-open", -1, isolation=i) for i in (0, 1)],
                _fetch_all(s, "diff-txn-open", isolation=1))
         s.call(26, {"transactional_id": "diff-txn-open-id", "producer_id": pid, "producer_epoch": epoch,
                     "committed": False}, 3)
