@@ -129,6 +129,9 @@ def main() -> int:
     ap.add_argument("--kafka-tools", choices=("samsa", "kafka"), default="samsa",
                     help="what $KAFKA_PATH/bin/*.sh run: Samsa's tools, or Apache Kafka 4.4.0's own "
                          "(the jars tests/kafka/pom.xml fetches)")
+    ap.add_argument("--timeout-multiplier", type=float,
+                    help="test.timeout.multiplier in the tests' config: their own timeouts scaled (a loaded machine, "
+                         "Kafka's JVM tools)")
     args = ap.parse_args()
     config = {**HARNESS_CONFIG, **dict(o.split("=", 1) for o in args.override)}
     tests_dir = args.tests_dir.resolve()
@@ -146,7 +149,8 @@ def main() -> int:
         else:
             broker = BrokerProcess(Path(tmp), **config).start()
         conf = Path(tmp) / "test.conf"
-        conf.write_text(f"bootstrap.servers={broker.bootstrap}\n")
+        conf.write_text(f"bootstrap.servers={broker.bootstrap}\n" + (
+            f"test.timeout.multiplier={args.timeout_multiplier}\n" if args.timeout_multiplier else ""))
         kafka = (real_kafka_path if args.kafka_tools == "kafka" else kafka_path)(Path(tmp) / "kafka")
         results = []
         try:
