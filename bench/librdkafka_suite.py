@@ -40,7 +40,7 @@ HARNESS_CONFIG = {"num.partitions": 4, "group.initial.rebalance.delay.ms": 3000,
 NOT_FOR_ONE_BROKER = re.compile(r"ssl|sasl|oauth|auth|follower|0097|0101|0124|0126|0128|0133|0134|0135")
 
 
-def broker_tests(tests_dir: Path) -> list[str]:
+def broker_tests(tests_dir: Path, exclude: bool = True) -> list[str]:
     """Names of the tests in test.c's table that need a broker (not flagged TEST_F_LOCAL/MANUAL)."""
     source = (tests_dir / "test.c").read_text()
     table = source[source.index("struct test tests[] = {"):]
@@ -50,7 +50,7 @@ def broker_tests(tests_dir: Path) -> list[str]:
         name, flags = m.group(1), m.group(2)
         if "TEST_F_LOCAL" in flags or "TEST_F_MANUAL" in flags or name.startswith("8"):
             continue
-        if not NOT_FOR_ONE_BROKER.search(name) and name[:4] not in {n[:4] for n in out}:
+        if not (exclude and NOT_FOR_ONE_BROKER.search(name)) and name[:4] not in {n[:4] for n in out}:
             out.append(name)  # TESTS=NNNN runs every test of that number
     return out
 
@@ -67,6 +67,20 @@ def kafka_path(where: Path) -> Path:
     for script, tool in KAFKA_SCRIPTS.items():
         path = bin_dir / script
         path.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m samsa.cli.main {tool} "$@"\n')
+        path.chmod(0o755)
+    return where
+
+
+def real_kafka_path(where: Path) -> Path:
+    """A KAFKA_PATH whose bin/*.sh run Apache Kafka's own tools (tests/kafka_process.py's jars) against Samsa."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import kafka_process
+    bin_dir = where / "bin"
+    bin_dir.mkdir(parents=True)
+    for tool, main_class in kafka_process.TOOLS.items():
+        path = bin_dir / f"{tool}.sh"
+        cmd = " ".join(f"'{a}'" for a in kafka_process.java(main_class))
+        path.write_text(f'#!/bin/sh\nexec {cmd} "$@"\n')
         path.chmod(0o755)
     return where
 
@@ -112,12 +126,18 @@ def main() -> int:
                          "replication factor 3, such as 0103, need 3)")
     ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                     help="a broker config for the run, e.g. authorizer.class.name=… for the ACL tests (0081)")
+    ap.add_argument("--kafka-tools", choices=("samsa", "kafka"), default="samsa",
+                    help="what $KAFKA_PATH/bin/*.sh run: Samsa's tools, or Apache Kafka 4.4.0's own "
+                         "(the jars tests/kafka/pom.xml fetches)")
+    ap.add_argument("--timeout-multiplier", type=float,
+                    help="test.timeout.multiplier in the tests' config: their own timeouts scaled (a loaded machine, "
+                         "Kafka's JVM tools)")
     args = ap.parse_args()
     config = {**HARNESS_CONFIG, **dict(o.split("=", 1) for o in args.override)}
     tests_dir = args.tests_dir.resolve()
     if not (tests_dir / "test-runner").exists():
         ap.error(f"no test-runner in {tests_dir}: build librdkafka's tests first")
-    names = broker_tests(tests_dir)
+    names = broker_tests(tests_dir, exclude=not args.only)  # --only names them: run them as asked
     if args.only:
         wanted = set(args.only.split(","))
         names = [n for n in names if n[:4] in wanted]
@@ -129,8 +149,9 @@ def main() -> int:
         else:
             broker = BrokerProcess(Path(tmp), **config).start()
         conf = Path(tmp) / "test.conf"
-        conf.write_text(f"bootstrap.servers={broker.bootstrap}\n")
-        kafka = kafka_path(Path(tmp) / "kafka")
+        conf.write_text(f"bootstrap.servers={broker.bootstrap}\n" + (
+            f"test.timeout.multiplier={args.timeout_multiplier}\n" if args.timeout_multiplier else ""))
+        kafka = (real_kafka_path if args.kafka_tools == "kafka" else kafka_path)(Path(tmp) / "kafka")
         results = []
         try:
             for name in names:

@@ -115,7 +115,7 @@ BROKER_KEYS = keys(
     Key("log.index.interval.bytes", "int", 4096, at_least(0), dynamic=True),
     Key("log.index.size.max.bytes", "int", 10485760, at_least(4), dynamic=True),
     Key("log.preallocate", "bool", False, dynamic=True),
-    Key("log.cleanup.policy", "list", ["delete"], one_of("delete", "compact"), dynamic=True),
+    Key("log.cleanup.policy", "list", ["delete"], one_of("compact", "delete"), dynamic=True),
     Key("log.cleaner.enable", "bool", True),
     Key("log.cleaner.threads", "int", 1, at_least(0), dynamic=True),
     Key("log.cleaner.backoff.ms", "long", 15000, at_least(0), dynamic=True),
@@ -225,7 +225,7 @@ def _no_tiered_storage(v: Any) -> str | None:
 
 # Topic-level configs: name -> (broker key that supplies the default, type).
 TOPIC_KEYS: dict[str, tuple[str | None, Key]] = {
-    "cleanup.policy": ("log.cleanup.policy", Key("cleanup.policy", "list", ["delete"], one_of("delete", "compact"))),
+    "cleanup.policy": ("log.cleanup.policy", Key("cleanup.policy", "list", ["delete"], one_of("compact", "delete"))),
     "compression.type": ("compression.type", Key("compression.type", "string", "producer",
                          one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"))),
     "delete.retention.ms": ("log.cleaner.delete.retention.ms", Key("delete.retention.ms", "long", 86400000, at_least(0))),

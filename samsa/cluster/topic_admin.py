@@ -116,11 +116,11 @@ class TopicAdmin:
             if replication_factor == -1:
                 replication_factor = self.config["default.replication.factor"]
             if num_partitions <= 0:
-                raise errors.InvalidPartitionsError("Number of partitions must be larger than 0.")
+                raise errors.InvalidPartitionsError("Number of partitions was set to an invalid non-positive value.")
             if num_partitions > MAX_PARTITIONS_PER_REQUEST:
                 raise errors.PolicyViolationError("Excessively large number of partitions per request.")
             if replication_factor <= 0:
-                raise errors.InvalidReplicationFactorError("Replication factor must be larger than 0.")
+                raise errors.InvalidReplicationFactorError("Replication factor must be larger than 0, or -1 to use the default value.")
             alive = self.alive_brokers()
             if replication_factor > len(alive):
                 raise errors.InvalidReplicationFactorError(
@@ -170,16 +170,17 @@ class TopicAdmin:
         current = len(topic.partitions)
         if count < current:
             raise errors.InvalidPartitionsError(
-                f"Topic currently has {current} partitions, {count} would not be an increase.")
+                f"The topic {name} currently has {current} partition(s); {count} would not be an increase.")
         if count == current:
-            raise errors.InvalidPartitionsError(f"Topic already has {current} partitions.")
+            raise errors.InvalidPartitionsError(f"Topic already has {current} partition(s).")
         added = count - current
         if added > MAX_PARTITIONS_PER_REQUEST:
             raise errors.PolicyViolationError("Excessively large number of additional partitions per request.")
         if assignments:
             if len(assignments) != added:
                 raise errors.InvalidReplicaAssignmentError(
-                    f"Increasing the number of partitions by {added} but {len(assignments)} assignments provided.")
+                    f"Attempted to add {added} additional partition(s), but only {len(assignments)} assignment(s) were "
+                    "specified.")
             replicas = self._check_assignments({current + i: r for i, r in enumerate(assignments)}, start=current)
         else:
             replicas = self.assign_replicas(added, topic.replication_factor, start=current)

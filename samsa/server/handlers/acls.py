@@ -14,7 +14,9 @@ from samsa.security.principal import KafkaPrincipal
 from samsa.server.handlers import handles
 from samsa.server.handlers.authz import allowed_cluster
 
-_DISABLED = "No Authorizer is configured on the broker"
+# Kafka's words: CreateAcls and DeleteAcls say one thing, DescribeAcls another
+_DISABLED = "No Authorizer is configured."
+_DESCRIBE_DISABLED = "No Authorizer is configured on the broker"
 
 
 _CONCRETE_OPERATIONS = frozenset(Op) - {Op.ANY, Op.UNKNOWN}
@@ -121,7 +123,7 @@ def describe_acls(ctx, req: dict) -> dict | None:
         ctx.connection.close("DescribeAclsRequest contains UNKNOWN elements")
         return None
     if broker.authorizer is None:
-        return {"throttle_time_ms": 0, "error_code": errors.E_SECURITY_DISABLED, "error_message": _DISABLED,
+        return {"throttle_time_ms": 0, "error_code": errors.E_SECURITY_DISABLED, "error_message": _DESCRIBE_DISABLED,
                 "resources": []}
     if not allowed_cluster(ctx, Op.DESCRIBE):
         return {"throttle_time_ms": 0, "error_code": errors.E_CLUSTER_AUTHORIZATION_FAILED, "error_message": None,

@@ -38,11 +38,11 @@ def broker_synonyms(broker, name: str) -> list[dict]:
             out.append({"name": key, "value": cluster_default[key], "source": DYNAMIC_DEFAULT_BROKER})
         if key in broker.config.static:
             out.append({"name": key, "value": str(broker.config.static[key]), "source": STATIC_BROKER})
-    for key in BROKER_SYNONYMS.get(name, (name,)):
-        default = format_value(BROKER_KEYS[key].default)
-        if default is not None:
-            out.append({"name": key, "value": default, "source": DEFAULT})
-            break
+    # Kafka lists the default of the first synonym only (log.retention.ms's, null: none for retention.ms)
+    first = BROKER_SYNONYMS.get(name, (name,))[0]
+    default = format_value(BROKER_KEYS[first].default)
+    if default is not None:
+        out.append({"name": first, "value": default, "source": DEFAULT})
     return out
 
 
@@ -67,8 +67,7 @@ def topic_entries(broker, topic: str, keys: list[str] | None, with_synonyms: boo
         synonyms = [{"name": name, "value": overrides[name], "source": TOPIC_CONFIG}] if name in overrides else []
         if synonym is not None:
             synonyms += broker_synonyms(broker, synonym)
-        elif name not in overrides:
-            synonyms.append({"name": name, "value": format_value(key.default), "source": DEFAULT})
+        # a topic-only key at its default has no synonyms in Kafka's answer
         entry = _entry(name, effective[name], key.type, synonyms, read_only=False)
         if not with_synonyms:
             entry["synonyms"] = []
@@ -108,14 +107,17 @@ def describe_configs(ctx, req: dict) -> dict:
     results = []
     for r in req["resources"]:
         rtype, rname = r["resource_type"], r["resource_name"]
-        result = {"error_code": 0, "error_message": None, "resource_type": rtype, "resource_name": rname,
+        # Kafka answers "" (not null) as the message of a described resource, and of an unknown topic
+        result = {"error_code": 0, "error_message": "", "resource_type": rtype, "resource_name": rname,
                   "configs": []}
         try:
             _authorize(ctx, Op.DESCRIBE_CONFIGS, rtype, rname)
             synonyms = req.get("include_synonyms", False)
             if rtype == TOPIC:
                 if rname not in broker.metadata.topics:
-                    raise errors.UnknownTopicOrPartitionError(f"Topic {rname} does not exist")
+                    result["error_code"] = errors.UnknownTopicOrPartitionError.code
+                    results.append(result)
+                    continue
                 result["configs"] = topic_entries(broker, rname, r["configuration_keys"], synonyms)
             elif rtype == BROKER:
                 _broker_target(broker, rname)
@@ -172,14 +174,16 @@ def _alter(ctx, req: dict, incremental: bool) -> dict:
 def _incremental(configs: dict[str, str], name: str, op: int, value: str | None, rtype: int) -> None:
     key = (TOPIC_KEYS[name][1] if name in TOPIC_KEYS else None) if rtype == TOPIC else BROKER_KEYS.get(name)
     if key is None:
-        raise errors.InvalidConfigError(f"Unknown config name: {name}")
+        raise errors.InvalidConfigError(f"Unknown topic config name: {name}" if rtype == TOPIC else
+                                        f"Unknown config name: {name}")
     if op == SET:
         configs[name] = value
     elif op == DELETE:
         configs.pop(name, None)
     elif op in (APPEND, SUBTRACT):
         if key.type != "list":
-            raise errors.InvalidConfigError(f"Config value append/subtract is not allowed for config key: {name}")
+            raise errors.InvalidConfigError(
+                f"Can't {'APPEND' if op == APPEND else 'SUBTRACT'} to key {name} because its type is not LIST.")
         current = configs.get(name, format_value(key.default) or "")
         items = [x for x in current.split(",") if x]
         changes = [x for x in (value or "").split(",") if x]

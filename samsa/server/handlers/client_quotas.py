@@ -82,7 +82,7 @@ def _value(key: str, value: float) -> str:
     if not math.isfinite(value):  # NaN passes every comparison below; infinity is no rate
         raise errors.InvalidRequestError(f"Quota {key} must be a finite number")
     if value <= 0:
-        raise errors.InvalidRequestError(f"Quota {key} must be positive, got {value}")
+        raise errors.InvalidRequestError(f"Quota {key} must be greater than 0")
     if key in _DOUBLE_KEYS:
         return repr(float(value))
     if value > LONG_MAX:

@@ -169,6 +169,9 @@ async def _verified_produce(ctx, req: dict, transactional_id: str, producer: tup
 @handles(ApiKey.PRODUCE, 0, 12)
 def produce(ctx, req: dict):
     txn_id = req.get("transactional_id")
+    if txn_id is None and _has_transactional_batch(req):
+        # Kafka: transactional records need the request's transactional id (to authorize it)
+        return _refuse_all(req, errors.E_TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if ctx.broker.authorizer is not None:
         denied = _unauthorized(ctx, req, txn_id)
         if denied is not None:
@@ -178,14 +181,29 @@ def produce(ctx, req: dict):
     return _produce(ctx, req, None)
 
 
+def _refuse_all(req: dict, code: int) -> dict:
+    return {"throttle_time_ms": 0, "responses": [
+        {"name": t["name"], "partition_responses": [{"index": p["index"], "error_code": code, "base_offset": -1,
+                                                     "log_start_offset": -1}
+                                                    for p in t["partition_data"]]} for t in req["topic_data"]]}
+
+
+def _has_transactional_batch(req: dict) -> bool:
+    """Whether a partition's records start with a transactional batch (what Kafka looks at)."""
+    for t in req["topic_data"]:
+        for p in t["partition_data"]:
+            records = p["records"]
+            if records is not None and len(records) >= batch.HEADER_SIZE and records[16] == batch.MAGIC and \
+                    records[22] & batch.TRANSACTIONAL_BIT:  # attributes: big-endian int16 at 21, its low byte
+                return True
+    return False
+
+
 def _unauthorized(ctx, req: dict, txn_id: str | None) -> dict | None:
     """WRITE on each topic (and on the transactional id): a refused topic's partitions get
     TOPIC_AUTHORIZATION_FAILED and the rest of the request is written, as Kafka does."""
     if txn_id is not None and not allowed(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, txn_id):
-        code = errors.E_TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-        return {"throttle_time_ms": 0, "responses": [
-            {"name": t["name"], "partition_responses": [{"index": p["index"], "error_code": code, "base_offset": -1}
-                                                        for p in t["partition_data"]]} for t in req["topic_data"]]}
+        return _refuse_all(req, errors.E_TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     denied = [t for t in req["topic_data"] if not allowed(ctx, Op.WRITE, RT.TOPIC, t["name"])]
     if not denied:
         return None
