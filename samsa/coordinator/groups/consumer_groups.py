@@ -166,19 +166,18 @@ class ConsumerGroups:
                 raise _refuse(errors.InvalidRequestError, "MemberId can't be empty.")
             if req.rebalance_timeout_ms == -1:
                 raise _refuse(errors.InvalidRequestError, "RebalanceTimeoutMs must be provided in first request.")
-            if req.owned:
-                raise _refuse(errors.InvalidRequestError, "TopicPartitions must be empty when (re-)joining.")
             if req.subscribed_topic_names is None and not req.subscribed_topic_regex:
                 raise _refuse(errors.InvalidRequestError,
-                              "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
+                              "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.")
+            if req.owned is None or req.owned:  # Kafka wants an empty list, not null
+                raise _refuse(errors.InvalidRequestError, "TopicPartitions must be empty when (re-)joining.")
         elif req.member_epoch > 0 or req.member_epoch in (LEAVE_EPOCH, LEAVE_STATIC_EPOCH):
             if not req.member_id:
                 raise _refuse(errors.InvalidRequestError, "MemberId can't be empty.")
             if req.member_epoch == LEAVE_STATIC_EPOCH and req.instance_id is None:
-                raise _refuse(errors.InvalidRequestError,
-                              "InstanceId can't be null when MemberEpoch is -2 (static member leaving).")
+                raise _refuse(errors.InvalidRequestError, "InstanceId can't be null.")
         else:
-            raise _refuse(errors.InvalidRequestError, f"MemberEpoch is invalid: {req.member_epoch}.")
+            raise _refuse(errors.InvalidRequestError, "MemberEpoch is invalid.")
         if req.subscribed_topic_regex:
             try:
                 re.compile(req.subscribed_topic_regex)
@@ -196,8 +195,7 @@ class ConsumerGroups:
         g = self.groups.get(req.group_id)
         if g is None:
             if req.member_epoch != JOIN_EPOCH:
-                raise _refuse(errors.UnknownMemberIdError,
-                              f"Member {req.member_id} is not a member of group {req.group_id}.")
+                raise _refuse(errors.GroupIdNotFoundError, f"Consumer group {req.group_id} not found.")
             g = ModernGroup(req.group_id)
         member_id = req.member_id or str(uuid.uuid4())
         member = g.members.get(member_id)
@@ -209,7 +207,8 @@ class ConsumerGroups:
                 old = g.members[held_by]
                 if old.member_epoch != LEAVE_STATIC_EPOCH:
                     raise _refuse(errors.UnreleasedInstanceIdError,
-                                  f"Static member {held_by} with instance id {req.instance_id} is not released yet.")
+                                  f"Static member {member_id} with instance id {req.instance_id} cannot join the "
+                                  f"group because the instance id is owned by {held_by} member.")
                 # A static member back under a new member id: it takes the old one's place,
                 # epoch and partitions, without a new assignment.
                 target = g.target.get(held_by, old.assigned)
@@ -300,8 +299,10 @@ class ConsumerGroups:
         member_id = req.member_id
         if g is not None and req.instance_id and member_id not in g.members:
             member_id = g.static_members.get(req.instance_id, member_id)
-        member = g.members.get(member_id) if g is not None else None
-        if g is None or member is None:
+        if g is None:
+            raise _refuse(errors.GroupIdNotFoundError, f"Consumer group {req.group_id} not found.")
+        member = g.members.get(member_id)
+        if member is None:
             raise _refuse(errors.UnknownMemberIdError,
                           f"Member {req.member_id} is not a member of group {req.group_id}.")
         if req.instance_id and member.instance_id and req.instance_id != member.instance_id:
@@ -520,14 +521,18 @@ class ConsumerGroups:
                                         self.preferred_assignor(g),
                                         [(m, g.target.get(m.member_id, {})) for m in g.members.values()], names)
 
-    def check_commit(self, group_id: str, member_id: str, epoch: int, *, stale_error: int) -> int:
-        """0 if a member may commit at ``epoch``; an admin commit (no member, epoch -1) always may."""
+    def check_commit(self, group_id: str, member_id: str, epoch: int, api_version: int | None = None) -> int:
+        """0 if a member may commit at ``epoch``; an admin commit (no member, epoch -1) always may.
+        A member of the consumer protocol commits with OffsetCommit v9+ (Kafka answers
+        UNSUPPORTED_VERSION to older ones); a wrong epoch is STALE_MEMBER_EPOCH."""
         g = self.groups.get(group_id)
         if g is None or (epoch < 0 and not member_id):
             return 0
         m = g.members.get(member_id)
         if m is None:
             return errors.E_UNKNOWN_MEMBER_ID
+        if api_version is not None and api_version < 9:
+            return errors.E_UNSUPPORTED_VERSION
         if epoch != m.member_epoch:
-            return stale_error
+            return errors.E_STALE_MEMBER_EPOCH
         return 0

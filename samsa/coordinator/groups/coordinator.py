@@ -62,6 +62,7 @@ class OffsetCommitRequest:
     generation_id: int = -1                       # -1: a consumer committing without group management
     member_id: str = ""
     group_instance_id: str | None = None
+    api_version: int | None = None                # OffsetCommit's version (consumer group members need v9+)
 
 
 @dataclass(frozen=True)
@@ -338,8 +339,15 @@ class GroupCoordinator:
         classic = self.groups.get(req.group_id)
         if classic is not None and req.group_id not in self.consumer.groups:
             if classic.members or classic.state not in (EMPTY, DEAD):
-                return ConsumerHeartbeatResult(errors.E_GROUP_ID_NOT_FOUND,
-                                               f"Group {req.group_id} is not a consumer group.")
+                if classic.protocol_type != "consumer":
+                    return ConsumerHeartbeatResult(errors.E_GROUP_ID_NOT_FOUND, (
+                        f"Cannot upgrade classic group {req.group_id} to consumer group because the group does "
+                        f"not use the consumer embedded protocol."))
+                # Kafka converts a live classic group of consumers (online migration); Samsa
+                # converts only empty ones.
+                return ConsumerHeartbeatResult(errors.E_GROUP_ID_NOT_FOUND, (
+                    f"Cannot upgrade classic group {req.group_id} to consumer group because it has members "
+                    f"(Samsa converts only empty classic groups)."))
             if req.member_epoch != 0:
                 return ConsumerHeartbeatResult(errors.E_UNKNOWN_MEMBER_ID,
                                                f"Member {req.member_id} is not a member of group {req.group_id}.")
@@ -386,7 +394,7 @@ class GroupCoordinator:
         """Store the offsets; one error code per entry of ``req.offsets``, in order."""
         group_id = req.group_id
         error = self._coordinator_error(group_id) or self._check_commit(
-            group_id, req.generation_id, req.member_id, req.group_instance_id)
+            group_id, req.generation_id, req.member_id, req.group_instance_id, req.api_version)
         ts = now_ms()
         codes, writes, updates = self._offset_records(group_id, req.offsets, error, ts)
         if writes:
@@ -400,10 +408,10 @@ class GroupCoordinator:
                 self.groups.setdefault(group_id, Group(group_id, state_timestamp=ts))
         return codes
 
-    def _check_commit(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> int:
+    def _check_commit(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
+                      api_version: int | None = None) -> int:
         if group_id in self.consumer.groups:  # the generation is the member epoch
-            return self.consumer.check_commit(group_id, member_id, generation,
-                                              stale_error=errors.E_STALE_MEMBER_EPOCH)
+            return self.consumer.check_commit(group_id, member_id, generation, api_version)
         return self.rebalancer.check_commit(group_id, generation, member_id, instance_id)
 
     def _offset_records(self, group_id: str, offsets: list, error: int, ts: int

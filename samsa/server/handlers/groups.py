@@ -153,7 +153,7 @@ async def offset_commit(ctx, req: dict) -> dict:
                for t in req["topics"] for p in t["partitions"]]
     codes = iter(await ctx.broker.groups.commit(OffsetCommitRequest(
         req["group_id"], entries, req.get("generation_id_or_member_epoch", -1), req.get("member_id", ""),
-        req.get("group_instance_id"))))
+        req.get("group_instance_id"), ctx.version)))
     return {"throttle_time_ms": 0, "topics": [
         {"name": t["name"], "partitions": [{"partition_index": p["partition_index"], "error_code": next(codes)}
                                            for p in t["partitions"]]} for t in req["topics"]]}
@@ -226,8 +226,10 @@ def list_groups(ctx, req: dict) -> dict:
          "group_type": g.group_type} for g in groups]}
 
 
-def _describe_wire(d: GroupDescription, operations: int) -> dict:
-    out = {"error_code": d.error, "group_id": d.group_id, "group_state": d.state, "protocol_type": d.protocol_type,
+def _describe_wire(d: GroupDescription, operations: int, version: int = 6) -> dict:
+    if version < 6 and d.error == errors.E_GROUP_ID_NOT_FOUND:
+        d = GroupDescription(d.group_id, 0, d.state)  # before v6 Kafka answers a consumer group as Dead, no error
+    out = {"error_code": d.error, "error_message": d.message, "group_id": d.group_id, "group_state": d.state, "protocol_type": d.protocol_type,
            "protocol_data": d.protocol,
            "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
                         "client_id": m.client_id, "client_host": m.client_host, "member_metadata": m.metadata,
@@ -242,7 +244,7 @@ def describe_groups(ctx, req: dict) -> dict:
     requested = req.get("include_authorized_operations", False)
     if ctx.broker.authorizer is None:
         ops = authorized_operations(ResourceType.GROUP, requested)
-        return {"throttle_time_ms": 0, "groups": [_describe_wire(ctx.broker.groups.describe(g), ops)
+        return {"throttle_time_ms": 0, "groups": [_describe_wire(ctx.broker.groups.describe(g), ops, ctx.version)
                                                   for g in req["groups"]]}
     out = []
     for g in req["groups"]:
@@ -252,7 +254,7 @@ def describe_groups(ctx, req: dict) -> dict:
             continue
         ops = operations(ctx, RT.GROUP, g, requested)
         out.append(_describe_wire(ctx.broker.groups.describe(g),
-                                  authorized_operations(ResourceType.GROUP, False) if ops is None else ops))
+                                  authorized_operations(ResourceType.GROUP, False) if ops is None else ops, ctx.version))
     return {"throttle_time_ms": 0, "groups": out}
 
 
@@ -351,7 +353,8 @@ def consumer_group_describe(ctx, req: dict) -> dict:
                          "subscribed_topic_names": m.subscribed_topic_names,
                          "subscribed_topic_regex": m.subscribed_topic_regex,
                          "assignment": _assignment_wire(m.assigned, d.topic_names),
-                         "target_assignment": _assignment_wire(target, d.topic_names)}
+                         "target_assignment": _assignment_wire(target, d.topic_names),
+                         "member_type": 1}  # a member of the consumer protocol (0: classic)
                         for m, target in d.members],
             "authorized_operations": -2147483648 if ops is None or d.error else ops})
     return {"throttle_time_ms": 0, "groups": out}
