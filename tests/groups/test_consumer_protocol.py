@@ -290,3 +290,38 @@ def test_restarted_coordinator_resumes_the_group(own_broker, names):
     r = heartbeat(raw, group, m1, r1["member_epoch"])
     assert (r["error_code"], r["member_epoch"]) == (0, r1["member_epoch"])
     raw.close()
+
+
+def test_empty_groups_convert_between_protocols(gbroker, names):
+    """An empty classic group becomes a consumer group when a consumer-protocol member joins, and
+    back when a classic member joins the empty consumer group; the committed offsets stay."""
+    from group_helpers import FAST
+    topic, group = names
+    b = gbroker.bootstrap
+    create_topic(b, topic, 1)
+    produce_ids(b, topic, [0], 9)
+
+    def read(conf: dict, n: int) -> list[int]:
+        c = Consumer({"bootstrap.servers": b, "group.id": group, **conf})
+        got: list[int] = []
+        try:
+            c.subscribe([topic])
+
+            def more():
+                m = c.poll(0.1)
+                if m is not None and not m.error():
+                    got.append(m.offset())
+                    c.commit(message=m, asynchronous=False)
+                return len(got) >= n
+            wait_until(more, what=f"{n} records")
+        finally:
+            c.close()
+        return got
+    assert read(FAST, 3) == [0, 1, 2]                     # classic
+    assert read(KIP848, 3) == [3, 4, 5]                   # the empty classic group became a consumer group
+    a = AdminClient({"bootstrap.servers": b})
+    listed = {g.group_id: g for g in a.list_consumer_groups(request_timeout=WAIT).result(WAIT).valid}
+    assert listed[group].type.name == "CONSUMER"
+    assert read(FAST, 3) == [6, 7, 8]                     # and back to a classic group
+    listed = {g.group_id: g for g in a.list_consumer_groups(request_timeout=WAIT).result(WAIT).valid}
+    assert listed[group].type.name == "CLASSIC"
