@@ -48,7 +48,7 @@ _COORDINATOR_MOVED = {errors.E_COORDINATOR_NOT_AVAILABLE, errors.E_NOT_COORDINAT
 _NON_FLEXIBLE = {ApiKey.JOIN_GROUP: 5, ApiKey.SYNC_GROUP: 3, ApiKey.HEARTBEAT: 3, ApiKey.LEAVE_GROUP: 2,
                  ApiKey.OFFSET_COMMIT: 7, ApiKey.OFFSET_FETCH: 5}
 _RETRY_LATER = {errors.E_COORDINATOR_LOAD_IN_PROGRESS, errors.E_UNKNOWN_TOPIC_OR_PARTITION,
-                errors.E_UNSTABLE_OFFSET_COMMIT}
+                errors.E_UNSTABLE_OFFSET_COMMIT, errors.E_STALE_MEMBER_EPOCH}
 
 
 class CommitFailedError(Exception):
@@ -80,6 +80,9 @@ class ConsumerSide(Protocol):
 
 
 class GroupMember:
+    #: OffsetCommit's highest version for this protocol (v9 carries a member epoch, KIP-848)
+    commit_max_version: int | None = 8
+
     def __init__(self, core: ConsumerSide):
         c = core.config
         self.core = core
@@ -499,7 +502,7 @@ class GroupMember:
                     "group_instance_id": self.instance_id if generation >= 0 else None, "retention_time_ms": -1,
                     "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
             try:
-                resp, _ = await within(self._request(ApiKey.OFFSET_COMMIT, body, max_version=8),
+                resp, _ = await within(self._request(ApiKey.OFFSET_COMMIT, body, max_version=self.commit_max_version),
                                                  max(deadline - loop.time(), 0.001))
             except asyncio.TimeoutError:
                 raise KafkaTimeoutError(f"Timeout of {int(timeout * 1000)}ms expired before successfully "
