@@ -178,3 +178,34 @@ def test_classic_and_consumer_groups_in_each_others_way(env):
     # group (it answered MEMBER_ID_REQUIRED, then the join); Samsa does not convert live groups
     # and answers INCONSISTENT_GROUP_PROTOCOL (GAPS.md).
     assert classic_join(raw, other, "consumer")["error_code"] == INCONSISTENT_GROUP_PROTOCOL
+
+
+def test_group_configs_set_the_session_and_heartbeat(env, gbroker):
+    """`samsa configs --entity-type groups` sets consumer.heartbeat.interval.ms for one group; the
+    next heartbeat carries it. Out-of-range values and unknown keys are refused with Kafka's words
+    (Kafka 4.4.0: "consumer.session.timeout.ms must be in the range 45000 to 60000 inclusive." with
+    its defaults, "Unknown group config name: nope")."""
+    from cli_tools import one_error_line, samsa
+    raw, topic, group = env
+    boot = gbroker.bootstrap
+    r = samsa("configs", "--bootstrap-server", boot, "--entity-type", "groups", "--entity-name", group, "--alter",
+              "--add-config", "consumer.heartbeat.interval.ms=700,consumer.session.timeout.ms=9000")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == f"Completed updating config for group {group}."
+    r = samsa("configs", "--bootstrap-server", boot, "--group", group, "--describe")
+    assert r.stdout.splitlines() == [
+        f"Dynamic configs for group {group} are:",
+        "  consumer.heartbeat.interval.ms=700 sensitive=false synonyms={DYNAMIC_GROUP_CONFIG:consumer.heartbeat."
+        "interval.ms=700, STATIC_BROKER_CONFIG:group.consumer.heartbeat.interval.ms=300, "
+        "DEFAULT_CONFIG:group.consumer.heartbeat.interval.ms=5000}",
+        "  consumer.session.timeout.ms=9000 sensitive=false synonyms={DYNAMIC_GROUP_CONFIG:consumer.session.timeout.ms"
+        "=9000, STATIC_BROKER_CONFIG:group.consumer.session.timeout.ms=6000, "
+        "DEFAULT_CONFIG:group.consumer.session.timeout.ms=45000}"]
+    joined = hb(raw, group, member(), 0, subscribed_topic_names=[topic])
+    assert joined["heartbeat_interval_ms"] == 700
+    r = samsa("configs", "--bootstrap-server", boot, "--group", group, "--alter", "--add-config",
+              "consumer.session.timeout.ms=70000")
+    assert r.returncode == 1
+    assert one_error_line(r).endswith("consumer.session.timeout.ms must be in the range 1000 to 60000 inclusive.")
+    r = samsa("configs", "--bootstrap-server", boot, "--group", group, "--alter", "--add-config", "nope=1")
+    assert r.returncode == 1 and one_error_line(r).endswith("Unknown group config name: nope")

@@ -39,11 +39,6 @@ CONFIG_KEYS = ("group.consumer.session.timeout.ms", "group.consumer.heartbeat.in
                "group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms",
                "group.consumer.max.size", "group.consumer.assignors", "group.consumer.migration.policy")
 
-#: Group configs (DescribeConfigs/IncrementalAlterConfigs on a GROUP resource) and the broker
-#: keys they override.
-GROUP_CONFIG_KEYS = {"consumer.session.timeout.ms": "group.consumer.session.timeout.ms",
-                     "consumer.heartbeat.interval.ms": "group.consumer.heartbeat.interval.ms"}
-
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 

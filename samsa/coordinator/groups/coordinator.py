@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +23,7 @@ from samsa.cluster.metadata import BrokerInfo
 from samsa.coordinator.groups import persistence
 from samsa.coordinator.groups.offsets import OffsetStore, TopicPartition
 from samsa.coordinator.groups.consumer_groups import CONFIG_KEYS as CONSUMER_CONFIG_KEYS
-from samsa.coordinator.groups.consumer_groups import (GROUP_CONFIG_KEYS, ConsumerGroupDescription, ConsumerGroups,
+from samsa.coordinator.groups.consumer_groups import (ConsumerGroupDescription, ConsumerGroups,
                                                       ConsumerHeartbeat, ConsumerHeartbeatResult)
 from samsa.coordinator.groups.persistence import (ConsumerGroupLoaded, GroupLoaded, MarkerLoaded, OffsetLoaded,
                                                   OffsetsTopicWriter, partition_for)
@@ -36,6 +37,8 @@ from samsa.protocol import errors
 from samsa.protocol.group_records import OFFSETS_TOPIC, OffsetAndMetadata
 
 log = logging.getLogger(__name__)
+
+GROUP_CONFIG_TTL = 5.0  # s: another broker's change of a group config is seen this late at most
 
 #: Every broker config the group coordinator reads, through ``host.config[key]``.
 CONFIG_KEYS = (*REBALANCE_CONFIG_KEYS, *CONSUMER_CONFIG_KEYS, "offsets.topic.num.partitions", "offsets.topic.replication.factor",
@@ -125,10 +128,11 @@ class GroupCoordinator:
         self.rebalancer = Rebalancer(_RunningLoop(), self.cfg, now_ms, self._persist_group)
         self.offsets = OffsetStore()
         self.offsets_topic = OffsetsTopicWriter(host, lambda: self.num_partitions)
-        # Group configs (consumer.session.timeout.ms, ...): group id -> key -> value.
-        self.group_configs: dict[str, dict[str, str]] = {}
+        # Group configs (consumer.session.timeout.ms, ...), read from the metadata store at most
+        # every GROUP_CONFIG_TTL seconds: group id -> (read at, key -> value).
+        self._group_configs: dict[str, tuple[float, dict[str, str]]] = {}
         self.consumer = ConsumerGroups(_RunningLoop(), self.cfg, lambda: self.host.topics, self._write_later,
-                                       lambda group_id, key: self.group_configs.get(group_id, {}).get(key))
+                                       lambda group_id, key: self.group_configs(group_id).get(key))
         self._expiry_task: asyncio.Task | None = None
         self._loaded: list[int] | None = None  # [partitions, records] taken over since the last report
         # Transactional commits awaiting their marker: producer id -> group -> partition -> offset.
@@ -376,11 +380,17 @@ class GroupCoordinator:
                                             f"Group {group_id} is not a consumer group.")
         return self.consumer.describe(group_id)
 
-    def group_config_values(self, group_id: str) -> dict[str, tuple[str, bool]]:
-        """The group configs: key -> (value, is it the group's own?)."""
-        own = self.group_configs.get(group_id, {})
-        return {key: (own[key], True) if key in own else (str(self.cfg(broker_key)), False)
-                for key, broker_key in GROUP_CONFIG_KEYS.items()}
+    def group_configs(self, group_id: str) -> dict[str, str]:
+        """The group's own configs (cached for GROUP_CONFIG_TTL s: heartbeats read them)."""
+        now = time.monotonic()
+        cached = self._group_configs.get(group_id)
+        if cached is None or now - cached[0] > GROUP_CONFIG_TTL:
+            cached = self._group_configs[group_id] = (now, dict(self.host.group_configs(group_id)))
+        return cached[1]
+
+    def group_configs_changed(self, group_id: str) -> None:
+        """This broker altered the group's configs: read them again at the next heartbeat."""
+        self._group_configs.pop(group_id, None)
 
     def leave(self, group_id: str, leaving: list[LeavingMember]) -> tuple[int, list[int]]:
         """(group error, one error per leaving member)."""
