@@ -216,17 +216,23 @@ class MemberDescription:
     client_id: str
     host: str
     assignment: list[TopicPartition] = field(default_factory=list)
+    # members of a consumer group (KIP-848): their epoch and target assignment; None for classic groups
+    member_epoch: int | None = None
+    target_assignment: list[TopicPartition] | None = None
 
 
 @dataclass
 class ConsumerGroupDescription:
     group_id: str
     is_simple: bool
-    state: str  # Empty, PreparingRebalance, CompletingRebalance, Stable, Dead (= no such group)
+    state: str  # Empty, PreparingRebalance, CompletingRebalance, Assigning, Reconciling, Stable, Dead (= no such group)
     protocol_type: str
-    partition_assignor: str  # the selected protocol ("range", ...); "" unless Stable
+    partition_assignor: str  # the selected protocol ("range", ...) or server assignor ("uniform"); "" unless Stable
     coordinator: Node | None
     members: list[MemberDescription] = field(default_factory=list)
+    type: str = "classic"  # "classic" or "consumer" (KIP-848)
+    group_epoch: int | None = None  # consumer groups: the group epoch and the target assignment's epoch
+    target_assignment_epoch: int | None = None
 
 
 @dataclass(frozen=True)

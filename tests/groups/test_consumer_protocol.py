@@ -325,3 +325,41 @@ def test_empty_groups_convert_between_protocols(gbroker, names):
     assert read(FAST, 3) == [6, 7, 8]                     # and back to a classic group
     listed = {g.group_id: g for g in a.list_consumer_groups(request_timeout=WAIT).result(WAIT).valid}
     assert listed[group].type.name == "CLASSIC"
+
+
+def test_consumer_groups_tool_describes_a_consumer_group(gbroker, names):
+    """`samsa consumer-groups` shows what Kafka 4.4.0's kafka-consumer-groups.sh shows for a consumer
+    group (columns observed against it): member epochs, current and target assignments, epochs."""
+    from cli_tools import samsa
+    topic, group = names
+    b = gbroker.bootstrap
+    create_topic(b, topic, 3)
+    log = EventLog()
+    members = [Member(b, group, [topic], log, f"cli{i}", base=KIP848) for i in range(2)]
+    for m in members:
+        m.start()
+    try:
+        wait_split(b, group, members, 3)
+        from samsa.client.admin import Admin
+        with Admin({"bootstrap.servers": b}) as admin:  # Samsa's admin: ConsumerGroupDescribe
+            d = admin.describe_consumer_groups([group])[group]
+        assert (d.type, d.state, d.partition_assignor) == ("consumer", "Stable", "uniform")
+        r = samsa("consumer-groups", "--bootstrap-server", b, "--describe", "--group", group, "--members", "--verbose")
+        lines = r.stdout.strip().splitlines()
+        assert lines[0].split() == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "CURRENT-EPOCH",
+                                    "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
+        rows = sorted(line.split() for line in lines[1:])
+        want = sorted([group, m.member_id, m.host, m.client_id, str(len(m.assignment)), str(m.member_epoch),
+                       f"{topic}:" + ",".join(str(tp.partition) for tp in m.assignment), str(d.target_assignment_epoch),
+                       f"{topic}:" + ",".join(str(tp.partition) for tp in m.target_assignment)] for m in d.members)
+        assert rows == want
+        r = samsa("consumer-groups", "--bootstrap-server", b, "--describe", "--group", group, "--state", "--verbose")
+        header, row = r.stdout.strip().splitlines()
+        assert header.split() == ["GROUP", "COORDINATOR", "(ID)", "ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH",
+                                  "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"]
+        assert row.split()[3:] == ["uniform", "Stable", str(d.group_epoch), str(d.target_assignment_epoch), "2"]
+        r = samsa("consumer-groups", "--bootstrap-server", b, "--list", "--type", "consumer")
+        assert [group, "Consumer"] in [line.split() for line in r.stdout.splitlines()]
+    finally:
+        for m in members:
+            m.stop()
