@@ -52,10 +52,6 @@ class CoordinatorHost(Protocol):
 
     def alive_brokers(self) -> list[BrokerInfo]: ...
 
-    def group_configs(self, group_id: str) -> dict[str, str]:
-        """A group's configs (IncrementalAlterConfigs on a GROUP resource), from the metadata store."""
-        ...
-
     def create_topic(self, name: str, num_partitions: int, replication_factor: int, *,
                      configs: dict[str, str] | None = None) -> TopicInfo:
         """Create an (internal) topic, or raise TopicAlreadyExistsError and the like."""

@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from samsa.cluster.metadata import BrokerInfo
 from samsa.coordinator.groups import persistence
@@ -122,8 +122,16 @@ class _RunningLoop:
         return asyncio.get_running_loop().create_future()
 
 
+class GroupCoordinatorHost(CoordinatorHost, Protocol):
+    """What the group coordinator asks of the broker beyond any coordinator's needs."""
+
+    def group_configs(self, group_id: str) -> dict[str, str]:
+        """A group's configs (IncrementalAlterConfigs on a GROUP resource), from the metadata store."""
+        ...
+
+
 class GroupCoordinator:
-    def __init__(self, host: CoordinatorHost):
+    def __init__(self, host: GroupCoordinatorHost):
         self.host = host
         self.rebalancer = Rebalancer(_RunningLoop(), self.cfg, now_ms, self._persist_group)
         self.offsets = OffsetStore()
