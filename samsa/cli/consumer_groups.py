@@ -471,6 +471,16 @@ class Tool:
         print_table(header, rows, widths)
 
     def print_states(self, found: list[ConsumerGroupDescription]) -> None:
+        if all(d.type != "consumer" for d in found):  # classic groups: one table
+            rows = []
+            for d in found:
+                c = d.coordinator
+                coordinator = f"{c.host}:{c.port} ({c.id})" if c else "-"
+                rows.append([d.group_id, coordinator, d.partition_assignor, d.state, str(len(d.members))])
+            print()
+            print_table(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"], rows,
+                        [None, 25, 20, 15, 0])
+            return
         for d in found:
             c = d.coordinator
             coordinator = f"{c.host}:{c.port}  ({c.id})" if c and d.type == "consumer" else \
