@@ -184,6 +184,21 @@ class BrokerCollector(Collector):
         yield CounterMetricFamily("kafka_server_group_coordinator_metrics_group_completed_rebalance",
                                   "Rebalances completed (a new generation) by this coordinator",
                                   value=coordinator.rebalancer.completed_rebalances)
+        # The consumer group protocol (KIP-848), as Kafka 4's group-coordinator-metrics name them.
+        modern = list(coordinator.consumer.groups.values())
+        by_protocol = GaugeMetricFamily("kafka_server_group_coordinator_metrics_group_count",
+                                        "Groups this broker coordinates, per protocol", labels=["protocol"])
+        by_protocol.add_metric(["classic"], len([g for g in groups if g.group_id not in coordinator.consumer.groups]))
+        by_protocol.add_metric(["consumer"], len(modern))
+        yield by_protocol
+        by_state = GaugeMetricFamily("kafka_server_group_coordinator_metrics_consumer_group_count",
+                                     "Consumer groups (KIP-848) this broker coordinates, per state", labels=["state"])
+        for state in ("empty", "assigning", "reconciling", "stable", "dead"):
+            by_state.add_metric([state], sum(1 for g in modern if g.state.value.lower() == state))
+        yield by_state
+        yield CounterMetricFamily("kafka_server_group_coordinator_metrics_consumer_group_rebalance",
+                                  "Target assignments computed for consumer groups (KIP-848)",
+                                  value=coordinator.consumer.rebalances)
         yield from self._lag(committed)
 
     def _lag(self, committed: dict[str, dict]) -> Iterator[Metric]:
