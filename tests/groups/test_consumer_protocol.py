@@ -290,6 +290,14 @@ def test_restarted_coordinator_resumes_the_group(own_broker, names):
     r = heartbeat(raw, group, m1, r1["member_epoch"])
     assert (r["error_code"], r["member_epoch"]) == (0, r1["member_epoch"])
     raw.close()
+    # the records as Kafka's kafka-dump-log.sh --offsets-decoder shows them: key types 3 to 8
+    from cli_tools import samsa
+    from samsa.coordinator.groups.persistence import partition_for
+    logs = sorted((b.data_dir / "logs" / f"__consumer_offsets-{partition_for(group, 50)}").glob("*.log"))
+    out = samsa("dump-log", "--offsets-decoder", "--files", ",".join(map(str, logs))).stdout
+    kinds = {int(t) for t in __import__("re").findall(r'"type":"(\d)","data":\{"groupId":"' + group, out)}
+    assert kinds == {3, 4, 5, 6, 7, 8}, kinds
+    assert '"memberEpoch":' in out and '"assignedPartitions":[{"topicId":' in out
 
 
 def test_empty_groups_convert_between_protocols(gbroker, names):

@@ -382,6 +382,14 @@ class ConsumerGroups:
             names |= self._resolve(m, by_name)
         return {by_name[n].topic_id: (n, len(by_name[n].partitions)) for n in names}
 
+    def subscribed_topic_names(self, group_id: str) -> set[str]:
+        """The topics the group's members subscribe to now (names, and regexes resolved)."""
+        g = self.groups.get(group_id)
+        if g is None:
+            return set()
+        by_name = self.topics()
+        return {n for m in g.members.values() for n in self._resolve(m, by_name)}
+
     def preferred_assignor(self, g: ModernGroup) -> str:
         """The assignor most members ask for; without a preference, the first configured."""
         configured = self.assignors()

@@ -573,12 +573,16 @@ class GroupCoordinator:
         not subscribe to (or any offsets of an Empty group) can be deleted."""
         if code := self._coordinator_error(group_id):
             return code, []
+        modern = self.consumer.groups.get(group_id)
         g = self.groups.get(group_id)
-        if g is None:
+        if modern is not None:  # a consumer group (KIP-848): its members' resolved subscriptions
+            subscribed = self.consumer.subscribed_topic_names(group_id)
+        elif g is None:
             return errors.E_GROUP_ID_NOT_FOUND, []
-        if g.state != EMPTY and g.protocol_type != "consumer":
+        elif g.state != EMPTY and g.protocol_type != "consumer":
             return errors.E_NON_EMPTY_GROUP, []  # only a consumer group's subscriptions are known
-        subscribed = g.subscribed_topics() if g.state != EMPTY else set()
+        else:
+            subscribed = g.subscribed_topics() if g.state != EMPTY else set()
         committed = self.offsets.committed(group_id)
         codes = [errors.E_GROUP_SUBSCRIBED_TO_TOPIC if topic in subscribed else 0 for topic, _ in partitions]
         tombstones = [tp for tp, code in zip(partitions, codes) if code == 0 and tp in committed]
