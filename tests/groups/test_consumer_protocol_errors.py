@@ -209,3 +209,22 @@ def test_group_configs_set_the_session_and_heartbeat(env, gbroker):
     assert one_error_line(r).endswith("consumer.session.timeout.ms must be in the range 1000 to 60000 inclusive.")
     r = samsa("configs", "--bootstrap-server", boot, "--group", group, "--alter", "--add-config", "nope=1")
     assert r.returncode == 1 and one_error_line(r).endswith("Unknown group config name: nope")
+
+
+def test_delete_a_consumer_group(env):
+    raw, topic, group = env
+    m = member()
+    joined = hb(raw, group, m, 0, subscribed_topic_names=[topic])
+    commit = {"group_id": group, "generation_id_or_member_epoch": joined["member_epoch"], "member_id": m,
+              "group_instance_id": None,
+              "topics": [{"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 3,
+                                                         "committed_leader_epoch": -1, "committed_metadata": ""}]}]}
+    assert raw.call(8, 9, commit)["topics"][0]["partitions"][0]["error_code"] == 0
+    NON_EMPTY_GROUP = 68
+    assert raw.call(42, 2, {"groups_names": [group]})["results"][0]["error_code"] == NON_EMPTY_GROUP
+    assert hb(raw, group, m, -1)["error_code"] == 0
+    assert raw.call(42, 2, {"groups_names": [group]})["results"][0]["error_code"] == 0
+    d = raw.call(69, 1, {"group_ids": [group], "include_authorized_operations": False})["groups"][0]
+    assert (d["error_code"], d["error_message"]) == (GROUP_ID_NOT_FOUND, f"Group {group} not found.")
+    fetched = raw.call(9, 7, {"group_id": group, "topics": None, "require_stable": False})
+    assert fetched["topics"] == []

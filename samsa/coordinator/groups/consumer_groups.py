@@ -110,6 +110,9 @@ class ConsumerGroups:
         self.group_config = group_config    # a group's config value, or None for the broker's
         self.groups: dict[str, ModernGroup] = {}
         self.rebalances = 0                 # target assignments computed (the broker's metrics)
+        # group id -> (the topic names they were resolved against, regex -> matching topics)
+        self._regexes: dict[str, tuple[frozenset[str], dict[str, frozenset[str]]]] = {}
+        self._resolving: set[str] = set()
 
     # ---------------------------------------------------------------- configs
 
@@ -127,6 +130,7 @@ class ConsumerGroups:
     # ---------------------------------------------------------------- lifecycle
 
     def forget(self, group_id: str) -> ModernGroup | None:
+        self._regexes.pop(group_id, None)
         g = self.groups.pop(group_id, None)
         if g is not None:
             for m in g.members.values():
@@ -246,12 +250,12 @@ class ConsumerGroups:
         if req.rebalance_timeout_ms != -1:
             member.rebalance_timeout_ms = req.rebalance_timeout_ms
         # A member subscribes to names or to a regex (librdkafka sends an empty regex with names).
-        if req.subscribed_topic_regex:
-            member.subscribed_topic_regex = req.subscribed_topic_regex
-            member.subscribed_topic_names = []
-        elif req.subscribed_topic_names is not None:
+        # Names and a regex may be subscribed together (their union); null leaves either as
+        # it was, an empty regex removes it (librdkafka sends "" with names only).
+        if req.subscribed_topic_names is not None:
             member.subscribed_topic_names = sorted(set(req.subscribed_topic_names))
-            member.subscribed_topic_regex = None
+        if req.subscribed_topic_regex is not None:
+            member.subscribed_topic_regex = req.subscribed_topic_regex or None
         if req.server_assignor is not None or req.member_epoch == JOIN_EPOCH:
             member.server_assignor = req.server_assignor
         after = (member.instance_id, member.rack_id, member.client_id, member.client_host,
@@ -353,6 +357,7 @@ class ConsumerGroups:
         """Bump the group epoch if asked or if the subscribed topics changed; then compute
         the new target assignment. The records of what changed."""
         entries: list[Entry] = []
+        self._maybe_resolve_later(g)
         topics = self._subscribed_topics(g)
         if topics != g.topics:
             g.topics = topics
@@ -366,20 +371,51 @@ class ConsumerGroups:
             entries += self._assign(g)
         return entries
 
-    def _resolve(self, member: ModernMember, by_name: Mapping[str, TopicInfo]) -> set[str]:
+    def _resolve(self, group_id: str, member: ModernMember, by_name: Mapping[str, TopicInfo]) -> set[str]:
+        """The member's topics: its names, and what its regex matched when last resolved."""
+        names = {n for n in member.subscribed_topic_names if n in by_name}
         if member.subscribed_topic_regex is not None:
+            _, resolved = self._regexes.get(group_id, (None, {}))
+            names |= {n for n in resolved.get(member.subscribed_topic_regex, ()) if n in by_name}
+        return names
+
+    # Regexes are resolved as Kafka resolves them, in the background: a heartbeat that brings a
+    # new regex (or comes after topics changed) is answered with the topics known so far, and the
+    # matches join the target assignment in a new group epoch moments later.
+
+    def _maybe_resolve_later(self, g: ModernGroup) -> None:
+        regexes = {m.subscribed_topic_regex for m in g.members.values() if m.subscribed_topic_regex}
+        if not regexes or g.group_id in self._resolving:
+            return
+        seen, resolved = self._regexes.get(g.group_id, (None, {}))
+        if regexes <= set(resolved) and seen == frozenset(self.topics()):
+            return
+        self._resolving.add(g.group_id)
+        self.scheduler.call_later(0, self._resolve_in_background, g)
+
+    def _resolve_now(self, g: ModernGroup) -> None:
+        by_name = self.topics()
+        resolved = {}
+        for regex in {m.subscribed_topic_regex for m in g.members.values() if m.subscribed_topic_regex}:
             try:
-                pattern = re.compile(member.subscribed_topic_regex)
+                pattern = re.compile(regex)
             except re.error:
-                return set()
-            return {n for n in by_name if n not in INTERNAL_TOPICS and pattern.fullmatch(n)}
-        return {n for n in member.subscribed_topic_names if n in by_name}
+                continue
+            resolved[regex] = frozenset(n for n in by_name if n not in INTERNAL_TOPICS and pattern.fullmatch(n))
+        self._regexes[g.group_id] = (frozenset(by_name), resolved)
+
+    def _resolve_in_background(self, g: ModernGroup) -> None:
+        self._resolving.discard(g.group_id)
+        if self.groups.get(g.group_id) is not g:
+            return
+        self._resolve_now(g)
+        self.write(g.group_id, self._refresh(g, False))
 
     def _subscribed_topics(self, g: ModernGroup) -> dict[TopicId, tuple[str, int]]:
         by_name = self.topics()
         names: set[str] = set()
         for m in g.members.values():
-            names |= self._resolve(m, by_name)
+            names |= self._resolve(g.group_id, m, by_name)
         return {by_name[n].topic_id: (n, len(by_name[n].partitions)) for n in names}
 
     def subscribed_topic_names(self, group_id: str) -> set[str]:
@@ -388,7 +424,7 @@ class ConsumerGroups:
         if g is None:
             return set()
         by_name = self.topics()
-        return {n for m in g.members.values() for n in self._resolve(m, by_name)}
+        return {n for m in g.members.values() for n in self._resolve(g.group_id, m, by_name)}
 
     def preferred_assignor(self, g: ModernGroup) -> str:
         """The assignor most members ask for; without a preference, the first configured."""
@@ -403,7 +439,7 @@ class ConsumerGroups:
         ids = {name: tid for tid, (name, _) in g.topics.items()}
         specs = {}
         for m in g.members.values():
-            subscribed = frozenset(ids[n] for n in self._resolve(m, by_name) if n in ids)
+            subscribed = frozenset(ids[n] for n in self._resolve(g.group_id, m, by_name) if n in ids)
             specs[m.member_id] = MemberSpec(subscribed, g.target.get(m.member_id, {}), m.rack_id, m.instance_id)
         target = ASSIGNORS[self.preferred_assignor(g)](specs, {t: n for t, (_, n) in g.topics.items()})
         entries = []
@@ -509,6 +545,7 @@ class ConsumerGroups:
                 self._arm_timers(g, m)
             g.target = {k: v for k, v in g.target.items() if k in g.members}
             self.groups[g.group_id] = g
+            self._resolve_now(g)  # as they were: the stored target assignment already holds the matches
 
     # ---------------------------------------------------------------- admin
 
