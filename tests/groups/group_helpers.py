@@ -43,7 +43,7 @@ from waiting import wait_until  # noqa: F401  (the shared wait; test modules imp
 # Broker settings of the group tests: quick session expiry allowed, no initial delay.
 GROUP_BROKER = {"group.min.session.timeout.ms": 1000, "group.initial.rebalance.delay.ms": 0,
                 # the consumer group protocol (KIP-848): sessions and heartbeats are the broker's
-                "group.consumer.min.session.timeout.ms": 1000, "group.consumer.session.timeout.ms": 6000,
+                "group.consumer.min.session.timeout.ms": 1000, "group.consumer.session.timeout.ms": 3000,
                 "group.consumer.min.heartbeat.interval.ms": 100, "group.consumer.heartbeat.interval.ms": 300,
                 "group.consumer.max.size": 8}
 

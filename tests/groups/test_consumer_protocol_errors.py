@@ -199,7 +199,7 @@ def test_group_configs_set_the_session_and_heartbeat(env, gbroker):
         "interval.ms=700, STATIC_BROKER_CONFIG:group.consumer.heartbeat.interval.ms=300, "
         "DEFAULT_CONFIG:group.consumer.heartbeat.interval.ms=5000}",
         "  consumer.session.timeout.ms=9000 sensitive=false synonyms={DYNAMIC_GROUP_CONFIG:consumer.session.timeout.ms"
-        "=9000, STATIC_BROKER_CONFIG:group.consumer.session.timeout.ms=6000, "
+        "=9000, STATIC_BROKER_CONFIG:group.consumer.session.timeout.ms=3000, "
         "DEFAULT_CONFIG:group.consumer.session.timeout.ms=45000}"]
     joined = hb(raw, group, member(), 0, subscribed_topic_names=[topic])
     assert joined["heartbeat_interval_ms"] == 700

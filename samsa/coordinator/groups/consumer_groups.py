@@ -385,9 +385,12 @@ class ConsumerGroups:
 
     def _maybe_resolve_later(self, g: ModernGroup) -> None:
         regexes = {m.subscribed_topic_regex for m in g.members.values() if m.subscribed_topic_regex}
+        seen, resolved = self._regexes.get(g.group_id, (None, {}))
+        if set(resolved) - regexes:  # a regex no member subscribes to any more is forgotten
+            resolved = {r: v for r, v in resolved.items() if r in regexes}
+            self._regexes[g.group_id] = (seen or frozenset(), resolved)
         if not regexes or g.group_id in self._resolving:
             return
-        seen, resolved = self._regexes.get(g.group_id, (None, {}))
         if regexes <= set(resolved) and seen == frozenset(self.topics()):
             return
         self._resolving.add(g.group_id)
