@@ -20,6 +20,8 @@ WORKER_DEFAULTS: dict[str, str] = {
     "session.timeout.ms": "10000",
     "heartbeat.interval.ms": "3000",
     "rebalance.timeout.ms": "60000",
+    "connect.protocol": "sessioned",
+    "scheduled.rebalance.max.delay.ms": "300000",
     "config.storage.replication.factor": "3",
     "offset.storage.replication.factor": "3",
     "status.storage.replication.factor": "3",

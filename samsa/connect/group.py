@@ -1,10 +1,28 @@
 """Workers of one ``group.id`` as members of a Kafka group with protocol type ``connect``.
 
-The protocol is Kafka's ConnectProtocol v0 (``default``, eager): a member's metadata is
-``version int16, url string, config_offset int64``; the leader's assignment for each member is
-``version int16, error int16, leader string, leader_url string, config_offset int64,
-[connector string, [task int32]]`` where task -1 stands for the connector itself. Eager:
-everything is given up before a member joins again.
+The member is the client's :class:`~samsa.client.consumer_internals.membership.GroupMembership`
+with Connect's protocols (Kafka's ConnectProtocol and KIP-415's
+IncrementalCooperativeConnectProtocol):
+
+* ``default`` (v0, eager: ``connect.protocol=eager``): metadata ``version int16, url string,
+  config_offset int64``; assignment ``version int16, error int16, leader string,
+  leader_url string, config_offset int64, [connector string, [task int32]]`` (task -1 stands
+  for the connector itself), the member's whole assignment. Everything is given up before
+  joining again.
+* ``compatible`` (v1, incremental cooperative, ``connect.protocol=compatible``): metadata
+  adds the member's current assignment (``allocation``, nullable bytes: an assignment as
+  below); the assignment adds ``revoked [connector, [task]]`` and ``scheduled_delay int32``,
+  and lists only what is *added*: a member keeps what it runs, stops what is revoked, and
+  after a revocation joins again so the leader can hand it to someone else.
+* ``sessioned`` (v2, ``connect.protocol=sessioned``, KIP-507): v1's formats with version 2;
+  the leader also keeps a session key in the config topic that signs requests between workers.
+
+A worker offers its protocol and every older one, preferred first, so it can share a group
+with older workers (the group runs the newest all offer). :class:`IncrementalAssignor` is
+the leader's side.
+
+The member only records what a rebalance gave; the herder's thread, which drives it, does
+the work (:mod:`samsa.connect.distributed`).
 """
 
 from __future__ import annotations
@@ -13,19 +31,21 @@ import asyncio
 import logging
 import struct
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
-from samsa.client.connection import BrokerConnection, KafkaConnectionError, KafkaTimeoutError
+from samsa.client.consumer_internals.membership import GroupMembership
 from samsa.client.metadata import ClusterMetadata
-from samsa.protocol import errors
-from samsa.protocol.api_keys import ApiKey
 
 log = logging.getLogger(__name__)
 
 PROTOCOL_TYPE = "connect"
-PROTOCOL = "default"
+EAGER, COMPATIBLE, SESSIONED = "eager", "compatible", "sessioned"  # connect.protocol
+PROTOCOL_NAMES = {EAGER: "default", COMPATIBLE: "compatible", SESSIONED: "sessioned"}
+VERSIONS = {"default": 0, "compatible": 1, "sessioned": 2}  # JoinGroup protocol name → ConnectProtocol version
 CONNECTOR_TASK = -1
-_NETWORK = (KafkaConnectionError, KafkaTimeoutError, OSError, asyncio.TimeoutError)
+NO_ERROR, CONFIG_MISMATCH = 0, 1
+
+Task = tuple[str, int]
 
 
 def _str(s: str) -> bytes:
@@ -48,190 +68,318 @@ class _Reader:
         self.pos += n
         return s
 
+    def nullable_bytes(self) -> bytes | None:
+        n = self.take(">i")
+        if n < 0:
+            return None
+        b = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return b
 
-def encode_metadata(url: str, config_offset: int) -> bytes:
-    return struct.pack(">h", 0) + _str(url) + struct.pack(">q", config_offset)
+    @property
+    def left(self) -> int:
+        return len(self.data) - self.pos
 
 
-def decode_metadata(data: bytes) -> tuple[str, int]:
-    r = _Reader(data)
-    r.take(">h")
-    return r.string(), r.take(">q")
+def _encode_items(connectors: list[str], tasks: list[Task]) -> bytes:
+    by: dict[str, list[int]] = {}
+    for c in connectors:
+        by.setdefault(c, []).append(CONNECTOR_TASK)
+    for c, t in tasks:
+        by.setdefault(c, []).append(t)
+    out = struct.pack(">i", len(by))
+    for c, ids in by.items():
+        out += _str(c) + struct.pack(">i", len(ids)) + b"".join(struct.pack(">i", i) for i in ids)
+    return out
+
+
+def _decode_items(r: _Reader) -> tuple[list[str], list[Task]]:
+    connectors: list[str] = []
+    tasks: list[Task] = []
+    for _ in range(max(r.take(">i"), 0)):
+        c = r.string()
+        for _ in range(max(r.take(">i"), 0)):
+            t = r.take(">i")
+            if t == CONNECTOR_TASK:
+                connectors.append(c)
+            else:
+                tasks.append((c, t))
+    return connectors, tasks
 
 
 @dataclass
-class Assignment:
-    error: int = 0
+class ConnectAssignment:
+    """One member's assignment: in v1, what is added (``connectors``/``tasks``) and taken away."""
+
+    error: int = NO_ERROR
     leader: str = ""
     leader_url: str = ""
     config_offset: int = -1
     connectors: list[str] = field(default_factory=list)
-    tasks: list[tuple[str, int]] = field(default_factory=list)
+    tasks: list[Task] = field(default_factory=list)
+    revoked_connectors: list[str] = field(default_factory=list)
+    revoked_tasks: list[Task] = field(default_factory=list)
+    delay_ms: int = 0
+    version: int = 1
 
     def encode(self) -> bytes:
-        by: dict[str, list[int]] = {}
-        for c in self.connectors:
-            by.setdefault(c, []).append(CONNECTOR_TASK)
-        for c, t in self.tasks:
-            by.setdefault(c, []).append(t)
-        out = struct.pack(">hh", 0, self.error) + _str(self.leader) + _str(self.leader_url)
-        out += struct.pack(">qi", self.config_offset, len(by))
-        for c, ids in by.items():
-            out += _str(c) + struct.pack(">i", len(ids)) + b"".join(struct.pack(">i", i) for i in ids)
+        out = struct.pack(">hh", self.version, self.error) + _str(self.leader) + _str(self.leader_url)
+        out += struct.pack(">q", self.config_offset) + _encode_items(self.connectors, self.tasks)
+        if self.version >= 1:
+            out += _encode_items(self.revoked_connectors, self.revoked_tasks) + struct.pack(">i", self.delay_ms)
         return out
 
     @classmethod
-    def decode(cls, data: bytes) -> "Assignment":
+    def decode(cls, data: bytes) -> "ConnectAssignment":
         if not data:
             return cls()
         r = _Reader(data)
-        r.take(">h")
-        a = cls(r.take(">h"), r.string(), r.string(), r.take(">q"))
-        for _ in range(r.take(">i")):
-            c = r.string()
-            for _ in range(r.take(">i")):
-                t = r.take(">i")
-                if t == CONNECTOR_TASK:
-                    a.connectors.append(c)
-                else:
-                    a.tasks.append((c, t))
+        version = r.take(">h")
+        a = cls(r.take(">h"), r.string(), r.string(), r.take(">q"), version=version)
+        a.connectors, a.tasks = _decode_items(r)
+        if version >= 1 and r.left:
+            a.revoked_connectors, a.revoked_tasks = _decode_items(r)
+            a.delay_ms = r.take(">i") if r.left >= 4 else 0
         return a
 
 
-class ConnectGroupMember:
-    """Joins, syncs and heartbeats; the herder's callbacks run in a thread (they start and stop tasks)."""
+@dataclass
+class WorkerState:
+    """A member's JoinGroup metadata: its REST URL, the config offset it has read, what it runs."""
 
-    def __init__(self, bootstrap: str, group_id: str, url: str, session_ms: int, rebalance_ms: int,
-                 heartbeat_ms: int, config_offset: Callable[[], int],
-                 assign: Callable[[str, dict[str, tuple[str, int]]], dict[str, Assignment]],
-                 on_assigned: Callable[[Assignment, int], None], on_revoked: Callable[[], None]):
-        self.bootstrap, self.group_id, self.url = bootstrap, group_id, url
-        self.session_ms, self.rebalance_ms, self.heartbeat_ms = session_ms, rebalance_ms, heartbeat_ms
-        self.config_offset, self.assign = config_offset, assign
-        self.on_assigned, self.on_revoked = on_assigned, on_revoked
-        self.member_id = ""
-        self.generation = -1
-        self.rejoin = True
-        self.holding = False
-        self.stopped = False
-        self.conn: BrokerConnection | None = None
-        self.cluster: ClusterMetadata | None = None
+    url: str
+    config_offset: int
+    assignment: ConnectAssignment | None = None
 
-    def request_rejoin(self) -> None:
-        self.rejoin = True
+    def encode(self, version: int) -> bytes:
+        out = struct.pack(">h", version) + _str(self.url) + struct.pack(">q", self.config_offset)
+        if version >= 1:
+            if self.assignment is None or not (self.assignment.connectors or self.assignment.tasks):
+                out += struct.pack(">i", -1)
+            else:
+                held = ConnectAssignment(**{**self.assignment.__dict__, "version": version})
+                raw = held.encode()
+                out += struct.pack(">i", len(raw)) + raw
+        return out
 
-    async def _coordinator(self) -> BrokerConnection:
-        while self.conn is None or not self.conn.connected:
-            try:
-                if self.cluster is None:
-                    self.cluster = ClusterMetadata(self.bootstrap, client_id=f"connect-{self.url}")
-                conn = await self.cluster.any()
-                resp = await conn.request(ApiKey.FIND_COORDINATOR, {"key": self.group_id, "key_type": 0,
-                                                                    "coordinator_keys": [self.group_id]},
-                                          version=conn.pick_version(ApiKey.FIND_COORDINATOR))
-                found = resp["coordinators"][0] if "coordinators" in resp and resp["coordinators"] else resp
-                if found["error_code"]:
-                    raise errors.error_for(found["error_code"], "FindCoordinator")
-                self.conn = BrokerConnection(found["host"], found["port"], f"connect-{self.url}",
-                                             request_timeout_ms=self.rebalance_ms + 5000)
-                await self.conn.connect()
-            except (*_NETWORK, errors.KafkaError) as e:
-                log.debug("FindCoordinator for %s: %s", self.group_id, e)
-                self.conn = None
-                await asyncio.sleep(0.5)
-        return self.conn
+    @classmethod
+    def decode(cls, data: bytes) -> "WorkerState":
+        r = _Reader(data)
+        version = r.take(">h")
+        state = cls(r.string(), r.take(">q"))
+        if version >= 1 and r.left >= 4:
+            raw = r.nullable_bytes()
+            if raw:
+                state.assignment = ConnectAssignment.decode(raw)
+        return state
 
-    def _dead(self) -> None:
-        if self.conn is not None:
-            self.conn.close()
-        self.conn = None
 
-    async def _call(self, api_key: int, body: dict) -> dict:
-        conn = await self._coordinator()
-        try:
-            return await conn.request(api_key, body, version=conn.pick_version(api_key))
-        except _NETWORK:
-            self._dead()
-            raise
+# ---------------------------------------------------------------- the leader's assignor
 
-    async def run(self) -> None:
-        loop = asyncio.get_running_loop()
-        while not self.stopped:
-            try:
-                if self.rejoin:
-                    if self.holding:
-                        await loop.run_in_executor(None, self.on_revoked)
-                        self.holding = False
-                    assignment = await self._join()
-                    if assignment is None:
-                        await asyncio.sleep(0.2)
-                        continue
-                    self.rejoin = False
-                    await loop.run_in_executor(None, self.on_assigned, assignment, self.generation)
-                    self.holding = True
-                await self._heartbeat()
-            except (*_NETWORK, errors.KafkaError) as e:
-                log.info("Group %s: %s; joining again", self.group_id, e)
-                self.rejoin = True
-                await asyncio.sleep(0.2)
-            deadline = loop.time() + self.heartbeat_ms / 1000
-            while not self.rejoin and not self.stopped and loop.time() < deadline:
-                await asyncio.sleep(0.05)
 
-    async def _join(self) -> Assignment | None:
-        body = {"group_id": self.group_id, "session_timeout_ms": self.session_ms,
-                "rebalance_timeout_ms": self.rebalance_ms, "member_id": self.member_id, "group_instance_id": None,
-                "protocol_type": PROTOCOL_TYPE, "reason": "rebalance",
-                "protocols": [{"name": PROTOCOL, "metadata": encode_metadata(self.url, self.config_offset())}]}
-        resp = await self._call(ApiKey.JOIN_GROUP, body)
-        code = resp["error_code"]
-        if code == errors.E_MEMBER_ID_REQUIRED:
-            self.member_id = resp["member_id"]
-            return None
-        if code:
-            self._error(code)
-            return None
-        self.member_id, self.generation = resp["member_id"], resp["generation_id"]
-        assignments: dict[str, Assignment] = {}
-        if resp["leader"] == self.member_id:
-            members = {m["member_id"]: decode_metadata(bytes(m["metadata"])) for m in resp["members"]}
-            assignments = await asyncio.get_running_loop().run_in_executor(None, self.assign, self.member_id,
-                                                                           members)
-        body = {"group_id": self.group_id, "generation_id": self.generation, "member_id": self.member_id,
-                "group_instance_id": None, "protocol_type": PROTOCOL_TYPE, "protocol_name": PROTOCOL,
-                "assignments": [{"member_id": m, "assignment": a.encode()} for m, a in assignments.items()]}
-        resp = await self._call(ApiKey.SYNC_GROUP, body)
-        if resp["error_code"]:
-            self._error(resp["error_code"])
-            return None
-        log.info("Joined group %s at generation %d as %s (leader: %s)", self.group_id, self.generation,
-                 self.member_id, resp.get("protocol_name"))
-        return Assignment.decode(bytes(resp["assignment"] or b""))
+class IncrementalAssignor:
+    """KIP-415's leader: keep what runs, revoke what is deleted or duplicated, hold back what a
+    departed worker ran for ``scheduled.rebalance.max.delay.ms`` (it may come back), give new
+    work to the least loaded workers, and revoke from the most loaded to balance a newcomer
+    (not twice in a row).
 
-    def _error(self, code: int) -> None:
-        if code in (errors.E_UNKNOWN_MEMBER_ID, errors.E_FENCED_INSTANCE_ID):
-            self.member_id = ""
-        if code in (errors.E_NOT_COORDINATOR, errors.E_COORDINATOR_NOT_AVAILABLE):
-            self._dead()
-        log.info("Group %s: %s", self.group_id, errors.error_name(code))
+    The assignor remembers the assignment it last made (``previous``) to tell lost work
+    from new; a leader that did not make the previous generation's assignment starts from
+    what the members say they run.
+    """
 
-    async def _heartbeat(self) -> None:
-        resp = await self._call(ApiKey.HEARTBEAT, {"group_id": self.group_id, "generation_id": self.generation,
-                                                   "member_id": self.member_id, "group_instance_id": None})
-        code = resp["error_code"]
-        if code:
-            self._error(code)
-            self.rejoin = True
+    def __init__(self, max_delay_ms: int, clock: Callable[[], float]):
+        self.max_delay_ms = max_delay_ms
+        self.clock = clock  # seconds
+        self.previous: dict[str, tuple[set[str], set[Task]]] = {}
+        self.previous_generation = -1
+        self.held_lost: tuple[set[str], set[Task]] = (set(), set())
+        self.scheduled: float = 0.0  # when the held-back work is given out (0: nothing scheduled)
+        self.revoked_in_previous = False
+        self.owners: dict[Any, str] = {}  # connector or task → the URL of the worker it was last given to
 
-    async def leave(self) -> None:
-        self.stopped = True
-        if self.member_id and self.conn is not None:
-            try:
-                await self._call(ApiKey.LEAVE_GROUP, {"group_id": self.group_id, "member_id": self.member_id,
-                                                      "members": [{"member_id": self.member_id,
-                                                                   "group_instance_id": None, "reason": "stopping"}]})
-            except Exception:  # noqa: BLE001
-                pass
-        self._dead()
-        if self.cluster is not None:
-            await self.cluster.aclose()
+    def owner_url(self, item: str | Task) -> str | None:
+        return self.owners.get(item)
+
+    def assign(self, generation: int, leader: str, leader_url: str, config_offset: int, connectors: list[str],
+               tasks: list[Task], members: dict[str, WorkerState], version: int) -> dict[str, ConnectAssignment]:
+        """Each member's assignment in the protocol version the group runs (0: eager, everything anew)."""
+        eager = version == 0
+        ids = sorted(members)
+        if eager:
+            current: dict[str, tuple[set[str], set[Task]]] = {m: (set(), set()) for m in ids}
+            self.previous, self.held_lost, self.scheduled = {}, (set(), set()), 0.0
+        else:
+            current = {m: (set(s.assignment.connectors), set(s.assignment.tasks)) if s.assignment else (set(), set())
+                       for m, s in members.items()}
+            if self.previous_generation != generation - 1:
+                log.info("The previous generation's assignment (%d) is not this leader's: starting from the members' "
+                         "own (generation %d)", self.previous_generation, generation)
+                self.previous, self.held_lost, self.scheduled = dict(current), (set(), set()), 0.0
+        revoked: dict[str, tuple[set[str], set[Task]]] = {m: (set(), set()) for m in ids}
+        added: dict[str, tuple[set[str], set[Task]]] = {m: (set(), set()) for m in ids}
+        delay = 0
+        configured = (set(connectors), set(tasks))
+        new: list[set] = [set(), set()]
+        lost: list[set] = [set(), set()]
+        for k in (0, 1):
+            holders: dict[Any, list[str]] = {}
+            for m in ids:
+                for item in current[m][k]:
+                    holders.setdefault(item, []).append(m)
+            for item, ms in holders.items():
+                if item not in configured[k] or len(ms) > 1:  # deleted, or run twice
+                    for m in ms:
+                        revoked[m][k].add(item)
+                        current[m][k].discard(item)
+            held = set().union(*(current[m][k] for m in ids)) if ids else set()
+            before = set().union(*(p[k] for p in self.previous.values())) | self.held_lost[k]
+            lost[k] = (before - held) & configured[k]
+            new[k] = configured[k] - held - lost[k]
+        now = self.clock()
+        if lost[0] or lost[1]:
+            if self.max_delay_ms <= 0:
+                new = [new[0] | lost[0], new[1] | lost[1]]
+                self.held_lost, self.scheduled = (set(), set()), 0.0
+            elif self.scheduled and now >= self.scheduled:
+                empty = [m for m in ids if not current[m][0] and not current[m][1]]
+                log.info("The scheduled rebalance delay expired: reassigning lost connectors %s and tasks %s%s",
+                         sorted(lost[0]), sorted(lost[1]), f" to new workers {empty}" if empty else "")
+                if empty:
+                    for k in (0, 1):
+                        for i, item in enumerate(sorted(lost[k])):
+                            added[empty[i % len(empty)]][k].add(item)
+                            current[empty[i % len(empty)]][k].add(item)
+                else:
+                    new = [new[0] | lost[0], new[1] | lost[1]]
+                self.held_lost, self.scheduled = (set(), set()), 0.0
+                self.revoked_in_previous = False
+            else:
+                if not self.scheduled:
+                    self.scheduled = now + self.max_delay_ms / 1000
+                    log.info("Workers left the group: holding back their connectors %s and tasks %s for %d ms",
+                             sorted(lost[0]), sorted(lost[1]), self.max_delay_ms)
+                delay = max(int((self.scheduled - now) * 1000), 1)
+                self.held_lost = (set(lost[0]), set(lost[1]))
+        else:
+            self.held_lost, self.scheduled = (set(), set()), 0.0
+        if not eager and not delay and ids:
+            wanted = self._balance_revocations(ids, current, new, configured)
+            if any(wanted[m][0] or wanted[m][1] for m in ids):
+                if self.revoked_in_previous:
+                    self.revoked_in_previous = False  # no revocations twice in a row: look again later
+                    delay = self.max_delay_ms
+                    self.scheduled = now + delay / 1000
+                else:
+                    self.revoked_in_previous = True
+                    for m in ids:
+                        for k in (0, 1):
+                            revoked[m][k].update(wanted[m][k])
+                            current[m][k].difference_update(wanted[m][k])
+            else:
+                self.revoked_in_previous = False
+        for k in (0, 1):  # new work to the least loaded
+            for item in sorted(new[k]):
+                m = min(ids, key=lambda m: (len(current[m][k]), ids.index(m)))
+                current[m][k].add(item)
+                added[m][k].add(item)
+        self.previous = {m: (set(current[m][0]), set(current[m][1])) for m in ids}
+        self.previous_generation = generation
+        self.owners = {item: members[m].url for m in ids for k in (0, 1) for item in current[m][k]}
+        out = {}
+        for m in ids:
+            out[m] = ConnectAssignment(NO_ERROR, leader, leader_url, config_offset, sorted(added[m][0]),
+                                       sorted(added[m][1]), sorted(revoked[m][0]), sorted(revoked[m][1]), delay,
+                                       version)
+        log.info("Assignment of generation %d by leader %s: %s", generation, leader,
+                 {members[m].url: {"connectors": sorted(current[m][0]), "tasks": sorted(current[m][1]),
+                                   "revoked": sorted(revoked[m][0]) + sorted(revoked[m][1])} for m in ids})
+        return out
+
+    @staticmethod
+    def _balance_revocations(ids: list[str], current: dict[str, tuple[set[str], set[Task]]], new: list[set],
+                             configured: tuple[set[str], set[Task]]) -> dict[str, tuple[set[str], set[Task]]]:
+        """What to take from the most loaded workers so that, with the new work given to the least
+        loaded, every worker ends with ⌊n/w⌋ or ⌈n/w⌉ of each kind."""
+        wanted: dict[str, tuple[set[str], set[Task]]] = {m: (set(), set()) for m in ids}
+        for k in (0, 1):
+            total = len(configured[k])
+            floor, extra = divmod(total, len(ids))
+            loads = sorted(ids, key=lambda m: (-len(current[m][k]), ids.index(m)))
+            if all(len(current[m][k]) <= floor + (1 if i < extra else 0) for i, m in enumerate(loads)):
+                continue
+            below = sum(max(floor - len(current[m][k]), 0) for m in ids)
+            if below <= len(new[k]):
+                continue  # the new work alone fills the gaps
+            for i, m in enumerate(loads):
+                allowed = floor + (1 if i < extra else 0)
+                excess = len(current[m][k]) - allowed
+                if excess > 0:
+                    wanted[m][k].update(sorted(current[m][k], reverse=True)[:excess])
+        return wanted
+
+
+# ---------------------------------------------------------------- the member
+
+
+class ConnectMember(GroupMembership):
+    """A worker in the group: offers its URL, config offset and (v1) what it runs; the leader
+    asks ``assign`` for everyone's assignment; a member's new assignment waits in ``pending``
+    for the herder's thread."""
+
+    protocol_type = PROTOCOL_TYPE
+
+    def __init__(self, cluster: ClusterMetadata, group_id: str, url: str, protocol: str, *,
+                 session_timeout_ms: int, rebalance_timeout_ms: int, heartbeat_interval_ms: int,
+                 request_timeout_ms: int, retry_backoff_ms: int, config_offset: Callable[[], int],
+                 assign: Callable[[int, str, dict[str, WorkerState], int], dict[str, ConnectAssignment]],
+                 wake: Callable[[], None]):
+        super().__init__(cluster, group_id, session_timeout_ms=session_timeout_ms,
+                         rebalance_timeout_ms=rebalance_timeout_ms, heartbeat_interval_ms=heartbeat_interval_ms,
+                         request_timeout_ms=request_timeout_ms, retry_backoff_ms=retry_backoff_ms)
+        self.url = url
+        self.mode = protocol
+        self.config_offset = config_offset
+        self.assign_fn = assign
+        self.wake_fn = wake
+        self.current = ConnectAssignment()  # what this member holds (the herder runs it)
+        self.pending: tuple[ConnectAssignment, int] | None = None
+
+    @property
+    def version(self) -> int:
+        """The protocol version the group runs (the last one chosen; before that, the one preferred)."""
+        return VERSIONS.get(self.protocol_name or PROTOCOL_NAMES[self.mode], 0)
+
+    @property
+    def eager(self) -> bool:
+        return self.version == 0
+
+    @property
+    def sessioned(self) -> bool:
+        return self.version >= 2 and self.mode == SESSIONED
+
+    def wake(self) -> None:
+        self.wake_fn()
+
+    def holds_assignment(self) -> bool:
+        return bool(self.current.connectors or self.current.tasks)
+
+    def join_protocols(self) -> list[dict[str, Any]]:
+        state = WorkerState(self.url, self.config_offset(), self.current)
+        offered = {EAGER: [EAGER], COMPATIBLE: [COMPATIBLE, EAGER], SESSIONED: [SESSIONED, COMPATIBLE, EAGER]}
+        return [{"name": PROTOCOL_NAMES[p], "metadata": state.encode(VERSIONS[PROTOCOL_NAMES[p]])}
+                for p in offered[self.mode]]
+
+    async def perform_assignment(self, protocol_name: str, members: list[dict[str, Any]]) -> dict[str, bytes]:
+        states = {m["member_id"]: WorkerState.decode(bytes(m["metadata"])) for m in members}
+        result = await asyncio.get_running_loop().run_in_executor(None, self.assign_fn, self.generation,
+                                                                  self.member_id, states,
+                                                                  VERSIONS.get(protocol_name, 0))
+        return {m: a.encode() for m, a in result.items()}
+
+    async def on_join_complete(self, protocol_name: str, raw: bytes) -> None:
+        assignment = ConnectAssignment.decode(raw)
+        self.pending = (assignment, self.generation)
+        if assignment.error:
+            self.request_rejoin("the leader could not assign (config mismatch)")
+        self.wake()

@@ -15,11 +15,11 @@ from samsa.client.admin import Admin
 from samsa.client.types import TopicPartition
 from samsa.connect import config as cc
 from samsa.connect import plugins
-from samsa.connect.errors import BadRequestException, ConflictException, NotFoundException
+from samsa.connect.errors import BadRequestException, NotFoundException
 from samsa.connect.sink_task import group_id
-from samsa.connect.status import UNASSIGNED
+from samsa.connect.status import UNASSIGNED, TargetState
 from samsa.connect.storage.offsets import offset_key
-from samsa.connect.worker import STARTED, STOPPED, Worker
+from samsa.connect.worker import Worker
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ class Herder:
         self.worker_config = worker_config
         self.configs: dict[str, dict[str, str]] = {}
         self.task_config: dict[str, list[dict[str, str]]] = {}
-        self.target: dict[str, str] = {}
+        self.target: dict[str, TargetState] = {}
         self.lock = threading.RLock()
         self.kafka_cluster_id: str | None = None
 
@@ -118,12 +118,8 @@ class Herder:
         _, results = cc.validate(config)
         if cc.error_count(results):
             raise BadRequestException(cc.invalid_message(results))
-        with self.lock:
-            exists = name in self.configs
-            if exists and not allow_replace:
-                raise ConflictException(f"Connector {name} already exists")
-        self.write_connector_config(name, config)
-        return not exists, {"name": name, "config": config, "tasks": [], "type": self.connector_type_of(config)}
+        created = self.write_connector_config(name, config, allow_replace)
+        return created, {"name": name, "config": config, "tasks": [], "type": self.connector_type_of(config)}
 
     @staticmethod
     def connector_type_of(config: dict[str, str]) -> str:
@@ -135,15 +131,15 @@ class Herder:
 
     def pause(self, name: str) -> None:
         self._config(name)
-        self.write_target_state(name, "PAUSED")
+        self.write_target_state(name, TargetState.PAUSED)
 
     def resume(self, name: str) -> None:
         self._config(name)
-        self.write_target_state(name, STARTED)
+        self.write_target_state(name, TargetState.STARTED)
 
     def stop_connector(self, name: str) -> None:
         self._config(name)
-        self.write_target_state(name, STOPPED)
+        self.write_target_state(name, TargetState.STOPPED)
 
     # ---------------------------------------------------------------- offsets (KIP-875)
 
@@ -161,7 +157,7 @@ class Herder:
 
     def _check_stopped(self, name: str) -> None:
         self._config(name)
-        if self.target.get(name) != STOPPED:
+        if self.target.get(name) is not TargetState.STOPPED:
             raise BadRequestException("Connectors must be in the STOPPED state before their offsets can be modified. "
                                       f"This can be done for the specified connector by issuing a 'PUT' request to "
                                       f"the '/connectors/{name}/stop' endpoint")
@@ -207,13 +203,14 @@ class Herder:
 
     # ---------------------------------------------------------------- for subclasses
 
-    def write_connector_config(self, name: str, config: dict[str, str]) -> None:
+    def write_connector_config(self, name: str, config: dict[str, str], allow_replace: bool) -> bool:
+        """Store the config (409 if it exists and may not be replaced); True if the connector is new."""
         raise NotImplementedError
 
     def write_delete(self, name: str) -> None:
         raise NotImplementedError
 
-    def write_target_state(self, name: str, state: str) -> None:
+    def write_target_state(self, name: str, state: TargetState) -> None:
         raise NotImplementedError
 
     def restart_connector(self, name: str, include_tasks: bool, only_failed: bool) -> dict[str, Any] | None:
@@ -221,6 +218,13 @@ class Herder:
 
     def restart_task(self, name: str, task: int) -> None:
         raise NotImplementedError
+
+    def put_task_configs(self, name: str, configs: list[dict[str, str]], signature: tuple[str, str] | None = None,
+                         body: bytes = b"") -> None:
+        """``PUT /connectors/{name}/tasks``: task configs sent by the worker running the connector
+        (``signature``: the request's algorithm and signature of ``body``, KIP-507)."""
+        raise BadRequestException("Kafka Connect in standalone mode does not support externally setting task "
+                                  "configurations.")
 
     def start(self) -> None:
         raise NotImplementedError

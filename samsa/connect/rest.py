@@ -1,7 +1,9 @@
 """Kafka Connect's REST API (same paths, JSON and error JSON) on Starlette, served by uvicorn.
 
 Endpoints are plain functions: Starlette runs them in its thread pool, since a herder call
-may wait on the brokers.
+may wait on the brokers. A call the herder says another worker must serve
+(:class:`RequestTargetException`: a write on a follower) is forwarded to that worker's URL
+with ``?forward=`` as Kafka does: at most two hops, then 409.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 from typing import Any, Callable
-from urllib.parse import urlparse
+from urllib.parse import urlencode, urlparse
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -17,8 +19,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from samsa.connect import plugins
-from samsa.connect.errors import BadRequestException, ConflictException, ConnectException, NotFoundException
+from samsa.connect import plugins, rest_client
+from samsa.connect.errors import (BadRequestException, ConflictException, ConnectException, ConnectRestException,
+                                  NotFoundException, RequestTargetException)
 from samsa.connect.herder import Herder
 
 log = logging.getLogger(__name__)
@@ -28,7 +31,13 @@ def error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error_code": status, "message": message}, status_code=status)
 
 
+SIGNATURE_HEADER = "X-Connect-Authorization"  # requests between workers (KIP-507)
+SIGNATURE_ALGORITHM_HEADER = "X-Connect-Request-Signature-Algorithm"
+
+
 def _status_of(e: BaseException) -> int:
+    if isinstance(e, ConnectRestException):
+        return e.status
     if isinstance(e, NotFoundException):
         return 404
     if isinstance(e, ConflictException):
@@ -44,6 +53,7 @@ def _handled(fn: Callable[..., Response]) -> Callable[[Request], Any]:
         body: Any = None
         if request.method in ("POST", "PUT", "PATCH"):
             raw = await request.body()
+            request.state.raw_body = raw
             if raw:
                 try:
                     body = json.loads(raw)
@@ -51,12 +61,42 @@ def _handled(fn: Callable[..., Response]) -> Callable[[Request], Any]:
                     return error(400, f"Unrecognized token in request body: {e}")
         try:
             return await run_in_threadpool(fn, request, body)
+        except RequestTargetException as e:
+            return await run_in_threadpool(_forward, request, body, e)
         except Exception as e:  # noqa: BLE001 - every failure answers Kafka's error JSON
             status = _status_of(e)
             if status == 500:
                 log.exception("Uncaught exception in REST call to %s", request.url.path)
             return error(status, str(e))
     return endpoint
+
+
+def _forward(request: Request, body: Any, target: RequestTargetException) -> Response:
+    """Serve the request at the worker that must (the leader), as Kafka's HerderRequestHandler does."""
+    forward = request.query_params.get("forward")
+    if forward is not None and forward.lower() != "true":
+        log.error("Request '%s %s' failed because it couldn't find the target Connect worker within two hops "
+                  "(between workers).", request.method, request.url.path)
+        return error(409, "Cannot complete request because of a conflicting operation (e.g. worker rebalance)")
+    if target.forward_url is None:
+        return error(409, "Cannot complete request momentarily due to no known leader URL, likely because a "
+                          "rebalance was underway.")
+    query = [(k, v) for k, v in request.query_params.multi_items() if k != "forward"]
+    query.append(("forward", "true" if forward is None else "false"))
+    url = target.forward_url.rstrip("/") + request.url.path + "?" + urlencode(query)
+    log.debug("Forwarding request %s %s %s", url, request.method, body)
+    signed = {h: request.headers[h] for h in (SIGNATURE_HEADER, SIGNATURE_ALGORITHM_HEADER) if h in request.headers}
+    try:
+        status, answer = rest_client.request(request.method, url, body, raw=getattr(request.state, "raw_body", None),
+                                             headers=signed)
+    except OSError as e:
+        return error(500, f"IO Error trying to forward REST request: {e}")
+    if answer is None:
+        return Response(status_code=status)
+    headers = {"Location": request.url.path} if status == 201 and request.method == "POST" else None
+    if headers is not None and isinstance(answer, dict) and answer.get("name"):
+        headers = {"Location": f"/connectors/{answer['name']}"}
+    return JSONResponse(answer, status_code=status, headers=headers)
 
 
 def _flag(request: Request, name: str) -> bool:
@@ -134,6 +174,16 @@ def create_app(herder: Herder) -> Starlette:
     def tasks(request: Request, body: Any) -> Response:
         return JSONResponse(herder.task_configs(request.path_params["name"]))
 
+    def put_tasks(request: Request, body: Any) -> Response:
+        if not isinstance(body, list) or not all(isinstance(c, dict) for c in body):
+            raise BadRequestException("Task configs must be a JSON array of objects")
+        signature = None
+        if SIGNATURE_HEADER in request.headers:
+            signature = (request.headers.get(SIGNATURE_ALGORITHM_HEADER, ""), request.headers[SIGNATURE_HEADER])
+        herder.put_task_configs(request.path_params["name"], [{str(k): str(v) for k, v in c.items()} for c in body],
+                                signature, request.state.raw_body)
+        return Response(status_code=204)
+
     def task_id(request: Request) -> int:
         try:
             return int(request.path_params["task"])
@@ -210,6 +260,7 @@ def create_app(herder: Herder) -> Starlette:
         connector_route("/resume", resume, ["PUT"]),
         connector_route("/stop", stop, ["PUT"]),
         connector_route("/tasks", tasks, ["GET"]),
+        connector_route("/tasks", put_tasks, ["PUT", "POST"]),
         connector_route("/tasks/{task}/status", task_status, ["GET"]),
         connector_route("/tasks/{task}/restart", task_restart, ["POST"]),
         connector_route("/offsets", get_offsets, ["GET"]),

@@ -7,9 +7,10 @@ from typing import Any
 
 from samsa.connect.config import integer
 from samsa.connect.herder import Herder
-from samsa.connect.status import FAILED, StatusStore
+from samsa.connect.errors import ConflictException
+from samsa.connect.status import FAILED, StatusStore, TargetState
 from samsa.connect.storage.offsets import FileOffsetStore
-from samsa.connect.worker import STARTED, STOPPED, Worker
+from samsa.connect.worker import Worker
 
 log = logging.getLogger(__name__)
 
@@ -32,11 +33,15 @@ class StandaloneHerder(Herder):
 
     # ---------------------------------------------------------------- applying changes
 
-    def write_connector_config(self, name: str, config: dict[str, str]) -> None:
+    def write_connector_config(self, name: str, config: dict[str, str], allow_replace: bool) -> bool:
         with self.lock:
+            created = name not in self.configs
+            if not created and not allow_replace:
+                raise ConflictException(f"Connector {name} already exists")
             self.configs[name] = config
-            self.target.setdefault(name, STARTED)
+            self.target.setdefault(name, TargetState.STARTED)
             self._start(name)
+            return created
 
     def _start(self, name: str) -> None:
         config, target = self.configs[name], self.target[name]
@@ -44,7 +49,7 @@ class StandaloneHerder(Herder):
         if not self.worker.start_connector(name, config, target, self.reconfigure):
             self.task_config[name] = []
             return
-        if target == STOPPED:
+        if target is TargetState.STOPPED:
             self.task_config[name] = []
             return
         self._update_tasks(name)
@@ -62,7 +67,7 @@ class StandaloneHerder(Herder):
     def reconfigure(self, name: str) -> None:
         """The connector asked for new task configs (its input changed)."""
         with self.lock:
-            if name in self.configs and self.target.get(name) != STOPPED:
+            if name in self.configs and self.target.get(name) is not TargetState.STOPPED:
                 old = self.task_config.get(name)
                 configs = self.worker.task_configs(name, integer(self.configs[name], "tasks.max", 1))
                 if configs is not None and configs != old:
@@ -77,11 +82,11 @@ class StandaloneHerder(Herder):
             self.target.pop(name, None)
             self.worker.status.forget(name)
 
-    def write_target_state(self, name: str, state: str) -> None:
+    def write_target_state(self, name: str, state: TargetState) -> None:
         with self.lock:
             previous = self.target.get(name)
             self.target[name] = state
-            if state == STOPPED or previous == STOPPED:
+            if state is TargetState.STOPPED or previous is TargetState.STOPPED:
                 self._start(name)
             else:
                 self.worker.set_connector_state(name, state)

@@ -4,10 +4,24 @@ from __future__ import annotations
 
 import json
 import threading
+from enum import Enum
 from typing import Any, Callable
 
 RUNNING, PAUSED, STOPPED, FAILED, UNASSIGNED, RESTARTING = (
     "RUNNING", "PAUSED", "STOPPED", "FAILED", "UNASSIGNED", "RESTARTING")
+
+
+class TargetState(Enum):
+    """What a connector is asked to be (Kafka's TargetState, kept in the config topic)."""
+
+    STARTED = "STARTED"
+    PAUSED = "PAUSED"
+    STOPPED = "STOPPED"
+
+    @property
+    def status(self) -> str:
+        """The status a running connector reports in this target state."""
+        return {TargetState.STARTED: RUNNING, TargetState.PAUSED: PAUSED, TargetState.STOPPED: STOPPED}[self]
 
 
 class StatusStore:

@@ -12,14 +12,11 @@ from samsa.connect.api import ConnectorContext, OffsetStorageReader, SinkTask, S
 from samsa.connect.config import integer
 from samsa.connect.sink_task import WorkerSinkTask
 from samsa.connect.source_task import WorkerSourceTask
-from samsa.connect.status import FAILED, PAUSED, RUNNING, STOPPED, UNASSIGNED, StatusStore
+from samsa.connect.status import FAILED, STOPPED, UNASSIGNED, StatusStore, TargetState
 from samsa.connect.storage.offsets import OffsetStore
 from samsa.connect.worker_task import WorkerTask
 
 log = logging.getLogger(__name__)
-
-STARTED = "STARTED"  # target states (config topic): STARTED, PAUSED, STOPPED
-
 
 class WorkerConnector:
     def __init__(self, name: str, instance: Any, config: dict[str, str]):
@@ -40,7 +37,7 @@ class Worker:
 
     # ---------------------------------------------------------------- connectors
 
-    def start_connector(self, name: str, config: dict[str, str], target: str,
+    def start_connector(self, name: str, config: dict[str, str], target: TargetState,
                         on_reconfigure: Callable[[str], None]) -> bool:
         """Start the connector instance (not its tasks); False and FAILED status if it throws."""
         with self.lock:
@@ -53,7 +50,7 @@ class Worker:
                                                      lambda e: self._connector_failed(name, e), reader))
                 wc = WorkerConnector(name, instance, config)
                 self.connectors[name] = wc
-                if target == STOPPED:
+                if target is TargetState.STOPPED:
                     self.status.put_connector(name, STOPPED, self.worker_id, generation=self.generation)
                     return True
                 instance.start(dict(config))
@@ -61,7 +58,7 @@ class Worker:
             except Exception as e:  # noqa: BLE001 - a connector's failure is its status
                 self._connector_failed(name, e)
                 return False
-            self.status.put_connector(name, PAUSED if target == "PAUSED" else RUNNING, self.worker_id,
+            self.status.put_connector(name, target.status, self.worker_id,
                                       generation=self.generation)
             return True
 
@@ -95,16 +92,16 @@ class Worker:
             except Exception:  # noqa: BLE001
                 log.exception("[%s] Stopping the connector", name)
 
-    def set_connector_state(self, name: str, target: str) -> None:
+    def set_connector_state(self, name: str, target: TargetState) -> None:
         wc = self.connectors.get(name)
         if wc is not None:
-            self.status.put_connector(name, {STARTED: RUNNING, "PAUSED": PAUSED, STOPPED: STOPPED}[target],
+            self.status.put_connector(name, target.status,
                                       self.worker_id, generation=self.generation)
 
     # ---------------------------------------------------------------- tasks
 
     def start_task(self, name: str, task: int, connector_config: dict[str, str], task_config: dict[str, str],
-                   target: str) -> bool:
+                   target: TargetState) -> bool:
         with self.lock:
             self.stop_task(name, task)
             try:
@@ -113,7 +110,7 @@ class Worker:
                 instance = task_cls()
                 common = dict(connector=name, task_id=task, worker_id=self.worker_id, worker_config=self.config,
                               connector_config=connector_config, task_config=task_config, status=self.status,
-                              paused=target == "PAUSED", generation=self.generation)
+                              paused=target is TargetState.PAUSED, generation=self.generation)
                 if isinstance(instance, SourceTask):
                     wt: WorkerTask = WorkerSourceTask(instance, self.offsets, **common)
                 elif isinstance(instance, SinkTask):
@@ -143,10 +140,10 @@ class Worker:
             if not wt.join(max(timeout, 30)):
                 log.error("Graceful stop of task %s-%d failed.", wt.connector, wt.id)
 
-    def set_task_states(self, name: str, target: str) -> None:
+    def set_task_states(self, name: str, target: TargetState) -> None:
         for (n, _), wt in list(self.tasks.items()):
             if n == name:
-                (wt.pause if target == "PAUSED" else wt.resume)()
+                (wt.pause if target is TargetState.PAUSED else wt.resume)()
 
     def task_ids(self, name: str | None = None) -> list[tuple[str, int]]:
         return [i for i in self.tasks if name is None or i[0] == name]

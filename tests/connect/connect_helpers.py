@@ -65,9 +65,10 @@ class WorkerProcess:
         return http(method, self.url + path, body)
 
 
-def http(method: str, url: str, body: Any = None) -> tuple[int, Any]:
+def http(method: str, url: str, body: Any = None, headers: dict[str, str] | None = None) -> tuple[int, Any]:
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(url, data=data, method=method,
+                                 headers={"Content-Type": "application/json", **(headers or {})})
     try:
         with urllib.request.urlopen(req, timeout=60) as resp:
             raw = resp.read()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 from samsa.connect.api import ConfigKey, SourceConnector, SourceTask
@@ -43,3 +44,30 @@ class CountingSourceTask(SourceTask):
                                 {"task": self.task}, {"n": n}) for n in range(self.next, self.next + 5)]
         self.next += 5
         return records
+
+
+class StartRecordingSourceConnector(SourceConnector):
+    """Each start of one of its tasks appends ``<task> <pid>`` to ``starts.file``; the tasks produce nothing.
+    A test reads the file to tell which tasks were (re)started, in which worker process."""
+
+    def config_def(self) -> list[ConfigKey]:
+        return [ConfigKey("starts.file")]
+
+    def start(self, props: dict[str, str]) -> None:
+        self.props = props
+
+    def task_class(self) -> type:
+        return StartRecordingSourceTask
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
+        return [{"starts.file": self.props["starts.file"], "task": str(i)} for i in range(max_tasks)]
+
+
+class StartRecordingSourceTask(SourceTask):
+    def start(self, props: dict[str, str]) -> None:
+        with open(props["starts.file"], "a") as f:
+            f.write(f"{props['task']} {os.getpid()}\n")
+
+    def poll(self) -> list[SourceRecord]:
+        time.sleep(0.1)
+        return []

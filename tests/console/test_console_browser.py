@@ -8,6 +8,7 @@ import json
 import re
 
 from console_process import ARTIFACTS
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
@@ -25,6 +26,25 @@ def shot(driver, name: str) -> None:
 
 def text(driver, css: str) -> str:
     return driver.find_element(By.CSS_SELECTOR, css).text
+
+
+def is_stale(element) -> bool:
+    try:
+        element.tag_name
+    except StaleElementReferenceException:
+        return True
+    return False
+
+
+def click_to_load(driver, element) -> None:
+    """Click something that loads a new page, and return once that page is the document and loaded:
+    the old page's root went stale and the new one's readyState is complete. Anything read after
+    this comes from the new page, never from the one being replaced."""
+    old_root = driver.find_element(By.TAG_NAME, "html")
+    element.click()
+    wait_until(lambda: is_stale(old_root), "the old page to be replaced", interval=0.05)
+    wait_until(lambda: driver.execute_script("return document.readyState") == "complete", "the new page to load",
+               interval=0.05)
 
 
 def reload_until(driver, predicate, what: str, timeout: float = 30.0):
@@ -47,7 +67,7 @@ def test_console_in_a_browser(console, console_broker, browser):
     d.get(console.url + "/topics")
     d.find_element(By.ID, "new-topic-name").send_keys(TOPIC)
     d.find_element(By.ID, "new-topic-partitions").send_keys("2")
-    d.find_element(By.ID, "create").click()
+    click_to_load(d, d.find_element(By.ID, "create"))
     wait_until(lambda: f"/topics/{TOPIC}?notice=" in d.current_url, "the topic page")
     assert f"Created topic {TOPIC}." in text(d, "#notice")
     assert len(d.find_elements(By.CSS_SELECTOR, "#partitions tr")) == 3  # header + 2 partitions
@@ -68,7 +88,7 @@ def test_console_in_a_browser(console, console_broker, browser):
     reload_until(d, lambda: "40" in [c.text for c in d.find_elements(By.CSS_SELECTOR, "#partitions td.num")],
                  "the log end offsets on the topic page")
     shot(d, "3-topic-with-records")
-    d.find_element(By.ID, "browse").click()
+    click_to_load(d, d.find_element(By.ID, "browse"))
     form = d.find_element(By.ID, "browse-form")
     Select(form.find_element(By.NAME, "partition")).select_by_value("1")
     newest = form.find_element(By.NAME, "newest")
@@ -79,7 +99,7 @@ def test_console_in_a_browser(console, console_broker, browser):
     limit.clear()
     limit.send_keys("10")
     Select(form.find_element(By.NAME, "decode")).select_by_visible_text("json")
-    d.find_element(By.ID, "read").click()
+    click_to_load(d, d.find_element(By.ID, "read"))
     wait_until(lambda: d.find_elements(By.ID, "messages"), "the messages")
     values = [e.text for e in d.find_elements(By.CSS_SELECTOR, "#messages td.value")]
     assert len(values) == 10
@@ -121,7 +141,7 @@ def test_console_in_a_browser(console, console_broker, browser):
         shot(d, "6-group-caught-up")
         # An active group's offsets are not reset.
         Select(d.find_element(By.ID, "reset-choice")).select_by_value("to-earliest")
-        d.find_element(By.ID, "reset-execute").click()
+        click_to_load(d, d.find_element(By.ID, "reset-execute"))
         wait_until(lambda: d.find_elements(By.ID, "error"), "the refusal")
         assert "can only be reset while the group 'browser-group' is inactive" in text(d, "#error")
         shot(d, "7-reset-refused")
@@ -131,27 +151,27 @@ def test_console_in_a_browser(console, console_broker, browser):
     # ---- reset the group, now empty, to the earliest offsets
     wait_until(lambda: d.get(group_page) or text(d, "#state") == "Empty", "the group to be empty", interval=0.3)
     Select(d.find_element(By.ID, "reset-choice")).select_by_value("to-earliest")
-    d.find_element(By.ID, "reset-preview").click()
+    click_to_load(d, d.find_element(By.ID, "reset-preview"))
     wait_until(lambda: d.find_elements(By.ID, "plan"), "the reset plan")
     assert "Reset plan (not applied yet)" in d.page_source
     assert text(d, "#total-lag") == "0"
     Select(d.find_element(By.ID, "reset-choice")).select_by_value("to-earliest")
-    d.find_element(By.ID, "reset-execute").click()
+    click_to_load(d, d.find_element(By.ID, "reset-execute"))
     wait_until(lambda: d.find_elements(By.ID, "reset-done"), "the reset")
     assert text(d, "#total-lag") == str(2 * PER_PARTITION)
     shot(d, "8-group-reset")
 
     # ---- delete the topic, with confirmation
     d.get(console.url + f"/topics/{TOPIC}")
-    d.find_element(By.ID, "delete").click()
+    click_to_load(d, d.find_element(By.ID, "delete"))
     d.find_element(By.ID, "confirm").send_keys("not-the-name")
-    d.find_element(By.ID, "confirm-delete").click()
+    click_to_load(d, d.find_element(By.ID, "confirm-delete"))
     wait_until(lambda: d.find_elements(By.ID, "error"), "the refusal")
     assert "type its name 'browser-topic' exactly" in text(d, "#error")
     d.get(console.url + f"/topics/{TOPIC}/delete")
     shot(d, "9-delete-confirmation")
     d.find_element(By.ID, "confirm").send_keys(TOPIC)
-    d.find_element(By.ID, "confirm-delete").click()
+    click_to_load(d, d.find_element(By.ID, "confirm-delete"))
     wait_until(lambda: "/topics?notice=" in d.current_url, "the topic list")
     assert f"Deleted topic {TOPIC}." in text(d, "#notice")
     assert TOPIC not in text(d, "#topics")

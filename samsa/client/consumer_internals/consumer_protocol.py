@@ -158,13 +158,13 @@ class ConsumerProtocolMember(GroupMember):
         while self.core.subs.subscribed and self.fatal is None:
             if self.core.poll_expired():
                 if self.member_epoch > 0:
-                    await self._poll_timeout()  # leaves; joins again once poll() is called
+                    await self.on_poll_expired()  # leaves; joins again once poll() is called
                 await asyncio.sleep(self.retry_backoff)
                 continue
             body = self._body()
             acking = body["topic_partitions"] is not None
             try:
-                resp, _ = await self._request(ApiKey.CONSUMER_GROUP_HEARTBEAT, body,
+                resp, _ = await self.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, body,
                                               timeout_ms=self.request_timeout_ms)
             except (*_NETWORK, errors.KafkaError) as e:
                 log.debug("Heartbeat of group %s failed: %s", self.group_id, e)
@@ -242,7 +242,7 @@ class ConsumerProtocolMember(GroupMember):
                     "topic_partitions": None}
             timeout_ms = min(self.request_timeout_ms, 5000)
             try:
-                await within(self._request(ApiKey.CONSUMER_GROUP_HEARTBEAT, body, timeout_ms=timeout_ms),
+                await within(self.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, body, timeout_ms=timeout_ms),
                              timeout_ms / 1000)
             except (*_NETWORK, errors.KafkaError, asyncio.TimeoutError) as e:
                 log.debug("Leaving group %s failed: %s", self.group_id, e)

@@ -98,13 +98,18 @@ class MirrorMaker:
 
     def start(self) -> None:
         from samsa.connect.distributed import DistributedHerder
+        from samsa.connect.errors import NotLeaderException
         host = f"{socket.gethostname()}-{os.getpid()}"
         for flow in self.flows:
             herder = DistributedHerder(self.config.worker_config(flow), f"{host}-{flow.source}-{flow.target}")
             herder.start()
             self.herders.append(herder)
             for name in CONNECTORS:
-                herder.put_connector_config(name, self.config.connector_config(flow, name), allow_replace=True)
+                try:
+                    herder.put_connector_config(name, self.config.connector_config(flow, name), allow_replace=True)
+                except NotLeaderException:
+                    log.info("Flow %s: another node leads the group and writes the connector configs", flow)
+                    break
             log.info("Replication flow %s started", flow)
 
     def stop(self) -> None:
