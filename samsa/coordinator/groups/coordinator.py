@@ -371,6 +371,10 @@ class GroupCoordinator:
             if classic.protocol_type:
                 entries.append(persistence.group_tombstone(req.group_id))
         result, more = self.consumer.heartbeat(req)
+        log.debug("ConsumerGroupHeartbeat %s %s epoch %d names %s regex %r owned %s -> error %d epoch %d assignment %s",
+                 req.group_id, req.member_id, req.member_epoch, req.subscribed_topic_names, req.subscribed_topic_regex,
+                 None if req.owned is None else sum(map(len, req.owned.values())), result.error, result.member_epoch,
+                 None if result.assignment is None else sum(map(len, result.assignment.values())))
         entries += more
         if entries:
             try:
