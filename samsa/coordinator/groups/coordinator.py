@@ -150,6 +150,15 @@ class GroupCoordinator:
     def groups(self) -> dict[str, Group]:
         return self.rebalancer.groups
 
+    def metrics(self) -> GroupMetrics:
+        """A snapshot of the groups and committed offsets for the broker's metrics."""
+        offsets = self.offsets
+        return GroupMetrics([g.state.value for g in list(self.groups.values()) if g.group_id not in self.consumer.groups],
+                            {gid: {tp: o.offset for tp, o in offsets.committed(gid).items()}
+                             for gid in offsets.group_ids()},
+                            self.rebalancer.completed_rebalances,
+                            [g.state.value for g in list(self.consumer.groups.values())], self.consumer.rebalances)
+
     # ---------------------------------------------------------------- config
 
     @property
@@ -623,3 +632,14 @@ class GroupCoordinator:
                 self.offsets.drop_group(group_id)
                 if g is not None and not g.protocol_type:
                     self.groups.pop(group_id, None)
+
+
+@dataclass(frozen=True)
+class GroupMetrics:
+    """The group coordinator's state as the broker's metrics show it (GroupMetadataManager)."""
+
+    states: list[str]  # each classic group's state name
+    committed: dict[str, dict[tuple[str, int], int]]  # group -> (topic, partition) -> committed offset
+    completed_rebalances: int
+    consumer_states: list[str] = field(default_factory=list)  # each consumer group's (KIP-848) state name
+    consumer_rebalances: int = 0  # target assignments computed for consumer groups
