@@ -113,13 +113,13 @@ def test_shared_with_confluent_kafka(broker):
     try:
         s.subscribe([topic])
         ck.subscribe([topic])
-        deadline = time.time() + 30
+        deadline = time.time() + 60
         while time.time() < deadline and (len(values) < 40 or len(s.assignment()) != 2 or len(ck.assignment()) != 2):
             values += [int(r.value) for r in s.poll(0.05)]
             m = ck.poll(0.05)
             if m is not None and not m.error():
                 values.append(int(m.value()))
-        assert len(s.assignment()) == 2 and len(ck.assignment()) == 2
+        assert len(s.assignment()) == 2 and len(ck.assignment()) == 2, (s.assignment(), ck.assignment(), len(values))
         assert sorted(set(values)) == list(range(40))
     finally:
         s.close()
