@@ -81,6 +81,9 @@ BROKER_KEYS = keys(
     Key("host.name", "string", None),
     Key("log.dirs", "list", None),
     Key("log.dir", "list", ["/tmp/kafka-logs"]),
+    # Where a broker without ZooKeeper keeps its metadata file (Kafka's KRaft metadata log dir);
+    # unset, the first of log.dirs, as in Kafka.
+    Key("metadata.log.dir", "string", None),
     Key("num.partitions", "int", 1, at_least(1)),
     Key("default.replication.factor", "int", 1, at_least(1)),
     Key("auto.create.topics.enable", "bool", True),

@@ -12,6 +12,7 @@ import asyncio
 import logging
 import resource
 from collections import Counter
+from dataclasses import replace
 from typing import Callable
 
 from samsa.broker_config import BROKER_KEYS, BrokerConfig, ConfigError, parse_topic_config, parse_value
@@ -25,6 +26,10 @@ from samsa.storage.descriptors import descriptors_free
 log = logging.getLogger(__name__)
 
 PRODUCER_ID_BLOCK = 1000
+# Kafka's controller bounds the records one user operation may write (QuorumController's
+# MAX_RECORDS_PER_USER_OP): a CreateTopics or CreatePartitions request adding more partitions
+# than this in all is refused whole with POLICY_VIOLATION, before any partition is laid out.
+MAX_PARTITIONS_PER_REQUEST = 10000
 
 
 class TopicAdmin:
@@ -37,6 +42,33 @@ class TopicAdmin:
         self.alive_brokers = alive_brokers
         self._next_pid = 0
         self._pid_block_end = 0
+
+    # ---------------------------------------------------------------- request budgets
+
+    def check_new_partitions(self, topics: list[tuple[int, int]]) -> None:
+        """CreateTopics: (num_partitions, number of manual assignments) per topic; refuse the
+        request when it would add more than MAX_PARTITIONS_PER_REQUEST partitions, as Kafka's
+        controller does (counting -1 as ``num.partitions``, and non-positive counts as none)."""
+        total = 0
+        for num_partitions, assigned in topics:
+            if assigned:
+                total += assigned
+            elif num_partitions == -1:
+                total += self.config["num.partitions"]
+            elif num_partitions > 0:
+                total += num_partitions
+        if total > MAX_PARTITIONS_PER_REQUEST:
+            raise errors.PolicyViolationError("Excessively large number of partitions per request.")
+
+    def check_added_partitions(self, counts: list[tuple[str, int]]) -> None:
+        """CreatePartitions: (topic, new count) per topic; the same bound on the partitions added."""
+        total = 0
+        for name, count in counts:
+            topic = self.cache.topics.get(name)
+            if topic is not None and count > len(topic.partitions):
+                total += count - len(topic.partitions)
+        if total > MAX_PARTITIONS_PER_REQUEST:
+            raise errors.PolicyViolationError("Excessively large number of additional partitions per request.")
 
     # ---------------------------------------------------------------- topics
 
@@ -85,6 +117,8 @@ class TopicAdmin:
                 replication_factor = self.config["default.replication.factor"]
             if num_partitions <= 0:
                 raise errors.InvalidPartitionsError("Number of partitions must be larger than 0.")
+            if num_partitions > MAX_PARTITIONS_PER_REQUEST:
+                raise errors.PolicyViolationError("Excessively large number of partitions per request.")
             if replication_factor <= 0:
                 raise errors.InvalidReplicationFactorError("Replication factor must be larger than 0.")
             alive = self.alive_brokers()
@@ -140,6 +174,8 @@ class TopicAdmin:
         if count == current:
             raise errors.InvalidPartitionsError(f"Topic already has {current} partitions.")
         added = count - current
+        if added > MAX_PARTITIONS_PER_REQUEST:
+            raise errors.PolicyViolationError("Excessively large number of additional partitions per request.")
         if assignments:
             if len(assignments) != added:
                 raise errors.InvalidReplicaAssignmentError(
@@ -150,10 +186,12 @@ class TopicAdmin:
         check_descriptors(replicas)
         if validate_only:
             return
-        for p, r in replicas.items():
-            topic.partitions[p] = PartitionState(replicas=r, leader=r[0], isr=list(r))
-        self.store.put_assignment(topic)
-        await asyncio.shield(self.replicas.apply_topic_off_loop(topic))
+        # A new TopicInfo: the cache's is replaced only once the store has the change (a store
+        # that cannot write leaves everything as it was)
+        grown = replace(topic, partitions={**topic.partitions, **{
+            p: PartitionState(replicas=r, leader=r[0], isr=list(r)) for p, r in replicas.items()}})
+        self.store.put_assignment(grown)
+        await asyncio.shield(self.replicas.apply_topic_off_loop(grown))
         log.info("topic %s now has %d partitions", name, count)
 
     # ---------------------------------------------------------------- replica assignment
@@ -198,8 +236,8 @@ class TopicAdmin:
         validate_topic_configs(configs)
         if validate_only:
             return
+        self.store.put_topic_configs(name, dict(configs))
         topic.configs = dict(configs)
-        self.store.put_topic_configs(name, topic.configs)
         self.replicas.update_log_configs([name])
 
     def alter_broker_configs(self, broker_id: int | None, configs: dict[str, str], validate_only: bool) -> None:

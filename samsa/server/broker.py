@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
 import time
 from pathlib import Path
@@ -43,6 +44,12 @@ from samsa.storage.dir_lock import LogDirLocks
 from samsa.storage.manager import LogManager
 
 log = logging.getLogger(__name__)
+
+
+def _halt(reason: str) -> None:
+    """Every log directory failed: stop at once, as Kafka halts (Exit.halt(1)); nothing is left to serve."""
+    logging.shutdown()
+    os._exit(1)
 
 
 class BrokerServer:
@@ -81,7 +88,7 @@ class BrokerServer:
         else:
             log.info("open file limit (ulimit -n): %d", now)
         zookeeper = self.config["zookeeper.connect"]
-        self.store = self._store or await self._open_store(dirs[0], zookeeper)
+        self.store = self._store or await self._open_store(Path(self.config["metadata.log.dir"] or dirs[0]), zookeeper)
         self.config.apply_dynamic(self.store.broker_configs(None), self.store.broker_configs(self.broker_id))
         if self.config["authorizer.class.name"]:
             self._start_authorizer(bool(zookeeper))
@@ -99,6 +106,7 @@ class BrokerServer:
         log.info("loaded %d logs in %.0f ms", len(list(self.logs.partitions())), (time.monotonic() - t0) * 1000)
         self.replicas = ReplicaManager(self.config, self.logs, self.metadata, replicated=bool(zookeeper),
                                        broker_info=lambda broker_id: self.cluster.broker_info(broker_id))
+        self.replicas.on_all_dirs_failed = _halt
         self.replicas.listeners.append(self.groups)
         self.replicas.listeners.append(self.txn)
         if zookeeper:
@@ -114,6 +122,7 @@ class BrokerServer:
         # is registered and has read the cluster: until then it has no view to answer with.
         await self._listen()
         await self.cluster.start()
+        self.replicas.report_offline()  # partitions of a log dir that failed at start-up: a cluster moves them
         for server in self.servers:
             await server.start_serving()
         self._tasks = [
@@ -192,6 +201,7 @@ class BrokerServer:
 
     async def _open_store(self, first_dir: Path, zookeeper: str) -> MetadataStore:
         if not zookeeper:
+            first_dir.mkdir(parents=True, exist_ok=True)
             return LocalMetadataStore(first_dir)
         from samsa.cluster.zookeeper import ZooKeeperMetadataStore
         session = self.config["zookeeper.session.timeout.ms"]

@@ -9,6 +9,7 @@ turns its typed answer into the response's wire dict, version differences includ
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -72,9 +73,11 @@ def find_coordinator(ctx, req: dict) -> dict:
 
 # ---------------------------------------------------------------- JoinGroup / SyncGroup
 
-def _join_wire(r: JoinResult) -> dict:
+def _join_wire(r: JoinResult, version: int) -> dict:
     if r.error:
-        return {"error_code": r.error, "generation_id": -1, "protocol_name": None, "leader": "",
+        # ProtocolName may be null from v7 on; before, Kafka answers an empty string
+        return {"error_code": r.error, "generation_id": -1, "protocol_name": None if version >= 7 else "",
+                "leader": "",
                 "member_id": r.member_id, "members": []}
     return {"error_code": 0, "generation_id": r.generation_id, "protocol_type": r.protocol_type,
             "protocol_name": r.protocol_name, "leader": r.leader, "skip_assignment": r.skip_assignment,
@@ -95,7 +98,8 @@ def join_group(ctx, req: dict):
         rebalance_timeout_ms=req["rebalance_timeout_ms"] if v >= 1 else req["session_timeout_ms"],
         client_id=ctx.header.client_id or "", client_host=_client_host(ctx),
         member_id_required=v >= 4, leader_skips_assignment=v >= 9))
-    return _join_wire(result) if isinstance(result, JoinResult) else _later(result, _join_wire)
+    wire = functools.partial(_join_wire, version=v)
+    return wire(result) if isinstance(result, JoinResult) else _later(result, wire)
 
 
 def _sync_wire(r: SyncResult) -> dict:
