@@ -3,18 +3,18 @@ against Samsa: a KafkaConsumer and a confluent-kafka consumer share one consumer
 broker splits the partitions between them, the Java member commits, and when it closes its
 partitions go to the other member, from its commits.
 
-The jars come from Maven (tests/java/pom.xml, cached in ~/.m2); the consumer is
+The jars are those tests/kafka/pom.xml fetches for the Kafka fixture; the consumer is
 tests/java/Kip848Consumer.java, run from source."""
 
 from __future__ import annotations
 
-import hashlib
 import subprocess
 import threading
 from pathlib import Path
 
 import pytest
 
+import kafka_process
 from group_helpers import KIP848, WAIT, EventLog, Member, committed, create_topic, produce_ids, wait_until
 
 JAVA = Path(__file__).resolve().parent.parent / "java"
@@ -22,23 +22,9 @@ JAVA = Path(__file__).resolve().parent.parent / "java"
 
 @pytest.fixture(scope="module")
 def classpath() -> str:
-    """kafka-clients' classpath from Maven, kept in tests/java/.classpath (gitignored) for as long as
-    the pom is the same and the jars are there: Maven itself takes ~20 s to start on this machine."""
-    cache = JAVA / ".classpath"
-    pom = hashlib.sha256((JAVA / "pom.xml").read_bytes()).hexdigest()
-    if cache.exists():
-        digest, _, cp = cache.read_text().partition("\n")
-        if digest == pom and all(Path(jar).exists() for jar in cp.strip().split(":")):
-            return cp.strip()
-    out = JAVA / ".classpath.new"
-    try:
-        subprocess.run(["mvn", "-q", "dependency:build-classpath", f"-Dmdep.outputFile={out}"], cwd=JAVA,
-                       check=True, timeout=300, stdout=subprocess.DEVNULL)
-        cp = out.read_text().strip()
-    finally:
-        out.unlink(missing_ok=True)
-    cache.write_text(f"{pom}\n{cp}\n")
-    return cp
+    """kafka-clients 4.4.0 and its logging binding: the jars tests/kafka/pom.xml fetches for the
+    Kafka fixture (one pom for every Java part of the suite)."""
+    return kafka_process.classpath()
 
 
 class JavaConsumer:
