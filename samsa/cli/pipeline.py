@@ -63,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--postgres", metavar="DSN",
                      help="payments: also store decided transactions in this PostgreSQL database "
                      "(e.g. 'host=localhost dbname=payments user=me')")
+    run.add_argument("--schema-registry-url", metavar="URL",
+                     help="activity: the events are Confluent Avro (subject activity-events-value), decoded with "
+                     "this Schema Registry")
     run.add_argument("--master", default="local[2]", help="Spark master (default: local[2])")
     run.add_argument("--source", choices=("samsa", "kafka"), default="samsa",
                      help="the connector that reads the topics: samsa (Python, needs nothing more) or kafka "
@@ -114,11 +117,17 @@ def _run(opts: argparse.Namespace) -> int:
                          trigger_ms=opts.trigger_ms, available_now=opts.available_now, partitions=opts.partitions,
                          max_offsets_per_trigger=opts.max_offsets_per_trigger, options=_options(opts.option),
                          postgres=opts.postgres, background_trigger_ms=opts.background_trigger_ms,
+                         value_format="avro" if opts.schema_registry_url else "json",
+                         schema_registry_url=opts.schema_registry_url,
                          urgent=getattr(importlib.import_module(PIPELINES[opts.pipeline]), "URGENT", frozenset()),
                          source=opts.source)
     conf = _options(opts.conf, "--conf")
     if opts.postgres and opts.pipeline != "payments":
         raise UsageError("--postgres is an option of the payments pipeline")
+    if opts.schema_registry_url and opts.pipeline != "activity":
+        raise UsageError("--schema-registry-url is an option of the activity pipeline")
+    if opts.schema_registry_url and opts.source != "samsa":
+        raise UsageError("--schema-registry-url needs --source samsa (it decodes each record's Avro schema)")
     broker = None
     if opts.embedded:
         from samsa.embedded import Broker
