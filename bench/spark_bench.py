@@ -203,7 +203,7 @@ def warm_up(spark: Any, module: Any, workdir: Path, partitions: int) -> None:
 
 
 def pipeline_rate(spark: Any, module: Any, bootstrap: str, workdir: Path, n: int, parquet: Path | None,
-                  per_trigger: int) -> float:
+                  per_trigger: int, source: str = "samsa") -> float:
     """Events/s of the whole pipeline (every query, one after the other, to the end of its input)."""
     from samsa.pipelines.common import PipelineConfig
     from samsa.spark.schema import kafka_schema
@@ -216,9 +216,9 @@ def pipeline_rate(spark: Any, module: Any, bootstrap: str, workdir: Path, n: int
             return (spark_.readStream.format("samsa").option("kafka.bootstrap.servers", cfg.bootstrap_servers)
                     .option("subscribe", topic).option("startingOffsets", "earliest")
                     .option("maxOffsetsPerTrigger", str(per_trigger)).load())
-    state = workdir / f"{module.NAME}-{'parquet' if parquet else 'samsa'}"
+    state = workdir / f"{module.NAME}-{'parquet' if parquet else source}"
     cfg = PipelineConfig(bootstrap_servers=bootstrap, state_dir=state, available_now=True,
-                         max_offsets_per_trigger=per_trigger, reader=reader)
+                         max_offsets_per_trigger=per_trigger, reader=reader, source=source)
     spark.conf.set("spark.sql.shuffle.partitions", module.SPARK_CONF.get("spark.sql.shuffle.partitions", "2"))
     secs = timed(lambda: module.run(spark, cfg))
     shutil.rmtree(state, ignore_errors=True)
@@ -354,7 +354,7 @@ def main() -> None:
                     help=f"comma list of the latency runs, of: {', '.join(LATENCY_RUNS)}")
     ap.add_argument("--background-trigger", type=int, default=5000,
                     help="trigger interval (ms) of the pipeline's other queries in the latency runs")
-    ap.add_argument("--skip", default="", help="comma list of: reads,activity,payments,latency")
+    ap.add_argument("--skip", default="", help="comma list of: reads,activity,payments,latency,kafka-source")
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting (repeatable)")
     ap.add_argument("--workdir", type=Path)
     args = ap.parse_args()
@@ -397,6 +397,17 @@ def main() -> None:
             finally:
                 other.stop()
                 shutil.rmtree(workdir / "parquet-run", ignore_errors=True)
+            if "kafka-source" not in skip:  # the same events on a broker of their own, read by Spark's Kafka source
+                (workdir / "kafka-run").mkdir(exist_ok=True)
+                other = BrokerProcess(workdir / "kafka-run", args.partitions)
+                try:
+                    fill(other.bootstrap, module, args.events, args.partitions)
+                    rates["kafka"] = pipeline_rate(spark, module, other.bootstrap, workdir, args.events, None,
+                                                   args.per_trigger, source="kafka")
+                finally:
+                    other.stop()
+                    shutil.rmtree(workdir / "kafka-run", ignore_errors=True)
+                print(f"  pipeline from Spark's Kafka source {rates['kafka']:>10,.0f} events/s", flush=True)
             results[f"{module.NAME} pipeline"] = rates
             print(f"  pipeline from samsa   {rates['samsa']:>10,.0f} events/s", flush=True)
             print(f"  pipeline from parquet {rates['parquet']:>10,.0f} events/s   "
