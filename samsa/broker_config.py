@@ -139,6 +139,8 @@ BROKER_KEYS = keys(
     Key("replica.fetch.max.bytes", "int", 1048576, at_least(0)),
     Key("replica.fetch.response.max.bytes", "int", 10485760, at_least(0)),
     Key("replica.fetch.wait.max.ms", "int", 500),
+    Key("max.incremental.fetch.session.cache.slots", "int", 1000, at_least(0)),
+    Key("min.incremental.fetch.session.eviction.ms", "int", 120000, at_least(0)),
     Key("replica.fetch.min.bytes", "int", 1),
     Key("replica.fetch.backoff.ms", "int", 1000, at_least(0)),
     Key("replica.socket.timeout.ms", "int", 30000),

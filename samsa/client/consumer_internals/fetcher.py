@@ -15,6 +15,7 @@ from collections import defaultdict
 from typing import Any, Callable
 
 from samsa.client.connection import BrokerConnection, KafkaConnectionError, KafkaTimeoutError
+from samsa.client.fetch_session import FetchSessionHandler
 from samsa.client.consumer_internals.consumer_metrics import ConsumerMetrics
 from samsa.client.consumer_internals.records import CompletedFetch, ConsumerRecord, FetchedBatch
 from samsa.client.consumer_internals.subscription import PartitionState, SubscriptionState
@@ -70,6 +71,7 @@ class Fetcher:
         self._wake = asyncio.Event()
         self._inflight: set[int] = set()
         self._conns: dict[int, BrokerConnection] = {}
+        self._sessions: dict[int, FetchSessionHandler] = {}  # KIP-227, one per broker
         self._tasks: set[asyncio.Task] = set()
         self._rotation = 0
         self._runner: asyncio.Task | None = None
@@ -148,15 +150,16 @@ class Fetcher:
     async def _fetch(self, node_id: int, sent: list[tuple[TopicPartition, PartitionState, int, int]]) -> None:
         loop = asyncio.get_running_loop()
         try:
-            topics: dict[str, list[dict]] = {}
-            for tp, s, offset, _ in sent:
-                topics.setdefault(tp.topic, []).append({
-                    "partition": tp.partition, "current_leader_epoch": -1, "fetch_offset": offset,
-                    "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": self.partition_max_bytes})
+            wanted = {(tp.topic, tp.partition): {
+                "partition": tp.partition, "current_leader_epoch": -1, "fetch_offset": offset,
+                "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": self.partition_max_bytes}
+                for tp, s, offset, _ in sent}
+            session = self._sessions.get(node_id)
+            if session is None:
+                session = self._sessions[node_id] = FetchSessionHandler()
             body = {"replica_id": -1, "max_wait_ms": self.max_wait_ms, "min_bytes": self.min_bytes,
-                    "max_bytes": self.max_bytes, "isolation_level": self.isolation, "session_id": 0,
-                    "session_epoch": -1, "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-                    "forgotten_topics_data": [], "rack_id": self.rack or ""}
+                    "max_bytes": self.max_bytes, "isolation_level": self.isolation, **session.build(wanted),
+                    "rack_id": self.rack or ""}
             try:
                 conn = await self._connection(node_id)
                 sent_at = loop.time()
@@ -164,9 +167,14 @@ class Fetcher:
                                           timeout_ms=self.request_timeout_ms + self.max_wait_ms)
             except (*_NETWORK, errors.KafkaError, KeyError) as e:
                 log.debug("Fetch from broker %s failed: %s", node_id, e)
+                session.failed()
                 for _, s, _, _ in sent:
                     s.retry_at = loop.time() + self.retry_backoff
                 self.request_metadata()
+                return
+            if not session.handle_response(resp):
+                log.debug("Fetch session with broker %s: %s; a full fetch next",
+                          node_id, errors.error_name(resp["error_code"]))
                 return
             now = loop.time()
             m = self.metrics

@@ -4,8 +4,10 @@ Consumers read below the high watermark (read_committed ones below the last stab
 with the aborted transactions of what they read); a follower (``replica_id`` >= 0) reads up
 to the log end. The records go out as the bytes read from the segment file, never decoded. With
 too little data, the request waits on the partitions' next high-watermark change rather
-than polling. Fetch sessions (KIP-227) are not kept: every response has session id 0,
-which tells clients to send full fetches.
+than polling. From version 7 a fetch may belong to a fetch session (KIP-227,
+``server/fetch_sessions``): the session says which partitions to read, and an incremental
+answer carries only the partitions with news. A follower's long poll also ends when a
+high watermark it has not seen moves, so followers learn it promptly.
 """
 
 from __future__ import annotations
@@ -27,9 +29,13 @@ def _partition_error(index: int, code: int) -> dict:
             "last_stable_offset": -1, "log_start_offset": -1, "records": b""}
 
 
+def replica_id_of(req: dict, version: int) -> int:
+    return (req["replica_state"] or {}).get("replica_id", -1) if version >= 15 else req["replica_id"]
+
+
 def collect(broker, req: dict, version: int) -> tuple[list, int, list]:
     """Read every requested partition; (topic responses, bytes read, partitions read)."""
-    replica_id = (req["replica_state"] or {}).get("replica_id", -1) if version >= 15 else req["replica_id"]
+    replica_id = replica_id_of(req, version)
     read_committed = replica_id < 0 and req.get("isolation_level", 0) == READ_COMMITTED
     remaining = req.get("max_bytes", INT32_MAX) if version >= 3 else INT32_MAX
     total = 0
@@ -106,22 +112,30 @@ def check_leader_epoch(partition, epoch: int) -> None:
 @handles(ApiKey.FETCH, 4, 17)
 def fetch(ctx, req: dict):
     broker = ctx.broker
+    version = ctx.version
+    session = None
+    if version >= 7:
+        session = broker.fetch_sessions.context(req, version, replica_id_of(req, version) >= 0)
+        if session.error:
+            return {"throttle_time_ms": 0, "error_code": session.error, "session_id": 0, "responses": []}
+        req["topics"] = session.topics
     if broker.authorizer is not None:
         refused = _unauthorized(ctx, req)
         if refused:
-            responses = collect(broker, req, ctx.version)[0]
-            return _body(broker, req, ctx.version, refused + responses)
-    responses, total, touched = collect(broker, req, ctx.version)
-    if total >= req["min_bytes"] or req["max_wait_ms"] <= 0 or not touched or _any_error(responses):
-        return _body(broker, req, ctx.version, responses)
-    return _long_poll(ctx, req, touched)
+            responses = collect(broker, req, version)[0]
+            return _body(broker, req, version, refused + responses, session)
+    responses, total, touched = collect(broker, req, version)
+    if total >= req["min_bytes"] or req["max_wait_ms"] <= 0 or not touched or _any_error(responses) \
+            or (session is not None and session.privileged and session.has_news(responses)):
+        return _body(broker, req, version, responses, session)
+    return _long_poll(ctx, req, touched, session)
 
 
 def _unauthorized(ctx, req: dict) -> list:
     """A follower's fetch needs CLUSTER_ACTION; a consumer's READ on each topic. The refused
     topics leave the request and come back as TOPIC_AUTHORIZATION_FAILED."""
     version = ctx.version
-    replica_id = (req["replica_state"] or {}).get("replica_id", -1) if version >= 15 else req["replica_id"]
+    replica_id = replica_id_of(req, version)
     topics = ctx.broker.metadata.topic_ids
     if replica_id >= 0:
         if allowed_cluster(ctx, Op.CLUSTER_ACTION):
@@ -142,14 +156,16 @@ def _any_error(responses: list) -> bool:
     return any(p["error_code"] for t in responses for p in t["partitions"])
 
 
-def _body(broker, req: dict, version: int, responses: list) -> dict:
+def _body(broker, req: dict, version: int, responses: list, session=None) -> dict:
     if broker.stats is not None:
-        replica_id = (req["replica_state"] or {}).get("replica_id", -1) if version >= 15 else req["replica_id"]
-        broker.stats.fetched(responses, follower=replica_id >= 0)
-    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+        broker.stats.fetched(responses, follower=replica_id_of(req, version) >= 0)
+    if session is None:
+        return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+    responses = session.respond(responses)
+    return {"throttle_time_ms": 0, "error_code": 0, "session_id": session.session_id, "responses": responses}
 
 
-async def _long_poll(ctx, req: dict, touched: list) -> dict:
+async def _long_poll(ctx, req: dict, touched: list, session=None) -> dict:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + req["max_wait_ms"] / 1000
     while True:
@@ -159,5 +175,5 @@ async def _long_poll(ctx, req: dict, touched: list) -> dict:
             pass
         responses, total, touched = collect(ctx.broker, req, ctx.version)
         if (total >= req["min_bytes"] or loop.time() >= deadline or not touched or ctx.connection.closed
-                or _any_error(responses)):
-            return _body(ctx.broker, req, ctx.version, responses)
+                or _any_error(responses) or (session is not None and session.privileged and session.has_news(responses))):
+            return _body(ctx.broker, req, ctx.version, responses, session)
