@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from samsa.protocol.records import Record, build_batch  # noqa: F401
-
-from compat_helpers import BrokerProcess, wait_until  # noqa: F401
+from compat_helpers import BrokerProcess, wait_until
 from fetch_session_scenarios import EXPECTED, Raw, _part, create_topic, fetch, run
 
 
@@ -18,3 +16,103 @@ def test_session_steps_answer_as_kafka(broker, topic_name):
     assert [step for step, _ in got] == [step for step, _ in EXPECTED]
     for (step, answer), (_, kafka) in zip(got, EXPECTED):
         assert answer == kafka, step
+
+
+# ---------------------------------------------------------------- clients reading through sessions
+
+SLOTS = 2
+
+
+@pytest.fixture(scope="module")
+def session_broker(tmp_path_factory):
+    """A broker with two session slots and its /metrics on (the session gauges)."""
+    from broker_process import free_port
+    port = free_port()
+    b = BrokerProcess(tmp_path_factory.mktemp("sessions"), **{
+        "prometheus.listener": f"http://127.0.0.1:{port}", "max.incremental.fetch.session.cache.slots": SLOTS})
+    b.metrics_url = f"http://127.0.0.1:{port}/metrics"
+    b.start()
+    yield b
+    b.stop()
+
+
+def _gauge(b, name: str) -> float:
+    from metrics.scrape import scrape, value
+    return value(scrape(b.metrics_url), f"kafka_server_fetchsessioncache_{name}")
+
+
+def _produce(bootstrap: str, topic: str, partitions: int, per_partition: int, tag: str) -> None:
+    from samsa import Producer
+    with Producer({"bootstrap.servers": bootstrap, "linger.ms": 5}) as p:
+        for i in range(per_partition):
+            for part in range(partitions):
+                p.send(topic, f"{tag}-{part}-{i}".encode(), partition=part)
+        p.flush()
+
+
+def _create(bootstrap: str, topic: str, partitions: int) -> None:
+    from samsa import Admin
+    from samsa.client.types import NewTopic
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        admin.create_topics([NewTopic(topic, partitions, 1)])
+
+
+def test_kafka_python_consumer_reads_through_a_session(session_broker, topic_name):
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTP
+    b = session_broker
+    _create(b.bootstrap, topic_name, 30)
+    _produce(b.bootstrap, topic_name, 30, 3, "a")
+    c = KafkaConsumer(bootstrap_servers=b.bootstrap, group_id=None, enable_auto_commit=False,
+                      fetch_max_wait_ms=100, request_timeout_ms=35000)
+    try:
+        c.assign([KTP(topic_name, i) for i in range(30)])
+        c.seek_to_beginning()
+        got: set = set()
+
+        def read(n):
+            for records in c.poll(timeout_ms=200).values():
+                got.update(r.value for r in records)
+            return len(got) >= n
+        wait_until(lambda: read(90), timeout=30, what="the first 90 records")
+        # the consumer's session holds its 30 partitions; new records come through incremental fetches
+        wait_until(lambda: _gauge(b, "numincrementalfetchsessions") == 1
+                   and _gauge(b, "numincrementalfetchpartitionscached") == 30, timeout=30, what="the session")
+        _produce(b.bootstrap, topic_name, 30, 1, "b")
+        wait_until(lambda: read(120), timeout=30, what="the records produced later")
+        assert got == {f"{t}-{p}-{i}".encode() for p in range(30) for t, n in (("a", 3), ("b", 1))
+                       for i in range(n)}
+    finally:
+        c.close()
+
+
+def test_samsa_consumers_use_sessions_and_read_without_a_slot(session_broker, topic_name):
+    """Three of Samsa's consumers, one slot left (kafka-python's session is young and bigger):
+    one reads through a session, the others with full fetches, and all read everything."""
+    from samsa import Consumer, TopicPartition
+    b = session_broker
+    _create(b.bootstrap, topic_name, 12)
+    _produce(b.bootstrap, topic_name, 12, 5, "a")
+    consumers = [Consumer({"bootstrap.servers": b.bootstrap, "auto.offset.reset": "earliest",
+                           "fetch.max.wait.ms": 100}) for _ in range(3)]
+    got: list[set] = [set(), set(), set()]
+    try:
+        for n, c in enumerate(consumers):
+            c.assign([TopicPartition(topic_name, p) for p in range(4 * n, 4 * n + 4)])
+
+        def read(want):
+            for n, c in enumerate(consumers):
+                got[n].update(r.value for r in c.poll(0.05))
+            return all(len(g) >= want for g in got)
+        wait_until(lambda: read(20), timeout=30, what="each consumer's 20 records")
+        wait_until(lambda: _gauge(b, "numincrementalfetchsessions") == SLOTS
+                   and _gauge(b, "numincrementalfetchpartitionscached") == 30 + 4, timeout=30,
+                   what="both slots taken: kafka-python's 30 partitions and one Samsa consumer's 4")
+        _produce(b.bootstrap, topic_name, 12, 2, "b")
+        wait_until(lambda: read(28), timeout=30, what="the records produced later")
+        for n in range(3):
+            assert got[n] == {f"{t}-{p}-{i}".encode() for p in range(4 * n, 4 * n + 4)
+                              for t, k in (("a", 5), ("b", 2)) for i in range(k)}
+    finally:
+        for c in consumers:
+            c.close()

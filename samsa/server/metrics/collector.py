@@ -58,6 +58,7 @@ class BrokerCollector(Collector):
         yield from self._logs()
         yield from self._groups()
         yield from self._network()
+        yield from self._fetch_sessions()
 
     # ---------------------------------------------------------------- BrokerTopicMetrics
 
@@ -205,6 +206,18 @@ class BrokerCollector(Collector):
         yield current
 
     # ---------------------------------------------------------------- network
+
+    def _fetch_sessions(self) -> Iterator[Metric]:
+        cache = self.broker.fetch_sessions
+        prefix = "kafka_server_fetchsessioncache_"
+        yield GaugeMetricFamily(prefix + "numincrementalfetchsessions", "Incremental fetch sessions cached "
+                                "(FetchSessionCache NumIncrementalFetchSessions)", value=len(cache))
+        yield GaugeMetricFamily(prefix + "numincrementalfetchpartitionscached", "Partitions in the cached fetch "
+                                "sessions (NumIncrementalFetchPartitionsCached)", value=cache.num_partitions)
+        evictions = CounterMetricFamily(prefix + "incrementalfetchsessionevictions", "Fetch sessions evicted "
+                                        "for new ones (IncrementalFetchSessionEvictionsPerSec)")
+        evictions.add_metric([], cache.evictions)
+        yield evictions
 
     def _network(self) -> Iterator[Metric]:
         per_listener: dict[str, int] = {name: 0 for name, _, _ in self.broker.bound}
