@@ -120,7 +120,7 @@ class FetchContext:
         self.session = session
         self.error = error
         self.session_id = 0
-        self._full_fetch: OrderedDict = OrderedDict()
+        self._full_fetch: OrderedDict | None = None
 
     def has_news(self, responses: list) -> bool:
         """Whether an incremental answer would carry a partition now (without recording it)."""

@@ -114,7 +114,7 @@ def fetch(ctx, req: dict):
     broker = ctx.broker
     version = ctx.version
     session = None
-    if version >= 7:
+    if version >= 7 and (req["session_epoch"] != -1 or req["session_id"]):  # else sessionless, as before
         session = broker.fetch_sessions.context(req, version, replica_id_of(req, version) >= 0)
         if session.error:
             return {"throttle_time_ms": 0, "error_code": session.error, "session_id": 0, "responses": []}

@@ -1,0 +1,188 @@
+"""Fetch sessions (KIP-227): one consumer of 1,000 partitions with little traffic, against a
+fresh ``samsa server start`` process, with fetch sessions off and on (not a test).
+
+    .venv/bin/python bench/fetch_sessions_bench.py [--partitions 1000] [--seconds 20] [--rate 20]
+                                                   [--client samsa,kafka-python] [--trees .,../baseline]
+
+"off" is the broker with ``max.incremental.fetch.session.cache.slots=0``: every fetch is a
+full one, as before sessions. A producer trickles ``--rate`` records/s over random partitions
+while the consumer (``fetch.max.wait.ms`` 500, its default) reads them. The consumer talks to
+the broker through a counting TCP proxy (the broker advertises the proxy's port), which gives
+the request and response bytes per second; the broker's CPU is its process's user+system time
+over the window (``/proc/<pid>/stat``), as a share of one core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import os
+import random
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _broker_process_class():
+    spec = importlib.util.spec_from_file_location("samsa_tests_broker_process", ROOT / "tests" / "broker_process.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.BrokerProcess, mod.free_port
+
+
+BrokerProcess, free_port = _broker_process_class()
+
+
+class Proxy(threading.Thread):
+    """127.0.0.1:listen -> 127.0.0.1:target, counting bytes each way."""
+
+    def __init__(self, listen: int, target: int):
+        super().__init__(daemon=True)
+        self.listen, self.target = listen, target
+        self.up = 0    # client -> broker (requests)
+        self.down = 0  # broker -> client (responses)
+        self.loop = asyncio.new_event_loop()
+        self.ready = threading.Event()
+
+    def run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_until_complete(self._serve())
+
+    async def _serve(self) -> None:
+        server = await asyncio.start_server(self._client, "127.0.0.1", self.listen)
+        self.ready.set()
+        async with server:
+            await server.serve_forever()
+
+    async def _client(self, creader, cwriter) -> None:
+        breader, bwriter = await asyncio.open_connection("127.0.0.1", self.target)
+
+        async def pipe(r, w, up: bool):
+            try:
+                while True:
+                    data = await r.read(65536)
+                    if not data:
+                        break
+                    if up:
+                        self.up += len(data)
+                    else:
+                        self.down += len(data)
+                    w.write(data)
+                    await w.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                w.close()
+        await asyncio.gather(pipe(creader, bwriter, True), pipe(breader, cwriter, False))
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def run_one(tree: str, sessions: bool, client: str, partitions: int, seconds: float, rate: float) -> dict:
+    import tempfile
+    proxy_port = free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        broker_port = free_port()
+        b = BrokerProcess(Path(tmp), port=broker_port, **{
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy_port}",
+            "max.incremental.fetch.session.cache.slots": 1000 if sessions else 0})
+        env_before = os.environ.get("PYTHONPATH")
+        os.environ["PYTHONPATH"] = tree
+        try:
+            b.start()
+        finally:
+            if env_before is None:
+                os.environ.pop("PYTHONPATH", None)
+            else:
+                os.environ["PYTHONPATH"] = env_before
+        proxy = Proxy(proxy_port, broker_port)
+        proxy.start()
+        proxy.ready.wait()
+        bootstrap = f"127.0.0.1:{proxy_port}"
+        try:
+            from samsa import Admin, Producer
+            from samsa.client.types import NewTopic
+            topic = "sessions-bench"
+            with Admin({"bootstrap.servers": bootstrap}) as admin:
+                admin.create_topics([NewTopic(topic, partitions, 1)])
+            stop = threading.Event()
+            consumed = [0]
+
+            def consume():
+                if client == "samsa":
+                    from samsa import Consumer, TopicPartition
+                    c = Consumer({"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest"})
+                    c.assign([TopicPartition(topic, p) for p in range(partitions)])
+                    while not stop.is_set():
+                        consumed[0] += len(c.poll(0.2))
+                    c.close()
+                else:
+                    from kafka import KafkaConsumer
+                    from kafka import TopicPartition as KTP
+                    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                                      auto_offset_reset="earliest")
+                    c.assign([KTP(topic, p) for p in range(partitions)])
+                    while not stop.is_set():
+                        consumed[0] += sum(len(r) for r in c.poll(timeout_ms=200).values())
+                    c.close()
+
+            t = threading.Thread(target=consume, daemon=True)
+            t.start()
+            rnd = random.Random(1)
+            with Producer({"bootstrap.servers": bootstrap, "linger.ms": 0}) as producer:
+                warm_end = time.monotonic() + 5  # the consumer's first full fetches and its session
+                while time.monotonic() < warm_end:
+                    producer.send(topic, b"x" * 100, partition=rnd.randrange(partitions))
+                    time.sleep(1 / rate)
+                producer.flush()
+                cpu0, up0, down0, n0, t0 = cpu_seconds(b.proc.pid), proxy.up, proxy.down, consumed[0], time.monotonic()
+                produced = 0
+                while time.monotonic() - t0 < seconds:
+                    producer.send(topic, b"x" * 100, partition=rnd.randrange(partitions))
+                    produced += 1
+                    time.sleep(1 / rate)
+                producer.flush()
+                elapsed = time.monotonic() - t0
+                cpu1, up1, down1, n1 = cpu_seconds(b.proc.pid), proxy.up, proxy.down, consumed[0]
+            stop.set()
+            t.join(30)
+            return {"cpu": (cpu1 - cpu0) / elapsed, "up": (up1 - up0) / elapsed, "down": (down1 - down0) / elapsed,
+                    "consumed": (n1 - n0) / elapsed, "produced": produced / elapsed}
+        finally:
+            b.stop()
+            proxy.loop.call_soon_threadsafe(proxy.loop.stop)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--partitions", type=int, default=1000)
+    ap.add_argument("--seconds", type=float, default=20)
+    ap.add_argument("--rate", type=float, default=20, help="records per second produced")
+    ap.add_argument("--client", default="samsa", help="samsa, kafka-python, or both comma-separated")
+    ap.add_argument("--tree", default=str(ROOT), help="the Samsa source tree the broker runs")
+    args = ap.parse_args()
+    print(f"{args.partitions} partitions, {args.rate:g} records/s produced, {args.seconds:g} s measured "
+          f"after a 5 s warm-up; broker tree {Path(args.tree).resolve().name}")
+    print(f"{'client':<13} {'sessions':>8} {'broker CPU':>11} {'requests B/s':>13} {'responses B/s':>14} "
+          f"{'records/s':>10}")
+    for client in args.client.split(","):
+        for sessions in (False, True):
+            r = run_one(str(Path(args.tree).resolve()), sessions, client, args.partitions, args.seconds, args.rate)
+            print(f"{client:<13} {'on' if sessions else 'off':>8} {r['cpu'] * 100:>10.1f}% {r['up']:>13,.0f} "
+                  f"{r['down']:>14,.0f} {r['consumed']:>10.1f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
