@@ -224,7 +224,10 @@ class ReplicaFetcher:
                 p.log.append_as_follower(chunk, whole)
         if r["log_start_offset"] > p.log.log_start_offset:
             p.log.delete_records_before(min(r["log_start_offset"], p.log.log_end_offset))
-        p.log.set_high_watermark(min(r["high_watermark"], p.log.log_end_offset))
+        hw = min(r["high_watermark"], p.log.log_end_offset)
+        if data or hw != p.log.high_watermark:
+            p.log.set_high_watermark(hw)
+            p.wake()  # consumers long-polling this follower (KIP-392)
 
     async def _reset_out_of_range(self, conn: BrokerConnection, p: Partition) -> None:
         """Our log end is outside the leader's log: past its end, or below its start."""

@@ -76,6 +76,16 @@ class ReplicaManager:
             raise errors.NotLeaderOrFollowerError(f"broker {self.broker_id} is not the leader of {topic}-{index}")
         return p
 
+    def readable_partition(self, topic: str, index: int) -> Partition:
+        """A partition a consumer may read here (KIP-392): led here, or followed here (a
+        follower serves consumers up to its high watermark); else the Kafka error."""
+        p = self.partitions.get((topic, index))
+        if p is None:
+            raise errors.UnknownTopicOrPartitionError(f"{topic}-{index} is not hosted here")
+        if not p.is_leader and (p.state.leader < 0 or self.broker_id not in p.state.replicas):
+            raise errors.NotLeaderOrFollowerError(f"broker {self.broker_id} is not a replica of {topic}-{index}")
+        return p
+
     # ---------------------------------------------------------------- applying cluster state
 
     def apply_topic(self, topic: TopicInfo) -> None:

@@ -64,6 +64,9 @@ class Fetcher:
         self.request_timeout_ms = c["request.timeout.ms"]
         self.retry_backoff = c["retry.backoff.ms"] / 1000
         self.rack = c["client.rack"] or None
+        # KIP-392: the replica a leader told us to read each partition from, until when
+        self._read_replicas: dict[TopicPartition, tuple[int, float]] = {}
+        self.read_replica_ttl = c["metadata.max.age.ms"] / 1000
         self.key_deserializer = key_deserializer
         self.value_deserializer = value_deserializer
         self.request_metadata = request_metadata
@@ -112,8 +115,11 @@ class Fetcher:
                 s.retry_at = now + self.retry_backoff
                 retry_in = min(retry_in or 1e9, self.retry_backoff)
                 continue
-            if leader not in self._inflight:
-                by_node[leader].append((tp, s))
+            node = self._read_replica(tp, now) if self._read_replicas else None
+            if node is None:
+                node = leader
+            if node not in self._inflight:
+                by_node[node].append((tp, s))
         if need_metadata:
             self.request_metadata()
         for node_id, parts in by_node.items():
@@ -126,6 +132,26 @@ class Fetcher:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         return retry_in
+
+    def _read_replica(self, tp: TopicPartition, now: float) -> int | None:
+        """The follower to read ``tp`` from (a leader's preferred read replica), if still due."""
+        found = self._read_replicas.get(tp)
+        if found is None:
+            return None
+        node, until = found
+        if until <= now or node not in self.cluster.brokers:
+            del self._read_replicas[tp]
+            return None
+        return node
+
+    def _leave_read_replica(self, tp: TopicPartition, node_id: int) -> bool:
+        """Back to the leader after an error from the read replica ``node_id``; whether it was one."""
+        found = self._read_replicas.get(tp)
+        if found is not None and found[0] == node_id:
+            del self._read_replicas[tp]
+            log.debug("Fetch of %s from read replica %s failed: back to the leader", tp, node_id)
+            return True
+        return False
 
     def _leader(self, tp: TopicPartition) -> int | None:
         meta = self.cluster.topics.get(tp.topic)
@@ -168,8 +194,9 @@ class Fetcher:
             except (*_NETWORK, errors.KafkaError, KeyError) as e:
                 log.debug("Fetch from broker %s failed: %s", node_id, e)
                 session.failed()
-                for _, s, _, _ in sent:
-                    s.retry_at = loop.time() + self.retry_backoff
+                for tp, s, _, _ in sent:
+                    if not self._leave_read_replica(tp, node_id):
+                        s.retry_at = loop.time() + self.retry_backoff
                 self.request_metadata()
                 return
             if not session.handle_response(resp):
@@ -181,14 +208,15 @@ class Fetcher:
             m.fetch.record()
             m.fetch_latency.record((now - sent_at) * 1000)
             m.throttle.record(resp.get("throttle_time_ms", 0))
-            self._handle(resp, {tp: (s, offset, epoch) for tp, s, offset, epoch in sent}, now)
+            self._handle(resp, {tp: (s, offset, epoch) for tp, s, offset, epoch in sent}, now, node_id)
         finally:
             self._inflight.discard(node_id)
             for _, s, _, _ in sent:
                 s.inflight = False
             self._wake.set()
 
-    def _handle(self, resp: dict, sent: dict[TopicPartition, tuple[PartitionState, int, int]], now: float) -> None:
+    def _handle(self, resp: dict, sent: dict[TopicPartition, tuple[PartitionState, int, int]], now: float,
+                node_id: int = -1) -> None:
         top = resp.get("error_code", 0)
         got_data = False
         refresh = False
@@ -204,7 +232,14 @@ class Fetcher:
                 if self.subs.assignment.get(tp) is not s or s.epoch != epoch or s.fetch_offset != offset:
                     continue  # unassigned, or sought elsewhere, since the fetch went out
                 code = top or p["error_code"]
+                if code and self._read_replicas and self._leave_read_replica(tp, node_id):
+                    continue  # the leader answers next (an out-of-range offset too: it decides)
                 if code == 0:
+                    replica = p.get("preferred_read_replica", -1)
+                    if replica >= 0 and replica != node_id:
+                        log.debug("Fetch of %s: reading from replica %s (client.rack %s)", tp, replica, self.rack)
+                        self._read_replicas[tp] = (replica, now + self.read_replica_ttl)
+                        continue
                     s.high_watermark = p["high_watermark"]
                     s.last_stable_offset = p.get("last_stable_offset", -1)
                     s.log_start_offset = p.get("log_start_offset", -1)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 
+from samsa.broker_config import RACK_AWARE_SELECTOR
 from samsa.protocol import errors
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.batch import iter_headers
@@ -37,6 +38,12 @@ def collect(broker, req: dict, version: int) -> tuple[list, int, list]:
     """Read every requested partition; (topic responses, bytes read, partitions read)."""
     replica_id = replica_id_of(req, version)
     read_committed = replica_id < 0 and req.get("isolation_level", 0) == READ_COMMITTED
+    # KIP-392: a consumer of v11+ may read from a follower, and a leader with the rack-aware
+    # selector points a consumer of another rack to a follower in its own.
+    readable = broker.replicas.readable_partition if replica_id < 0 and version >= 11 else broker.replicas.partition
+    rack = req.get("rack_id") if replica_id < 0 and version >= 11 else None
+    if rack and broker.config["replica.selector.class"] != RACK_AWARE_SELECTOR:
+        rack = None
     remaining = req.get("max_bytes", INT32_MAX) if version >= 3 else INT32_MAX
     total = 0
     touched = []
@@ -50,7 +57,7 @@ def collect(broker, req: dict, version: int) -> tuple[list, int, list]:
                 parts.append(_partition_error(index, errors.E_UNKNOWN_TOPIC_ID))
                 continue
             try:
-                partition = broker.replicas.partition(name, index)
+                partition = readable(name, index)
                 check_leader_epoch(partition, p.get("current_leader_epoch", -1))
             except errors.KafkaError as e:
                 parts.append(_partition_error(index, e.code))
@@ -69,6 +76,12 @@ def collect(broker, req: dict, version: int) -> tuple[list, int, list]:
                 entry["error_code"] = errors.E_OFFSET_OUT_OF_RANGE
                 parts.append(entry)
                 continue
+            if rack:
+                preferred = preferred_read_replica(broker, partition, rack, offset)
+                if preferred >= 0:  # no records: the consumer fetches them from that replica
+                    entry["preferred_read_replica"] = preferred
+                    parts.append(entry)
+                    continue
             touched.append(partition)
             if replica_id >= 0:
                 broker.replicas.follower_fetched(partition, replica_id, offset)
@@ -85,6 +98,27 @@ def collect(broker, req: dict, version: int) -> tuple[list, int, list]:
             parts.append(entry)
         responses.append({"topic": name, "topic_id": t.get("topic_id"), "partitions": parts})
     return responses, total, touched
+
+
+def preferred_read_replica(broker, partition, rack: str, offset: int) -> int:
+    """RackAwareReplicaSelector: the leader if it is in the client's rack, else the in-sync
+    follower of that rack that has ``offset`` (the one furthest ahead); -1 means the leader."""
+    if not partition.is_leader:
+        return -1
+    me = broker.cluster.broker_info(broker.broker_id)
+    if me is None or me.rack == rack:
+        return -1
+    best, best_end = -1, -1
+    for r in partition.state.isr:
+        if r == broker.broker_id:
+            continue
+        progress = partition.followers.get(r)
+        info = broker.cluster.broker_info(r)
+        if progress is None or info is None or info.rack != rack or progress.log_end_offset < offset:
+            continue
+        if progress.log_end_offset > best_end:
+            best, best_end = r, progress.log_end_offset
+    return best
 
 
 def aborted_in(plog, offset: int, data: bytes) -> list[dict]:
@@ -152,8 +186,8 @@ def _unauthorized(ctx, req: dict) -> list:
 
 
 def _any_error(responses: list) -> bool:
-    """A partition error answers the fetch at once, as Kafka does."""
-    return any(p["error_code"] for t in responses for p in t["partitions"])
+    """A partition error, or a preferred read replica, answers the fetch at once, as Kafka does."""
+    return any(p["error_code"] or p.get("preferred_read_replica", -1) >= 0 for t in responses for p in t["partitions"])
 
 
 def _body(broker, req: dict, version: int, responses: list, session=None) -> dict:
