@@ -233,9 +233,20 @@ class ReplicaManager:
     async def wait_for_change(partitions: list[Partition], timeout_s: float) -> None:
         """Until the next append, high-watermark or role change of any of ``partitions``
         (a long-poll fetch, a parked acks=all produce); asyncio.TimeoutError after ``timeout_s``."""
+        await ReplicaManager.wait_watched(ReplicaManager.watch_changes(partitions), partitions, timeout_s)
+
+    @staticmethod
+    def watch_changes(partitions: list[Partition]) -> asyncio.Future:
+        """A future resolved by the next change of any of ``partitions``, watching from now on
+        (a handler registers it before it returns its parked part, so no change falls between)."""
         fut = asyncio.get_running_loop().create_future()
         for p in partitions:
             p.watch(fut)
+        return fut
+
+    @staticmethod
+    async def wait_watched(fut: asyncio.Future, partitions: list[Partition], timeout_s: float) -> None:
+        """Wait for ``fut`` of :meth:`watch_changes`; asyncio.TimeoutError after ``timeout_s``."""
         try:
             await within(fut, timeout_s)
         finally:

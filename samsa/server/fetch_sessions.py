@@ -89,21 +89,30 @@ def _topic_key(t: dict, uses_topic_ids: bool):
     return t["topic_id"] if uses_topic_ids else t["topic"]
 
 
-def _as_topics(partitions, uses_topic_ids: bool) -> list[dict]:
-    """A session's partitions as a request's ``topics``, grouped by topic in session order."""
+def _as_topics(partitions, uses_topic_ids: bool, quiet=None) -> tuple[list[dict], list]:
+    """A session's partitions as a request's ``topics``, grouped by topic in session order;
+    without those ``quiet(topic key, cached)`` finds nothing to answer for (what it returned
+    for them is the second list)."""
     by_topic: dict = {}
+    still: list = []
     for (tkey, _), cached in partitions.items():
+        if quiet is not None:
+            found = quiet(tkey, cached)
+            if found is not None:
+                still.append(found)
+                continue
         parts = by_topic.get(tkey)
         if parts is None:
             parts = by_topic[tkey] = []
         parts.append(cached.fetch)
     field = "topic_id" if uses_topic_ids else "topic"
-    return [{field: tkey, "partitions": parts} for tkey, parts in by_topic.items()]
+    return [{field: tkey, "partitions": parts} for tkey, parts in by_topic.items()], still
 
 
 class FetchContext:
     """One Fetch request's view of the cache: the partitions to read (``topics``, in the
-    request's format) and how to shape the answer (``respond``)."""
+    request's format; for an incremental fetch, set by :meth:`select`) and how to shape the
+    answer (``respond``)."""
 
     __slots__ = ("cache", "kind", "session", "topics", "privileged", "uses_topic_ids", "error", "session_id",
                  "_full_fetch")
@@ -121,6 +130,15 @@ class FetchContext:
         self.error = error
         self.session_id = 0
         self._full_fetch: OrderedDict | None = None
+
+    def select(self, quiet) -> list:
+        """Incremental: leave out of ``topics`` the partitions ``quiet(topic key, cached)`` finds
+        with nothing to answer (no records to read, nothing moved since the last answer), and
+        return what it returned for them (the handler's partitions to wait on)."""
+        if self.kind != self.INCREMENTAL:
+            return []
+        self.topics, still = _as_topics(self.session.partitions, self.uses_topic_ids, quiet)
+        return still
 
     def has_news(self, responses: list) -> bool:
         """Whether an incremental answer would carry a partition now (without recording it)."""
@@ -248,7 +266,7 @@ class FetchSessionCache:
             return FetchContext(self, FetchContext.SESSIONLESS, [], privileged, uses_topic_ids)
         self._touch(session)
         session.epoch = next_epoch(session.epoch)
-        return FetchContext(self, FetchContext.INCREMENTAL, _as_topics(parts, uses_topic_ids), privileged,
+        return FetchContext(self, FetchContext.INCREMENTAL, None, privileged,
                             uses_topic_ids, session=session)
 
     # ---------------------------------------------------------------- the cache

@@ -119,3 +119,28 @@ def test_samsa_consumers_use_sessions_and_read_without_a_slot(session_broker, to
     finally:
         for c in consumers:
             c.close()
+
+
+def test_a_parked_incremental_fetch_wakes_for_a_quiet_partition(broker, topic_name):
+    """Partitions with nothing new are not read again by an incremental fetch, only waited on:
+    a record produced while the fetch is parked (max wait 60 s) answers it at once."""
+    from fetch_session_scenarios import produce_one
+    from samsa.protocol.api import decode_response, encode_request
+    raw, other = Raw("127.0.0.1", broker.port), Raw("127.0.0.1", broker.port)
+    try:
+        create_topic(raw, topic_name, 3)
+        sid = fetch(raw, 12, 0, 0, [{"topic": topic_name, "partitions": [_part(i) for i in range(3)]}])["session_id"]
+        assert sid and fetch(raw, 12, sid, 1, [])["responses"] == []
+        raw.cid += 1
+        raw.sock.sendall(b"".join(bytes(c) for c in encode_request(1, 12, raw.cid, "fs", {
+            "replica_id": -1, "max_wait_ms": 60000, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+            "session_id": sid, "session_epoch": 2, "topics": [], "forgotten_topics_data": [], "rack_id": ""})))
+        produce_one(other, topic_name, 2)
+        raw.sock.settimeout(30)  # far below the fetch's 60 s: only the wake-up answers in time
+        size = int.from_bytes(raw._read(4), "big")
+        _, resp = decode_response(1, 12, raw._read(size))
+        assert [(p["partition_index"], p["high_watermark"], bool(p["records"]))
+                for t in resp["responses"] for p in t["partitions"]] == [(2, 1, True)]
+    finally:
+        raw.close()
+        other.close()

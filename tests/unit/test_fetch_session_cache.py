@@ -41,11 +41,15 @@ def test_incremental_answer_carries_only_news_and_rotates():
     sid = _open(cache, 3)
     assert sid and len(cache) == 1 and cache.num_partitions == 3
     ctx = cache.context(_req(sid, 1, []), 12, False)
+    ctx.select(None)
     assert [p["partition"] for t in ctx.topics for p in t["partitions"]] == [0, 1, 2]
     out = ctx.respond([{"topic": "t", "partitions": [_answer(0), _answer(1, hw=5, records=b"x"), _answer(2)]}])
     assert [p["partition_index"] for t in out for p in t["partitions"]] == [1]
     # partition 1 answered: it goes to the back of the session
     ctx = cache.context(_req(sid, 2, []), 12, False)
+    assert ctx.select(lambda tkey, cached: "quiet" if cached.fetch["partition"] == 2 else None) == ["quiet"]
+    assert [p["partition"] for t in ctx.topics for p in t["partitions"]] == [0, 1]
+    ctx.select(None)
     assert [p["partition"] for t in ctx.topics for p in t["partitions"]] == [0, 2, 1]
     assert ctx.respond([{"topic": "t", "partitions": [_answer(0), _answer(2), _answer(1, hw=5)]}]) == []
 

@@ -18,6 +18,7 @@ from samsa.broker_config import RACK_AWARE_SELECTOR
 from samsa.protocol import errors
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.batch import iter_headers
+from samsa.server.fetch_sessions import FetchContext
 from samsa.server.handlers import handles
 from samsa.server.handlers.authz import RT, Op, allowed, allowed_cluster
 
@@ -152,6 +153,11 @@ def fetch(ctx, req: dict):
         session = broker.fetch_sessions.context(req, version, replica_id_of(req, version) >= 0)
         if session.error:
             return {"throttle_time_ms": 0, "error_code": session.error, "session_id": 0, "responses": []}
+        if session.kind == FetchContext.INCREMENTAL:
+            if broker.authorizer is not None:
+                session.select(None)
+            else:
+                return _read_session(ctx, req, session)
         req["topics"] = session.topics
     if broker.authorizer is not None:
         refused = _unauthorized(ctx, req)
@@ -163,6 +169,54 @@ def fetch(ctx, req: dict):
             or (session is not None and session.privileged and session.has_news(responses)):
         return _body(broker, req, version, responses, session)
     return _long_poll(ctx, req, touched, session)
+
+
+def _read_session(ctx, req: dict, session):
+    """An incremental fetch: the session's partitions, less the quiet ones (a consumer's
+    partitions with nothing to read and nothing moved since their last answer are not
+    read again, only waited on)."""
+    broker = ctx.broker
+    version = ctx.version
+    consumer = replica_id_of(req, version) < 0
+    quiet = _quiet_check(broker, req, version) if consumer and not (version >= 11 and req.get("rack_id")) else None
+    still = session.select(quiet)
+    req["topics"] = session.topics
+    responses, total, touched = collect(broker, req, version)
+    if total >= req["min_bytes"] or req["max_wait_ms"] <= 0 or not (touched or still) or _any_error(responses) \
+            or (session.privileged and session.has_news(responses)):
+        return _body(broker, req, version, responses, session)
+    return _long_poll(ctx, req, touched + still, session, quiet)
+
+
+def _quiet_check(broker, req: dict, version: int):
+    """``quiet(topic key, cached partition)``: the partition, if a consumer's incremental fetch
+    would read nothing there and answer nothing for it (its offset is at the readable end and
+    neither that end nor the log start moved since the last answer); else None."""
+    readable = broker.replicas.readable_partition if version >= 11 else broker.replicas.partition
+    names = broker.metadata.topic_ids if version >= 13 else None
+    read_committed = req.get("isolation_level", 0) == READ_COMMITTED
+    KafkaError = errors.KafkaError
+
+    def quiet(tkey, cached):
+        seen = cached.high_watermark
+        if seen < 0:
+            return None
+        fetch = cached.fetch
+        try:
+            partition = readable(tkey if names is None else names.get(tkey), fetch["partition"])
+        except KafkaError:
+            return None
+        epoch = fetch.get("current_leader_epoch", -1)
+        if epoch >= 0 and epoch != partition.state.leader_epoch:
+            return None
+        plog = partition.log
+        hw = plog.high_watermark
+        if hw != seen or plog.log_start_offset != cached.log_start_offset:
+            return None
+        if fetch["fetch_offset"] != (plog.last_stable_offset if read_committed else hw):
+            return None
+        return partition
+    return quiet
 
 
 def _unauthorized(ctx, req: dict) -> list:
@@ -199,15 +253,31 @@ def _body(broker, req: dict, version: int, responses: list, session=None) -> dic
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": session.session_id, "responses": responses}
 
 
-async def _long_poll(ctx, req: dict, touched: list, session=None) -> dict:
+def _long_poll(ctx, req: dict, touched: list, session=None, quiet=None):
+    """The parked part of a fetch; it watches ``touched`` from now, before it first runs."""
+    return _parked(ctx, req, touched, ctx.broker.replicas.watch_changes(touched), session, quiet)
+
+
+async def _parked(ctx, req: dict, touched: list, watch, session, quiet) -> dict:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + req["max_wait_ms"] / 1000
+    replicas = ctx.broker.replicas
     while True:
         try:
-            await ctx.broker.replicas.wait_for_change(touched, max(deadline - loop.time(), 0))
+            if watch is not None:
+                await replicas.wait_watched(watch, touched, max(deadline - loop.time(), 0))
+                watch = None
+            else:
+                await replicas.wait_for_change(touched, max(deadline - loop.time(), 0))
         except asyncio.TimeoutError:
             pass
+        still = []
+        if quiet is not None:
+            still = session.select(quiet)
+            req["topics"] = session.topics
         responses, total, touched = collect(ctx.broker, req, ctx.version)
+        if still:
+            touched = touched + still
         if (total >= req["min_bytes"] or loop.time() >= deadline or not touched or ctx.connection.closed
                 or _any_error(responses) or (session is not None and session.privileged and session.has_news(responses))):
             return _body(ctx.broker, req, ctx.version, responses, session)
