@@ -49,12 +49,19 @@ class Proxy(threading.Thread):
         self.listen, self.target = listen, target
         self.up = 0    # client -> broker (requests)
         self.down = 0  # broker -> client (responses)
+        self.fetches = 0  # Fetch requests (api key 1) among the requests
         self.loop = asyncio.new_event_loop()
         self.ready = threading.Event()
 
     def run(self) -> None:
         asyncio.set_event_loop(self.loop)
-        self.loop.run_until_complete(self._serve())
+        try:
+            self.loop.run_until_complete(self._serve())
+        except (RuntimeError, asyncio.CancelledError):
+            pass  # stopped
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
 
     async def _serve(self) -> None:
         server = await asyncio.start_server(self._client, "127.0.0.1", self.listen)
@@ -65,6 +72,8 @@ class Proxy(threading.Thread):
     async def _client(self, creader, cwriter) -> None:
         breader, bwriter = await asyncio.open_connection("127.0.0.1", self.target)
 
+        pending = bytearray()
+
         async def pipe(r, w, up: bool):
             try:
                 while True:
@@ -73,6 +82,14 @@ class Proxy(threading.Thread):
                         break
                     if up:
                         self.up += len(data)
+                        pending.extend(data)
+                        while len(pending) >= 6:
+                            size = int.from_bytes(pending[:4], "big")
+                            if len(pending) < 4 + size:
+                                break
+                            if int.from_bytes(pending[4:6], "big") == 1:
+                                self.fetches += 1
+                            del pending[:4 + size]
                     else:
                         self.down += len(data)
                     w.write(data)
@@ -147,6 +164,7 @@ def run_one(tree: str, sessions: bool, client: str, partitions: int, seconds: fl
                     time.sleep(1 / rate)
                 producer.flush()
                 cpu0, up0, down0, n0, t0 = cpu_seconds(b.proc.pid), proxy.up, proxy.down, consumed[0], time.monotonic()
+                f0 = proxy.fetches
                 produced = 0
                 while time.monotonic() - t0 < seconds:
                     producer.send(topic, b"x" * 100, partition=rnd.randrange(partitions))
@@ -155,13 +173,14 @@ def run_one(tree: str, sessions: bool, client: str, partitions: int, seconds: fl
                 producer.flush()
                 elapsed = time.monotonic() - t0
                 cpu1, up1, down1, n1 = cpu_seconds(b.proc.pid), proxy.up, proxy.down, consumed[0]
+                f1 = proxy.fetches
             stop.set()
             t.join(30)
             return {"cpu": (cpu1 - cpu0) / elapsed, "up": (up1 - up0) / elapsed, "down": (down1 - down0) / elapsed,
-                    "consumed": (n1 - n0) / elapsed, "produced": produced / elapsed}
+                    "consumed": (n1 - n0) / elapsed, "produced": produced / elapsed, "fetches": (f1 - f0) / elapsed}
         finally:
             b.stop()
-            proxy.loop.call_soon_threadsafe(proxy.loop.stop)
+            proxy.stop()
 
 
 def main() -> int:
@@ -174,13 +193,14 @@ def main() -> int:
     args = ap.parse_args()
     print(f"{args.partitions} partitions, {args.rate:g} records/s produced, {args.seconds:g} s measured "
           f"after a 5 s warm-up; broker tree {Path(args.tree).resolve().name}")
-    print(f"{'client':<13} {'sessions':>8} {'broker CPU':>11} {'requests B/s':>13} {'responses B/s':>14} "
-          f"{'records/s':>10}")
+    print(f"{'client':<13} {'sessions':>8} {'broker CPU':>11} {'fetches/s':>10} {'CPU ms/fetch':>13} "
+          f"{'requests B/s':>13} {'responses B/s':>14} {'records/s':>10}")
     for client in args.client.split(","):
         for sessions in (False, True):
             r = run_one(str(Path(args.tree).resolve()), sessions, client, args.partitions, args.seconds, args.rate)
-            print(f"{client:<13} {'on' if sessions else 'off':>8} {r['cpu'] * 100:>10.1f}% {r['up']:>13,.0f} "
-                  f"{r['down']:>14,.0f} {r['consumed']:>10.1f}", flush=True)
+            print(f"{client:<13} {'on' if sessions else 'off':>8} {r['cpu'] * 100:>10.1f}% {r['fetches']:>10.1f} "
+                  f"{r['cpu'] * 1000 / max(r['fetches'], 1e-9):>13.2f} {r['up']:>13,.0f} {r['down']:>14,.0f} "
+                  f"{r['consumed']:>10.1f}", flush=True)
     return 0
 
 

@@ -20,7 +20,41 @@ def test_session_steps_answer_as_kafka(broker, topic_name):
 
 # ---------------------------------------------------------------- clients reading through sessions
 
-SLOTS = 2
+SLOTS = 3
+KAFKA_LIBS = "/work/kafka-ref/libs"  # Apache Kafka 4.4.0's jars (kafka-clients), see tests/README.md
+JAVA_CONSUMER = """
+import java.time.Duration;
+import java.util.*;
+import org.apache.kafka.clients.consumer.*;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.StringDeserializer;
+
+public class SessionConsumer {
+    public static void main(String[] a) {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", a[0]);
+        p.put("key.deserializer", StringDeserializer.class.getName());
+        p.put("value.deserializer", StringDeserializer.class.getName());
+        p.put("fetch.max.wait.ms", "100");
+        p.put("enable.auto.commit", "false");
+        int partitions = Integer.parseInt(a[2]), half = Integer.parseInt(a[3]);
+        try (KafkaConsumer<String, String> c = new KafkaConsumer<>(p)) {
+            List<TopicPartition> tps = new ArrayList<>();
+            for (int i = 0; i < partitions; i++) tps.add(new TopicPartition(a[1], i));
+            c.assign(tps);
+            c.seekToBeginning(tps);
+            Set<String> seen = new TreeSet<>();
+            long deadline = System.currentTimeMillis() + 60000;
+            boolean said = false;
+            while (seen.size() < 2 * half && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(200))) seen.add(r.value());
+                if (!said && seen.size() >= half) { System.out.println("HALF"); System.out.flush(); said = true; }
+            }
+            System.out.println("DONE " + String.join(",", seen));
+        }
+    }
+}
+"""
 
 
 @pytest.fixture(scope="module")
@@ -57,12 +91,48 @@ def _create(bootstrap: str, topic: str, partitions: int) -> None:
         admin.create_topics([NewTopic(topic, partitions, 1)])
 
 
+def test_java_consumer_reads_through_a_session(session_broker, topic_name, tmp_path):
+    """Kafka's own consumer (kafka-clients 4.4.0, compiled here) reads through a session."""
+    import shutil
+    import subprocess
+    from pathlib import Path
+    assert shutil.which("javac") and Path(KAFKA_LIBS, "kafka-clients-4.4.0.jar").exists(), "javac and kafka-clients"
+    b = session_broker
+    (tmp_path / "SessionConsumer.java").write_text(JAVA_CONSUMER)
+    cp = f"{KAFKA_LIBS}/*"
+    subprocess.run(["javac", "-cp", cp, "-d", str(tmp_path), str(tmp_path / "SessionConsumer.java")], check=True,
+                   timeout=120)
+    _create(b.bootstrap, topic_name, 20)
+    _produce(b.bootstrap, topic_name, 20, 2, "a")
+    cached = _gauge(b, "numincrementalfetchpartitionscached")
+    java = subprocess.Popen(["java", "-cp", f"{tmp_path}:{cp}", "SessionConsumer", b.bootstrap, topic_name, "20", "40"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert java.stdout.readline().strip() == "HALF"
+        wait_until(lambda: _gauge(b, "numincrementalfetchpartitionscached") >= cached + 20, timeout=30,
+                   what="the Java consumer's session of 20 partitions")
+        _produce(b.bootstrap, topic_name, 20, 2, "b")
+        done = java.stdout.readline().strip()
+        assert java.wait(60) == 0
+    finally:
+        if java.poll() is None:
+            java.kill()
+            java.wait()
+    assert done.startswith("DONE ")
+    assert set(done[5:].split(",")) == {f"{t}-{p}-{i}" for t in "ab" for p in range(20) for i in range(2)}
+    # Kafka's consumer closes its session when it closes (a fetch with epoch -1)
+    wait_until(lambda: _gauge(b, "numincrementalfetchpartitionscached") == cached, timeout=30,
+               what="the Java consumer's session closed")
+
+
 def test_kafka_python_consumer_reads_through_a_session(session_broker, topic_name):
     from kafka import KafkaConsumer
     from kafka import TopicPartition as KTP
     b = session_broker
     _create(b.bootstrap, topic_name, 30)
     _produce(b.bootstrap, topic_name, 30, 3, "a")
+    before = _gauge(b, "numincrementalfetchsessions")
+    cached = _gauge(b, "numincrementalfetchpartitionscached")
     c = KafkaConsumer(bootstrap_servers=b.bootstrap, group_id=None, enable_auto_commit=False,
                       fetch_max_wait_ms=100, request_timeout_ms=35000)
     try:
@@ -76,8 +146,8 @@ def test_kafka_python_consumer_reads_through_a_session(session_broker, topic_nam
             return len(got) >= n
         wait_until(lambda: read(90), timeout=30, what="the first 90 records")
         # the consumer's session holds its 30 partitions; new records come through incremental fetches
-        wait_until(lambda: _gauge(b, "numincrementalfetchsessions") == 1
-                   and _gauge(b, "numincrementalfetchpartitionscached") == 30, timeout=30, what="the session")
+        wait_until(lambda: _gauge(b, "numincrementalfetchsessions") == before + 1
+                   and _gauge(b, "numincrementalfetchpartitionscached") == cached + 30, timeout=30, what="the session")
         _produce(b.bootstrap, topic_name, 30, 1, "b")
         wait_until(lambda: read(120), timeout=30, what="the records produced later")
         assert got == {f"{t}-{p}-{i}".encode() for p in range(30) for t, n in (("a", 3), ("b", 1))
@@ -87,9 +157,9 @@ def test_kafka_python_consumer_reads_through_a_session(session_broker, topic_nam
 
 
 def test_samsa_consumers_use_sessions_and_read_without_a_slot(session_broker, topic_name):
-    """Three of Samsa's consumers, two slots (one of them may hold kafka-python's session,
-    young and bigger, which they cannot evict): the consumers that get a slot read through a
-    session, the others with full fetches, and all read everything."""
+    """Three of Samsa's consumers, three slots (kafka-python's session may hold one, young and
+    bigger, which they cannot evict): the consumers that get a slot read through a session,
+    the others with full fetches, and all read everything."""
     from samsa import Consumer, TopicPartition
     b = session_broker
     before = _gauge(b, "numincrementalfetchsessions")

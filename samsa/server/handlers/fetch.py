@@ -178,7 +178,7 @@ def _read_session(ctx, req: dict, session):
     broker = ctx.broker
     version = ctx.version
     consumer = replica_id_of(req, version) < 0
-    quiet = _quiet_check(broker, req, version) if consumer and not (version >= 11 and req.get("rack_id")) else None
+    quiet = _quiet_check(broker, req, version) if consumer else None
     still = session.select(quiet)
     req["topics"] = session.topics
     responses, total, touched = collect(broker, req, version)
@@ -195,6 +195,9 @@ def _quiet_check(broker, req: dict, version: int):
     readable = broker.replicas.readable_partition if version >= 11 else broker.replicas.partition
     names = broker.metadata.topic_ids if version >= 13 else None
     read_committed = req.get("isolation_level", 0) == READ_COMMITTED
+    # a leader may have a preferred read replica to answer (KIP-392): not quiet there
+    rack_aware = version >= 11 and bool(req.get("rack_id")) and \
+        broker.config["replica.selector.class"] == RACK_AWARE_SELECTOR
     KafkaError = errors.KafkaError
 
     def quiet(tkey, cached):
@@ -207,7 +210,7 @@ def _quiet_check(broker, req: dict, version: int):
         except KafkaError:
             return None
         epoch = fetch.get("current_leader_epoch", -1)
-        if epoch >= 0 and epoch != partition.state.leader_epoch:
+        if epoch >= 0 and epoch != partition.state.leader_epoch or rack_aware and partition.is_leader:
             return None
         plog = partition.log
         hw = plog.high_watermark
