@@ -71,6 +71,7 @@ BROKER_KEYS = keys(
     Key("sasl.jaas.config", "password", None),
     Key("sasl.server.max.receive.size", "int", 524288, at_least(1)),
     Key("connections.max.reauth.ms", "long", 0, at_least(0)),
+    Key("connection.failed.authentication.delay.ms", "int", 100, at_least(0)),
     Key("authorizer.class.name", "string", "", _authorizer),
     Key("super.users", "string", ""),
     Key("allow.everyone.if.no.acl.found", "bool", False),
@@ -290,13 +291,15 @@ class BrokerConfig:
         self.originals: dict[str, Any] = dict(props or {})
         self.static: dict[str, Any] = dict(self.originals)  # as given at start, before dynamic changes
         self.values: dict[str, Any] = {}
-        self.unknown: dict[str, Any] = {}
+        # listener.name.<listener>.<key>: a listener's own values (read by listener_value and jaas_config).
+        self.listener_overrides: dict[str, Any] = {}
+        self.unknown: dict[str, Any] = {}  # keys Samsa does not know (warned about at start)
         for name, key in BROKER_KEYS.items():
             self.values[name] = key.default
         for name, raw in self.originals.items():
             key = BROKER_KEYS.get(name)
             if key is None and name.startswith("listener.name."):
-                self.unknown[name] = raw  # a listener's own value of a key: read by listener_value
+                self.listener_overrides[name] = raw
                 continue
             if key is None:
                 self.unknown[name] = raw
@@ -328,7 +331,8 @@ class BrokerConfig:
         layers = {**self.static, **cluster_default, **per_broker}
         for name, key in BROKER_KEYS.items():
             self.values[name] = parse_value(key, layers[name]) if name in layers else key.default
-        self.originals = {k: v for k, v in layers.items() if k in BROKER_KEYS or k in self.unknown}
+        self.originals = {k: v for k, v in layers.items() if k in BROKER_KEYS or k in self.unknown
+                          or k in self.listener_overrides}
 
     def _check(self) -> None:
         if not self.log_dirs:
@@ -336,6 +340,11 @@ class BrokerConfig:
         names = [parse_listener(x)[0] for x in self.listeners]
         if len(set(names)) != len(names):
             raise ConfigError("Invalid value for configuration listeners: each listener must have a different name")
+        delay, idle = self.values["connection.failed.authentication.delay.ms"], self.values["connections.max.idle.ms"]
+        if delay >= idle:  # as Kafka checks it
+            raise ConfigError(f"connection.failed.authentication.delay.ms={delay} should always be less than "
+                              f"connections.max.idle.ms={idle} to prevent failed authentication responses from "
+                              "timing out")
         protocols = dict(item.split(":", 1) for item in self.values["listener.security.protocol.map"] if ":" in item)
         for name in names:
             protocol = protocols.get(name)
@@ -375,9 +384,16 @@ class BrokerConfig:
                 return n
         return wanted if "security.inter.broker.protocol" in self.originals else (names[0] if names else wanted)
 
+    def jaas_config(self, listener: str, mechanism: str) -> str | None:
+        """The JAAS line of ``mechanism`` on ``listener``: ``listener.name.<l>.<mechanism>.sasl.jaas.config``,
+        then ``<mechanism>.sasl.jaas.config``, then the listener's ``sasl.jaas.config``."""
+        mech = mechanism.lower()
+        return (self.listener_overrides.get(f"listener.name.{listener.lower()}.{mech}.sasl.jaas.config")
+                or self.unknown.get(f"{mech}.sasl.jaas.config") or self.listener_value(listener, "sasl.jaas.config"))
+
     def listener_value(self, listener: str, name: str) -> Any:
         """A key as one listener sees it: ``listener.name.<listener>.<key>`` before ``<key>``."""
-        raw = self.unknown.get(f"listener.name.{listener.lower()}.{name}")
+        raw = self.listener_overrides.get(f"listener.name.{listener.lower()}.{name}")
         if raw is None:
             return self.values.get(name, self.unknown.get(name))
         key = BROKER_KEYS.get(name)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from samsa.cli.common import Parser, UsageError, admin_config, arguments, error_message
+from samsa.cli.common import Parser, UsageError, admin_config, run_tool
 from samsa.client.admin import Admin
 from samsa.protocol import errors
 from samsa.protocol.acl import AclOperation as Op
@@ -200,22 +200,12 @@ def run(admin: Admin, opts: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    argv = arguments(argv, parser, DESCRIPTION)
-    if argv is None:
-        return 1
-    try:
-        opts = parser.parse_args(argv)
+    def go(opts: argparse.Namespace) -> None:
         _check(opts)
         with Admin(admin_config(opts, "samsa-acls")) as admin:
             run(admin, opts)
-    except UsageError as e:
-        print(e, file=sys.stderr)
-        return 1
-    except (errors.KafkaError, ValueError) as e:
-        print(f"Error while executing ACL command: {error_message(e)}", file=sys.stderr)
-        return 1
-    return 0
+    return run_tool(argv, build_parser(), go, description=DESCRIPTION,
+                    failures=[((errors.KafkaError, ValueError), "Error while executing ACL command: {}")])
 
 
 __all__ = ["ANY_PERMISSION", "main"]

@@ -1,10 +1,12 @@
-"""What every tool shares: one-line usage errors, Kafka-style error text, --command-config."""
+"""What every tool shares: the runner of its ``main()``, one-line usage errors, Kafka-style
+error text, --command-config."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
+from typing import Callable, Sequence
 
 from samsa.configdef import parse_properties
 from samsa.protocol import errors
@@ -28,6 +30,39 @@ def arguments(argv: list[str] | None, parser: argparse.ArgumentParser, descripti
         parser.print_help(sys.stderr)
         return None
     return argv
+
+
+Failures = Sequence[tuple["type[BaseException] | tuple[type[BaseException], ...]", str]]
+
+
+def run_tool(argv: list[str] | None, parser: argparse.ArgumentParser,
+             run: Callable[[argparse.Namespace], "int | None"], *, description: str | None = None,
+             failures: Failures = (), usage: str = "{}") -> int:
+    """Every ``samsa`` tool's ``main()``: its arguments (``sys.argv`` when None; with a
+    ``description`` and no argument at all, as Kafka's tools, the description and the help),
+    a bad command line (argparse's complaint or a UsageError from ``run``) as one line on
+    stderr formatted by ``usage``, the tool's own failures as one line each (``failures``: the
+    exception types and the format of their :func:`error_message`, first match wins), exit
+    status 1 for any of these; else ``run(opts)``'s exit status (None: 0)."""
+    if description is not None:
+        argv = arguments(argv, parser, description)
+        if argv is None:
+            return 1
+    elif argv is None:
+        argv = sys.argv[1:]
+    try:
+        opts = parser.parse_args(argv)
+        code = run(opts)
+    except UsageError as e:
+        print(usage.format(e), file=sys.stderr)
+        return 1
+    except Exception as e:
+        for types, text in failures:
+            if isinstance(e, types):
+                print(text.format(error_message(e)), file=sys.stderr)
+                return 1
+        raise
+    return 0 if code is None else code
 
 
 def error_message(e: BaseException) -> str:

@@ -14,7 +14,7 @@ import re
 import sys
 
 from samsa.cli import configs_entities
-from samsa.cli.common import Parser, UsageError, read_properties, admin_config, error_message, arguments
+from samsa.cli.common import Parser, UsageError, admin_config, read_properties, run_tool
 from samsa.client.admin import Admin
 from samsa.client.types import AlterConfigOp, ConfigEntry, ConfigResource
 from samsa.protocol import errors
@@ -243,17 +243,14 @@ def alter(admin: Admin, kind: str, name: str, opts: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    argv = arguments(argv, parser, DESCRIPTION)
-    if argv is None:
-        return 1
-    try:
-        opts = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+
+    def go(opts: argparse.Namespace) -> None:
         if configs_entities.wanted(opts):
             _check_action(opts)
             with Admin(admin_config(opts, "samsa-configs")) as admin:
                 configs_entities.run(admin, opts, configs_to_add(opts) if opts.alter else {}, configs_to_delete(opts))
-            return 0
+            return
         kind, name = check_args(opts)
         with Admin(admin_config(opts, "samsa-configs")) as admin:
             if opts.alter:
@@ -261,16 +258,10 @@ def main(argv: list[str] | None = None) -> int:
                 alter(admin, kind, name, opts)
             else:
                 describe(admin, kind, name, opts.all)
-    except UsageError as e:
-        print(e, file=sys.stderr)
-        return 1
-    except errors.InvalidTopicError as e:
-        print(error_message(e), file=sys.stderr)
-        return 1
-    except (errors.KafkaError, ValueError) as e:
-        print(f"Error while executing config command with args '{' '.join(argv)}': {error_message(e)}", file=sys.stderr)
-        return 1
-    return 0
+    args = " ".join(argv).replace("{", "{{").replace("}", "}}")
+    return run_tool(argv, build_parser(), go, description=DESCRIPTION, failures=[
+        (errors.InvalidTopicError, "{}"),
+        ((errors.KafkaError, ValueError), f"Error while executing config command with args '{args}': {{}}")])
 
 
 if __name__ == "__main__":

@@ -5,33 +5,26 @@
 
 from __future__ import annotations
 
-import sys
+import argparse
 
-from samsa.cli.common import UsageError, read_properties
+from samsa.cli.common import Parser, read_properties, run_tool
 
 USAGE = "USAGE: samsa connect-distributed [-daemon] connect-distributed.properties"
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] == "-daemon":
-        argv = argv[1:]
-    if len(argv) != 1 or argv[0] in ("-h", "--help"):
-        print(USAGE, file=sys.stderr)
-        return 1
+    parser = Parser(prog="samsa connect-distributed")
+    parser.add_argument("-daemon", action="store_true", help="accepted as connect-distributed.sh takes it")
+    parser.add_argument("config", metavar="connect-distributed.properties")
+    return run_tool(argv, parser, _tool, description=USAGE, failures=[(ValueError, "{}")])
+
+
+def _tool(opts: argparse.Namespace) -> int:
     from samsa.connect.config import worker_config
     from samsa.connect.runner import serve, setup_logging, worker_id
-    try:
-        config = worker_config(read_properties(argv[0], "worker config "))
-    except UsageError as e:
-        print(e, file=sys.stderr)
-        return 1
+    config = worker_config(read_properties(opts.config, "worker config "))
     setup_logging()
     from samsa.connect.distributed import DistributedHerder
-    try:
-        herder = DistributedHerder(config, worker_id(config["listeners"], config.get("rest.advertised.host.name"),
-                                                     config.get("rest.advertised.port")))
-    except ValueError as e:
-        print(e, file=sys.stderr)
-        return 1
+    herder = DistributedHerder(config, worker_id(config["listeners"], config.get("rest.advertised.host.name"),
+                                                 config.get("rest.advertised.port")))
     return serve(herder, config["listeners"])

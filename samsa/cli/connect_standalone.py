@@ -5,11 +5,12 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
 
-from samsa.cli.common import UsageError, read_properties
+from samsa.cli.common import Parser, UsageError, read_properties, run_tool
 
 USAGE = "USAGE: samsa connect-standalone [-daemon] connect-standalone.properties [connector1.properties " \
         "connector2.json ...]"
@@ -32,28 +33,22 @@ def connector_file(path: str) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] == "-daemon":
-        argv = argv[1:]
-    if not argv or argv[0] in ("-h", "--help"):
-        print(USAGE, file=sys.stderr)
-        return 1
+    parser = Parser(prog="samsa connect-standalone")
+    parser.add_argument("-daemon", action="store_true", help="accepted as connect-standalone.sh takes it")
+    parser.add_argument("config", metavar="connect-standalone.properties")
+    parser.add_argument("connectors", nargs="*", metavar="connector.properties|connector.json")
+    return run_tool(argv, parser, _tool, description=USAGE, failures=[(ValueError, "{}")])
+
+
+def _tool(opts: argparse.Namespace) -> int:
     from samsa.connect.config import worker_config
     from samsa.connect.runner import serve, setup_logging, worker_id
-    try:
-        config = worker_config(read_properties(argv[0], "worker config "))
-        connectors = [connector_file(p) for p in argv[1:]]
-    except UsageError as e:
-        print(e, file=sys.stderr)
-        return 1
+    config = worker_config(read_properties(opts.config, "worker config "))
+    connectors = [connector_file(p) for p in opts.connectors]
     setup_logging()
     from samsa.connect.standalone import StandaloneHerder
-    try:
-        herder = StandaloneHerder(config, worker_id(config["listeners"], config.get("rest.advertised.host.name"),
-                                                    config.get("rest.advertised.port")))
-    except ValueError as e:
-        print(e, file=sys.stderr)
-        return 1
+    herder = StandaloneHerder(config, worker_id(config["listeners"], config.get("rest.advertised.host.name"),
+                                                config.get("rest.advertised.port")))
 
     def add_connectors() -> None:
         for c in connectors:

@@ -10,9 +10,8 @@ it works against Apache Kafka and other Kafka-compatible brokers too.
 from __future__ import annotations
 
 import argparse
-import sys
 
-from samsa.cli.common import Parser, UsageError, arguments, read_properties
+from samsa.cli.common import Parser, UsageError, read_properties, run_tool
 
 DESCRIPTION = "A web console for a Kafka cluster: brokers, topics, messages, consumer groups and their lag."
 
@@ -30,22 +29,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    argv = arguments(argv, parser, DESCRIPTION)
-    if argv is None:
-        return 1
-    try:
-        opts = parser.parse_args(argv)
-        if not 0 <= opts.port <= 65535:
-            raise UsageError(f"--port must be between 0 and 65535, not {opts.port}")
-        client_config = read_properties(opts.command_config, "command config file ") if opts.command_config else {}
-        urls = [u for value in opts.metrics_url for u in value.split(",") if u]
-        for url in urls:
-            if not url.startswith(("http://", "https://")):
-                raise UsageError(f"--metrics-url must be an http:// URL, not {url}")
-    except UsageError as e:
-        print(e, file=sys.stderr)
-        return 1
+    return run_tool(argv, build_parser(), _tool, description=DESCRIPTION)
+
+
+def _tool(opts: argparse.Namespace) -> int:
+    if not 0 <= opts.port <= 65535:
+        raise UsageError(f"--port must be between 0 and 65535, not {opts.port}")
+    client_config = read_properties(opts.command_config, "command config file ") if opts.command_config else {}
+    urls = [u for value in opts.metrics_url for u in value.split(",") if u]
+    for url in urls:
+        if not url.startswith(("http://", "https://")):
+            raise UsageError(f"--metrics-url must be an http:// URL, not {url}")
     import uvicorn
 
     from samsa.console.app import Settings, create_app
@@ -54,3 +48,5 @@ def main(argv: list[str] | None = None) -> int:
           f"{' (read-only)' if opts.read_only else ''}", flush=True)
     uvicorn.run(app, host=opts.host, port=opts.port, log_level="warning")
     return 0
+
+

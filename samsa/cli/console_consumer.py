@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from samsa.cli.common import Parser, UsageError, error_message, arguments
+from samsa.cli.common import Parser, UsageError, error_message, run_tool
 from samsa.client.config import ConfigError, load_serde
 from samsa.client.consumer import Consumer, ConsumerRecord, TopicPartition, WakeupError
 from samsa.client.consumer_internals.async_consumer import JAVA_DESERIALIZERS
@@ -299,24 +299,19 @@ def consume(consumer: Consumer, opts: argparse.Namespace, formatter: DefaultMess
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    argv = arguments(argv, parser, DESCRIPTION)
-    if argv is None:
-        return 1
+    return run_tool(argv, build_parser(), _tool, description=DESCRIPTION)
+
+
+def _tool(opts: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.WARNING, format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)")
-    try:
-        opts = parser.parse_args(argv)
-        check_args(opts)
-        props, _ = consumer_config(opts)
-        fmt_props = _pairs(opts.property, "property")
-        if opts.key_deserializer:
-            fmt_props["key.deserializer"] = opts.key_deserializer
-        if opts.value_deserializer:
-            fmt_props["value.deserializer"] = opts.value_deserializer
-        formatter = DefaultMessageFormatter(fmt_props)
-    except UsageError as e:
-        print(e, file=sys.stderr)
-        return 1
+    check_args(opts)
+    props, _ = consumer_config(opts)
+    fmt_props = _pairs(opts.property, "property")
+    if opts.key_deserializer:
+        fmt_props["key.deserializer"] = opts.key_deserializer
+    if opts.value_deserializer:
+        fmt_props["value.deserializer"] = opts.value_deserializer
+    formatter = DefaultMessageFormatter(fmt_props)
     stop = _Stop()
     previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
     count = 0

@@ -16,7 +16,7 @@ import argparse
 import sys
 from typing import IO, Any
 
-from samsa.cli.common import Parser, UsageError, read_properties, error_message, arguments
+from samsa.cli.common import Parser, UsageError, error_message, read_properties, run_tool
 from samsa.configdef import ConfigError
 from samsa.protocol import errors
 
@@ -170,34 +170,28 @@ def produce(source: IO[str], producer: Any, topic: str, reader: LineReader, sync
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    argv = arguments(argv, parser, DESCRIPTION)
-    if argv is None:
-        return 1
+    return run_tool(argv, build_parser(), _tool, description=DESCRIPTION,
+                    failures=[((errors.KafkaError, ValueError, ConfigError), "ERROR {}")])
+
+
+def _tool(opts: argparse.Namespace) -> int:
+    if not (opts.bootstrap_server or opts.broker_list):
+        raise UsageError("Missing required option(s) [bootstrap-server]")
+    if not opts.topic:
+        raise UsageError("Missing required option(s) [topic]")
+    if opts.line_reader:
+        raise UsageError("--line-reader is not supported: each line is one record")
+    reader = LineReader(_pairs(opts.property + opts.reader_property, "property"))
+    from samsa.client.producer import Producer
     producer = None
     try:
-        opts = parser.parse_args(argv)
-        if not (opts.bootstrap_server or opts.broker_list):
-            raise UsageError("Missing required option(s) [bootstrap-server]")
-        if not opts.topic:
-            raise UsageError("Missing required option(s) [topic]")
-        if opts.line_reader:
-            raise UsageError("--line-reader is not supported: each line is one record")
-        reader = LineReader(_pairs(opts.property + opts.reader_property, "property"))
-        from samsa.client.producer import Producer
         producer = Producer(producer_config(opts))
         source = open(opts.file, encoding="utf-8") if opts.file else sys.stdin
         with source:
             failed = produce(source, producer, opts.topic, reader, opts.sync)
         return 1 if failed else 0
-    except UsageError as e:
-        print(e, file=sys.stderr)
-        return 1
     except OSError as e:
         print(f"Cannot read {e.filename}: {e.strerror}", file=sys.stderr)
-        return 1
-    except (errors.KafkaError, ValueError, ConfigError) as e:
-        print(f"ERROR {error_message(e)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

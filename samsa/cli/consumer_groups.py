@@ -22,7 +22,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Mapping
 
-from samsa.cli.common import Parser, UsageError, admin_config, error_message, arguments
+from samsa.cli.common import Parser, UsageError, admin_config, error_message, run_tool
+from samsa.client import offset_reset
+from samsa.client.offset_reset import ResetError
 from samsa.client.admin import Admin
 from samsa.client.types import ConsumerGroupDescription, OffsetAndMetadata, TopicPartition
 from samsa.protocol import errors
@@ -235,17 +237,12 @@ def parse_datetime(text: str) -> int:
     return int(dt.timestamp() * 1000)
 
 
-_DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?", re.IGNORECASE)
-
-
 def parse_duration(text: str) -> int:
-    """ISO-8601 ``PnDTnHnMn.nS`` (Java's Duration format) -> milliseconds."""
-    s = text.strip()
-    m = _DURATION.fullmatch(s)
-    if not m or not any(m.groups()) or s.upper().endswith("T"):
-        raise UsageError(f"Error parsing duration '{text}': expected the format PnDTnHnMnS, e.g. PT1H30M or P1D")
-    days, hours, minutes, seconds = (float(x) if x else 0.0 for x in m.groups())
-    return int(((days * 24 + hours) * 60 + minutes) * 60_000 + seconds * 1000)
+    """``--by-duration``: Java's ``Duration.parse`` format (``PnDTnHnMn.nS``) -> milliseconds."""
+    try:
+        return offset_reset.parse_duration(text)
+    except ResetError as e:
+        raise UsageError(str(e)) from None
 
 
 def parse_offsets_file(path: str, group_ids: list[str]) -> dict[str, dict[TopicPartition, int]]:
@@ -484,41 +481,25 @@ class Tool:
         for tp in tps:
             if tp not in earliest or tp not in latest:
                 raise errors.UnknownTopicOrPartitionError(f"Partition {tp} does not exist")
-
-        def clamp(tp: TopicPartition, offset: int) -> int:
-            if offset > latest[tp]:
-                warn(f"WARN: New offset ({offset}) is higher than latest offset for topic partition {tp}. "
-                     f"Value will be set to {latest[tp]}")
-                return latest[tp]
-            if offset < earliest[tp]:
-                warn(f"WARN: New offset ({offset}) is lower than earliest offset for topic partition {tp}. "
-                     f"Value will be set to {earliest[tp]}")
-                return earliest[tp]
-            return offset
-
-        if o.to_earliest:
-            return {tp: earliest[tp] for tp in tps}
-        if o.to_latest:
-            return {tp: latest[tp] for tp in tps}
-        if o.to_current:  # a partition without a committed offset goes to the log end
-            return {tp: committed[tp].offset if tp in committed else latest[tp] for tp in tps}
-        if o.to_offset is not None:
-            return {tp: clamp(tp, o.to_offset) for tp in tps}
-        if o.from_file:
-            return {tp: clamp(tp, from_file[tp]) for tp in tps}
-        if o.shift_by is not None:
-            for tp in tps:
-                if tp not in committed:
-                    raise errors.KafkaError(
-                        f"Cannot shift offset for partition {tp} since there is no current committed offset")
-            return {tp: clamp(tp, committed[tp].offset + o.shift_by) for tp in tps}
+        given = {c: getattr(o, c.replace("-", "_")) for c in offset_reset.CHOICES}
+        choice = next(c for c, v in given.items() if v is not None and v is not False)
+        by_time = None
         if o.to_datetime:
-            timestamp = parse_datetime(o.to_datetime)
-        else:
-            timestamp = int(datetime.now(timezone.utc).timestamp() * 1000) - parse_duration(o.by_duration)
-        found = self.offsets(tps, max(timestamp, 0))
-        # No record at or after the time: the log end, as in Kafka.
-        return {tp: found[tp] if found.get(tp, -1) >= 0 else latest[tp] for tp in tps}
+            by_time = self.offsets(tps, max(parse_datetime(o.to_datetime), 0))
+        elif o.by_duration:
+            now = int(datetime.now(timezone.utc).timestamp() * 1000)
+            by_time = self.offsets(tps, max(now - parse_duration(o.by_duration), 0))
+        try:
+            new, clamped = offset_reset.new_offsets(
+                choice, tps, {tp: c.offset for tp, c in committed.items()}, earliest, latest, offset=o.to_offset,
+                shift=o.shift_by, from_file=from_file, by_time=by_time)
+        except ResetError as e:
+            raise errors.KafkaError(str(e)) from None
+        for c in clamped:
+            warn(f"WARN: New offset ({c.asked}) is {'higher' if c.higher else 'lower'} than "
+                 f"{'latest' if c.higher else 'earliest'} offset for topic partition {c.tp}. Value will be set to "
+                 f"{c.bound}")
+        return new
 
     # ---------------------------------------------------------------- --delete
 
@@ -566,12 +547,7 @@ class Tool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    argv = arguments(argv, parser, DESCRIPTION)
-    if argv is None:
-        return 1
-    try:
-        opts = parser.parse_args(argv)
+    def go(opts: argparse.Namespace) -> int:
         check_args(opts)
         config = admin_config(opts, "samsa-consumer-groups")
         config.setdefault("request.timeout.ms", str(opts.timeout))
@@ -579,12 +555,8 @@ def main(argv: list[str] | None = None) -> int:
         action = next(a for a in ACTIONS if getattr(opts, a))
         with Admin(config) as admin:
             return getattr(Tool(admin, opts), action)()
-    except UsageError as e:
-        print(e, file=sys.stderr)
-        return 1
-    except (errors.KafkaError, ValueError) as e:
-        print(f"Error: Executing consumer group command failed due to {error_message(e)}", file=sys.stderr)
-        return 1
+    return run_tool(argv, build_parser(), go, description=DESCRIPTION, failures=[
+        ((errors.KafkaError, ValueError), "Error: Executing consumer group command failed due to {}")])
 
 
 if __name__ == "__main__":

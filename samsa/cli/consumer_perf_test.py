@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from samsa.cli.common import Parser, UsageError, read_properties, error_message, arguments
+from samsa.cli.common import Parser, UsageError, error_message, read_properties, run_tool
 from samsa.client.metrics import format_metrics
 from samsa.protocol import errors
 
@@ -313,17 +313,12 @@ def check_args(opts: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    argv = arguments(argv, parser, DESCRIPTION)
-    if argv is None:
-        return 1
-    try:
-        opts = parser.parse_args(argv)
-        check_args(opts)
-        props = consumer_props(opts)
-    except UsageError as e:
-        print(e, file=sys.stderr)
-        return 1
+    return run_tool(argv, build_parser(), _tool, description=DESCRIPTION)
+
+
+def _tool(opts: argparse.Namespace) -> int:
+    check_args(opts)
+    props = consumer_props(opts)
     date = java_date(opts.date_format)
     if not opts.hide_header:
         print(DETAILED_HEADER if opts.show_detailed_stats else HEADER, flush=True)

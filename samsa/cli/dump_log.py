@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from samsa.cli.common import Parser, UsageError, arguments
+from samsa.cli.common import Parser, UsageError, run_tool
 from samsa.protocol import group_records, txn_records
 from samsa.protocol.batch import DELETE_HORIZON_BIT, BatchHeader, compute_crc, iter_headers
 from samsa.protocol.errors import CorruptRecordError, KafkaError
@@ -388,26 +388,21 @@ def dump_producer_snapshot(path: Path) -> None:
 # ---------------------------------------------------------------------------- main
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    argv = arguments(argv, parser, DESCRIPTION)
-    if argv is None:
-        return 1
-    try:
-        opts = parser.parse_args(argv)
-        if not opts.files:
-            raise UsageError('Missing required argument "[files]"')
-        for flag in ("cluster_metadata_decoder", "remote_log_metadata_decoder"):
-            if getattr(opts, flag):
-                raise UsageError(f"--{flag.replace('_', '-')} is not supported by Samsa")
-        if opts.offsets_decoder:
-            record_parser: PayloadDecoder = offsets_parser
-        elif opts.transaction_log_decoder:
-            record_parser = transaction_log_parser
-        else:
-            record_parser = plain_parser(opts.key_decoder_class, opts.value_decoder_class)
-    except UsageError as e:
-        print(e, file=sys.stderr)
-        return 1
+    return run_tool(argv, build_parser(), _tool, description=DESCRIPTION)
+
+
+def _tool(opts: argparse.Namespace) -> int:
+    if not opts.files:
+        raise UsageError('Missing required argument "[files]"')
+    for flag in ("cluster_metadata_decoder", "remote_log_metadata_decoder"):
+        if getattr(opts, flag):
+            raise UsageError(f"--{flag.replace('_', '-')} is not supported by Samsa")
+    if opts.offsets_decoder:
+        record_parser: PayloadDecoder = offsets_parser
+    elif opts.transaction_log_decoder:
+        record_parser = transaction_log_parser
+    else:
+        record_parser = plain_parser(opts.key_decoder_class, opts.value_decoder_class)
     print_data = bool(opts.print_data_log or opts.offsets_decoder or opts.transaction_log_decoder
                       or opts.key_decoder_class
                       or opts.value_decoder_class)

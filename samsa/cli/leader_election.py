@@ -6,11 +6,12 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
 
-from samsa.cli.common import Parser, UsageError, admin_config, error_message
+from samsa.cli.common import Parser, UsageError, admin_config, run_tool
 from samsa.client.admin import Admin
 from samsa.client.types import TopicPartition
 from samsa.protocol import errors
@@ -51,18 +52,15 @@ def targets(opts) -> list[TopicPartition] | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    try:
-        opts = build_parser().parse_args(argv)
+    def go(opts: argparse.Namespace) -> int:
         wanted = targets(opts)
         with Admin(admin_config(opts, "samsa-leader-election")) as admin:
             results = admin.elect_leaders(wanted, unclean=opts.election_type.lower() == "unclean")
-    except UsageError as e:
-        print(e, file=sys.stderr)
-        return 1
-    except errors.KafkaError as e:
-        print(f"Error while making request: {error_message(e)}", file=sys.stderr)
-        return 1
+        return report(opts, wanted, results)
+    return run_tool(argv, build_parser(), go, failures=[(errors.KafkaError, "Error while making request: {}")])
+
+
+def report(opts: argparse.Namespace, wanted, results) -> int:
     done = sorted(f"{tp.topic}-{tp.partition}" for tp, err in results.items() if err is None)
     not_needed = sorted(f"{tp.topic}-{tp.partition}" for tp, err in results.items()
                         if err is not None and err.code == errors.E_ELECTION_NOT_NEEDED)

@@ -9,21 +9,20 @@ import argparse
 import signal
 import sys
 
-from samsa.cli.common import UsageError, read_properties
+from samsa.cli.common import Parser, read_properties, run_tool
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="samsa mirror-maker", description="MirrorMaker 2.0 driver")
+    parser = Parser(prog="samsa mirror-maker", description="MirrorMaker 2.0 driver")
     parser.add_argument("config", metavar="mm2.properties", help="MM2 configuration file.")
     parser.add_argument("--clusters", nargs="+", metavar="CLUSTER", help="Target cluster to use for this node.")
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    return run_tool(argv, parser, _tool, failures=[(ValueError, "{}")])
+
+
+def _tool(args: argparse.Namespace) -> int:
     from samsa.connect.mirror.maker import MirrorMaker, MirrorMakerConfig
     from samsa.connect.runner import setup_logging
-    try:
-        config = MirrorMakerConfig(read_properties(args.config, "MirrorMaker config "))
-    except (UsageError, ValueError) as e:
-        print(e, file=sys.stderr)
-        return 1
+    config = MirrorMakerConfig(read_properties(args.config, "MirrorMaker config "))
     setup_logging()
     maker = MirrorMaker(config, args.clusters)
     if not maker.flows:

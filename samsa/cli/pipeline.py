@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from samsa.cli.common import Parser, UsageError, error_message, arguments
+from samsa.cli.common import Parser, UsageError, error_message, run_tool
 from samsa.pipelines import DESCRIPTIONS, INPUTS, PIPELINES
 
 DESCRIPTION = "Run the data pipelines on Spark with the samsa connector, and feed them generated events."
@@ -172,20 +172,18 @@ def _generate(opts: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    argv = arguments(argv, parser, DESCRIPTION)
-    if argv is None:
-        return 1
+    return run_tool(argv, build_parser(), _tool, description=DESCRIPTION, usage="samsa pipeline: {}")
+
+
+def _tool(opts: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.WARNING, format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)")
+    if opts.command is None:
+        raise UsageError("choose a command: run or generate")
     try:
-        opts = parser.parse_args(argv)
-        if opts.command is None:
-            raise UsageError("choose a command: run or generate")
         _require_spark()
         return _run(opts) if opts.command == "run" else _generate(opts)
-    except UsageError as e:
-        print(f"samsa pipeline: {e}", file=sys.stderr)
-        return 1
+    except UsageError:
+        raise
     except KeyboardInterrupt:
         return 130
     except Exception as e:  # noqa: BLE001 - one clear line, not a traceback

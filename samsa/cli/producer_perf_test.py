@@ -24,7 +24,7 @@ from array import array
 from pathlib import Path
 from typing import Any, Callable
 
-from samsa.cli.common import Parser, UsageError, read_properties, error_message, arguments
+from samsa.cli.common import Parser, UsageError, error_message, read_properties, run_tool
 from samsa.client.metrics import format_metrics
 from samsa.configdef import ConfigError
 from samsa.protocol import errors
@@ -300,40 +300,34 @@ def producer_props(opts: argparse.Namespace) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    argv = arguments(argv, parser, DESCRIPTION)
-    if argv is None:
-        return 1
+    return run_tool(argv, build_parser(), _tool, description=DESCRIPTION,
+                    failures=[((errors.KafkaError, ConfigError, ValueError, TypeError), "ERROR {}")])
+
+
+def _tool(opts: argparse.Namespace) -> int:
+    for flag in ("topic", "num_records", "throughput"):
+        if getattr(opts, flag) is None:
+            raise UsageError(f"argument --{flag.replace('_', '-')} is required")
+    if (opts.record_size is None) == (opts.payload_file is None):
+        raise UsageError("Exactly one of --record-size or --payload-file must be specified")
+    props = producer_props(opts)
+    if opts.transaction_duration_ms is not None and opts.transaction_duration_ms <= 0:
+        raise UsageError("--transaction-duration-ms should be greater than zero")
+    if opts.transactional_id:
+        props["transactional.id"] = opts.transactional_id
+    elif opts.transaction_duration_ms is not None:
+        props.setdefault("transactional.id", "performance-producer-default-transactional-id")
+    if "transactional.id" in props:
+        if opts.transaction_duration_ms is None:
+            opts.transaction_duration_ms = 3000
+        if opts.client not in ("samsa", "confluent"):
+            raise UsageError(f"--transactional-id: the {opts.client} client is driven without transactions here")
+    payload = payloads(opts)
+    stats = Stats(opts.num_records, lambda line: print(line, flush=True))
     try:
-        opts = parser.parse_args(argv)
-        for flag in ("topic", "num_records", "throughput"):
-            if getattr(opts, flag) is None:
-                raise UsageError(f"argument --{flag.replace('_', '-')} is required")
-        if (opts.record_size is None) == (opts.payload_file is None):
-            raise UsageError("Exactly one of --record-size or --payload-file must be specified")
-        props = producer_props(opts)
-        if opts.transaction_duration_ms is not None and opts.transaction_duration_ms <= 0:
-            raise UsageError("--transaction-duration-ms should be greater than zero")
-        if opts.transactional_id:
-            props["transactional.id"] = opts.transactional_id
-        elif opts.transaction_duration_ms is not None:
-            props.setdefault("transactional.id", "performance-producer-default-transactional-id")
-        if "transactional.id" in props:
-            if opts.transaction_duration_ms is None:
-                opts.transaction_duration_ms = 3000
-            if opts.client not in ("samsa", "confluent"):
-                raise UsageError(f"--transactional-id: the {opts.client} client is driven without transactions here")
-        payload = payloads(opts)
-        stats = Stats(opts.num_records, lambda line: print(line, flush=True))
         RUNNERS[opts.client](props, opts, stats, payload)
-    except UsageError as e:
-        print(e, file=sys.stderr)
-        return 1
     except ImportError as e:
         print(f"The {opts.client} client is not installed: {e}", file=sys.stderr)
-        return 1
-    except (errors.KafkaError, ConfigError, ValueError, TypeError) as e:
-        print(f"ERROR {error_message(e)}", file=sys.stderr)
         return 1
     stats.print_total()
     if opts.print_metrics:

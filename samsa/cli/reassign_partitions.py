@@ -7,11 +7,12 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
 
-from samsa.cli.common import Parser, UsageError, admin_config, error_message
+from samsa.cli.common import Parser, UsageError, admin_config, error_message, run_tool
 from samsa.client.admin import Admin
 from samsa.client.types import TopicPartition
 from samsa.protocol import errors
@@ -134,9 +135,7 @@ def list_ongoing(admin: Admin, opts) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    try:
-        opts = build_parser().parse_args(argv)
+    def go(opts: argparse.Namespace) -> int | None:
         actions = [a for a in ("generate", "execute", "verify", "cancel", "list") if getattr(opts, a)]
         if len(actions) != 1:
             raise UsageError("Command must include exactly one action: --generate, --execute, --verify, --cancel, --list")
@@ -144,13 +143,8 @@ def main(argv: list[str] | None = None) -> int:
             if actions[0] == "verify":
                 return 0 if verify(admin, opts) else 1
             {"generate": generate, "execute": execute, "cancel": cancel, "list": list_ongoing}[actions[0]](admin, opts)
-    except UsageError as e:
-        print(e, file=sys.stderr)
-        return 1
-    except errors.KafkaError as e:
-        print(f"Error: {error_message(e)}", file=sys.stderr)
-        return 1
-    return 0
+        return 0
+    return run_tool(argv, build_parser(), go, failures=[(errors.KafkaError, "Error: {}")])
 
 
 if __name__ == "__main__":

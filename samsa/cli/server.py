@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from samsa.cli.common import Parser, run_tool
 from samsa.configdef import ConfigError, parse_properties
 
 USAGE = """usage: samsa server start [-daemon] server.properties [--override property=value]*
@@ -36,7 +37,7 @@ def _overrides(values: list[str]) -> dict[str, str]:
 
 
 def start(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="samsa server start", add_help=True)
+    parser = Parser(prog="samsa server start", add_help=True)
     parser.add_argument("-daemon", "--daemon", action="store_true", dest="daemon")
     parser.add_argument("properties")
     parser.add_argument("--override", action="append", default=[])
@@ -46,15 +47,13 @@ def start(argv: list[str]) -> int:
         print(f"samsa server start: unrecognized option {unknown[0]} (run 'samsa server' for the usage)",
               file=sys.stderr)
         return 1
-    args = parser.parse_args(argv)
-    from samsa.broker_config import BrokerConfig
-    from samsa.server.runner import run
-    try:
+
+    def go(args: argparse.Namespace) -> int:
+        from samsa.broker_config import BrokerConfig
+        from samsa.server.runner import run
         config = BrokerConfig.from_file(args.properties, _overrides(args.override))
-    except ConfigError as e:
-        print(f"samsa server: {e}", file=sys.stderr)
-        return 1
-    return run(config, daemon=args.daemon)
+        return run(config, daemon=args.daemon)
+    return run_tool(argv, parser, go, usage="samsa server start: {}", failures=[(ConfigError, "samsa server: {}")])
 
 
 @dataclass(frozen=True)
@@ -114,9 +113,12 @@ def _describe(pid: int, start_args: list[str], cwd: str) -> RunningBroker:
 
 
 def stop(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="samsa server stop")
+    parser = Parser(prog="samsa server stop")
     parser.add_argument("--node-id", type=int, help="stop only the broker with this node.id (broker.id)")
-    args = parser.parse_args(argv)
+    return run_tool(argv, parser, _stop, usage="samsa server stop: {}")
+
+
+def _stop(args: argparse.Namespace) -> int:
     brokers = [b for b in running_brokers() if args.node_id is None or b.node_id == args.node_id]
     if not brokers:
         which = f" with node.id {args.node_id}" if args.node_id is not None else ""

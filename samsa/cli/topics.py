@@ -13,7 +13,7 @@ import argparse
 import re
 import sys
 
-from samsa.cli.common import Parser, UsageError, admin_config, error_message, arguments
+from samsa.cli.common import Parser, UsageError, admin_config, run_tool
 from samsa.client.admin import Admin
 from samsa.client.types import ConfigEntry, ConfigResource, NewPartitions, NewTopic, PartitionInfo, TopicDescription
 from samsa.protocol import errors
@@ -289,24 +289,14 @@ RUN = {"create": create, "list": list_, "alter": alter, "delete": delete, "descr
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    argv = arguments(argv, parser, DESCRIPTION)
-    if argv is None:
-        return 1
-    try:
-        opts = parser.parse_args(argv)
+    def go(opts: argparse.Namespace) -> None:
         check_args(opts)
         config = admin_config(opts, "samsa-topics")
         action = next(a for a in ACTIONS if getattr(opts, a))
         with Admin(config) as admin:
             RUN[action](admin, opts)
-    except UsageError as e:
-        print(e, file=sys.stderr)
-        return 1
-    except (errors.KafkaError, ValueError) as e:
-        print(f"Error while executing topic command : {error_message(e)}", file=sys.stderr)
-        return 1
-    return 0
+    return run_tool(argv, build_parser(), go, description=DESCRIPTION,
+                    failures=[((errors.KafkaError, ValueError), "Error while executing topic command : {}")])
 
 
 if __name__ == "__main__":

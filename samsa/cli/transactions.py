@@ -13,10 +13,11 @@ transaction of that producer: ``abort`` writes the abort marker the coordinator 
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 
-from samsa.cli.common import Parser, UsageError, admin_config, arguments, error_message
+from samsa.cli.common import Parser, UsageError, admin_config, run_tool
 from samsa.client.admin import Admin
 from samsa.client.types import ProducerState, TopicPartition
 from samsa.protocol import errors
@@ -145,12 +146,7 @@ def abort_cmd(admin: Admin, opts) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    argv = arguments(argv, parser, DESCRIPTION)
-    if argv is None:
-        return 1
-    try:
-        opts = parser.parse_args(argv)
+    def go(opts: argparse.Namespace) -> int:
         if opts.command is None:
             raise UsageError("a command is required: list, describe, describe-producers, find-hanging or abort")
         with Admin(admin_config(opts, "samsa-transactions")) as admin:
@@ -163,12 +159,7 @@ def main(argv: list[str] | None = None) -> int:
             if opts.command == "find-hanging":
                 return find_hanging_cmd(admin, opts)
             return abort_cmd(admin, opts)
-    except UsageError as e:
-        print(e, file=sys.stderr)
-        return 1
-    except errors.KafkaError as e:
-        print(f"Error: {error_message(e)}", file=sys.stderr)
-        return 1
+    return run_tool(argv, build_parser(), go, description=DESCRIPTION, failures=[(errors.KafkaError, "Error: {}")])
 
 
 if __name__ == "__main__":

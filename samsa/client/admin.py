@@ -14,10 +14,14 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from typing import Any, Awaitable, Callable, Coroutine, Iterable, Mapping, TypeVar
+from typing import Any, Coroutine, Iterable, Mapping, TypeVar
 
+from samsa.client.admin_driver import CONTROLLER, COORDINATOR_MOVED, TRANSACTION, To
+from samsa.client.admin_driver import check as _check
+from samsa.client.admin_driver import error as _error
+from samsa.client.admin_driver import group_error as _group_error
 from samsa.client.admin_security import QuotaEntity, SecurityAdmin
-from samsa.client.connection import BrokerConnection, KafkaConnectionError, KafkaTimeoutError
+from samsa.client.connection import BrokerConnection
 from samsa.client.loop import LoopThread
 from samsa.client.metadata import ClusterMetadata
 from samsa.client.types import (
@@ -59,56 +63,10 @@ T = TypeVar("T")
 
 
 _RESOURCE_NAMES = {v: k for k, v in RESOURCE_TYPES.items()}
-# Per-partition errors after which a fresh look at the metadata may help.
-_STALE_LEADER = {errors.NotLeaderOrFollowerError.code, errors.LeaderNotAvailableError.code,
-                 errors.UnknownTopicOrPartitionError.code, errors.FencedLeaderEpochError.code,
-                 errors.UnknownLeaderEpochError.code}
-# Failures after which a whole admin call is sent again (to a possibly new controller).
-_RETRY_CALL = (errors.NotControllerError, KafkaConnectionError, KafkaTimeoutError)
 _ISOLATION = {"read_uncommitted": 0, "read_committed": 1}
 # InitProducerId errors after which fence_producers finds the coordinator again and retries
 # (CONCURRENT_TRANSACTIONS: the coordinator is still aborting the transaction it fenced).
-_FENCE_RETRY = {errors.E_COORDINATOR_LOAD_IN_PROGRESS, errors.E_COORDINATOR_NOT_AVAILABLE,
-                errors.E_NOT_COORDINATOR, errors.E_CONCURRENT_TRANSACTIONS}
-# Group errors after which the group's coordinator is looked up again and the call retried.
-_COORDINATOR_MOVED = {errors.E_COORDINATOR_LOAD_IN_PROGRESS, errors.E_COORDINATOR_NOT_AVAILABLE,
-                      errors.E_NOT_COORDINATOR}
-# Kafka's descriptions of the errors group calls answer with (its protocol guide's wording).
-_GROUP_ERROR_TEXT = {
-    errors.E_UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
-    errors.E_OFFSET_METADATA_TOO_LARGE: "The metadata field of the offset request was too large.",
-    errors.E_COORDINATOR_LOAD_IN_PROGRESS: "The coordinator is loading and hence can't process requests.",
-    errors.E_COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
-    errors.E_NOT_COORDINATOR: "This is not the correct coordinator.",
-    errors.E_ILLEGAL_GENERATION: "Specified group generation id is not valid.",
-    errors.E_INVALID_GROUP_ID: "The configured groupId is invalid.",
-    errors.E_UNKNOWN_MEMBER_ID: "The coordinator is not aware of this member.",
-    errors.E_REBALANCE_IN_PROGRESS: "The group is rebalancing, so a rebalance has been triggered.",
-    errors.E_GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
-    errors.E_NON_EMPTY_GROUP: "The group is not empty.",
-    errors.E_GROUP_ID_NOT_FOUND: "The group id does not exist.",
-    errors.E_GROUP_SUBSCRIBED_TO_TOPIC: "The consumer group is actively subscribed to the topic.",
-}
-
-
-def _error(code: int, message: str | None, context: str = "") -> errors.KafkaError:
-    """The exception for ``code``: the broker's message, else ``context`` and the error name."""
-    if message:
-        # Some brokers (Samsa's own included) prefix the message with the error's name.
-        return errors.error_for(code, message.removeprefix(errors.error_name(code) + ": "))
-    return errors.error_for(code, f"{context}: {errors.error_name(code)}" if context else "")
-
-
-def _check(code: int, message: str | None = None, context: str = "") -> None:
-    if code:
-        raise _error(code, message, context)
-
-
-def _group_error(code: int, message: str | None, context: str) -> errors.KafkaError:
-    """The exception for a group call's error: the broker's message, else Kafka's wording."""
-    if not message and code in _GROUP_ERROR_TEXT:
-        return errors.error_for(code, _GROUP_ERROR_TEXT[code])
-    return _error(code, message, context)
+_FENCE_RETRY = COORDINATOR_MOVED | {errors.E_CONCURRENT_TRANSACTIONS}
 
 
 def decode_assignment(data: bytes | None) -> list[TopicPartition]:
@@ -162,43 +120,6 @@ class AsyncAdmin(SecurityAdmin):
                 self._bootstrapped = True
         return self.cluster
 
-    async def _retrying(self, attempt: Callable[[], Awaitable[T]]) -> T:
-        """Run ``attempt``; after a lost connection, a client-side timeout or NOT_CONTROLLER,
-        refresh the metadata and try again until ``default.api.timeout.ms`` has passed.
-
-        Other errors in a response fail at once, as in Kafka's admin client (a retriable
-        code such as UNKNOWN_TOPIC_OR_PARTITION answering DeleteTopics is final)."""
-        await self._ready()  # a failed bootstrap has already waited its time: no retry
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.default_api_timeout_ms / 1000
-        backoff = self.retry_backoff_ms / 1000
-        while True:
-            try:
-                return await attempt()
-            except _RETRY_CALL:
-                if loop.time() + backoff >= deadline:
-                    raise
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, 1.0)
-            try:
-                await self.cluster.refresh([])
-            except errors.KafkaError:
-                pass
-
-    async def _to_controller(self, api_key: int, body: dict[str, Any], **kw: Any) -> dict[str, Any]:
-        cluster = await self._ready()
-        conn = await cluster.controller()
-        resp = await conn.request(api_key, body, **kw)
-        assert resp is not None
-        return resp
-
-    async def _to_node(self, node_id: int | None, api_key: int, body: dict[str, Any], **kw: Any) -> dict[str, Any]:
-        cluster = await self._ready()
-        conn = await (cluster.any() if node_id is None else cluster.node(node_id))
-        resp = await conn.request(api_key, body, **kw)
-        assert resp is not None
-        return resp
-
     # ------------------------------------------------------------------ topics
 
     async def create_topics(self, new_topics: Iterable[NewTopic], validate_only: bool = False) -> None:
@@ -219,20 +140,20 @@ class AsyncAdmin(SecurityAdmin):
                              for t in topics if not t.replica_assignment)
 
         async def attempt() -> None:
-            resp = await self._to_controller(ApiKey.CREATE_TOPICS, body, min_version=4 if needs_defaults else 1)
+            resp = await self._send(CONTROLLER, ApiKey.CREATE_TOPICS, body, min_version=4 if needs_defaults else 1)
             for r in resp["topics"]:
                 _check(r["error_code"], r.get("error_message"), f"Creating topic {r['name']}")
-        await self._retrying(attempt)
+        await self._call(attempt)
 
     async def delete_topics(self, names: Iterable[str]) -> None:
         names = list(names)
         body = {"topics": [{"name": n} for n in names], "topic_names": names, "timeout_ms": self.request_timeout_ms}
 
         async def attempt() -> None:
-            resp = await self._to_controller(ApiKey.DELETE_TOPICS, body)
+            resp = await self._send(CONTROLLER, ApiKey.DELETE_TOPICS, body)
             for r in resp["responses"]:
                 _check(r["error_code"], r.get("error_message"), f"Deleting topic {r['name']}")
-        await self._retrying(attempt)
+        await self._call(attempt)
 
     async def list_topics(self, include_internal: bool = False) -> dict[str, TopicListing]:
         """Topic name -> listing, sorted by name."""
@@ -276,10 +197,10 @@ class AsyncAdmin(SecurityAdmin):
         body = {"topics": topics, "timeout_ms": self.request_timeout_ms, "validate_only": validate_only}
 
         async def attempt() -> None:
-            resp = await self._to_controller(ApiKey.CREATE_PARTITIONS, body)
+            resp = await self._send(CONTROLLER, ApiKey.CREATE_PARTITIONS, body)
             for r in resp["results"]:
                 _check(r["error_code"], r.get("error_message"), f"Creating partitions of {r['name']}")
-        await self._retrying(attempt)
+        await self._call(attempt)
 
     # ------------------------------------------------------------------ configs
 
@@ -308,7 +229,7 @@ class AsyncAdmin(SecurityAdmin):
             body = {"resources": [{"resource_type": RESOURCE_TYPES[r.type], "resource_name": r.name,
                                    "configuration_keys": None} for r in group],
                     "include_synonyms": include_synonyms, "include_documentation": False}
-            resp = await self._to_node(node_id, ApiKey.DESCRIBE_CONFIGS, body)
+            resp = await self._request(To.node(node_id), ApiKey.DESCRIBE_CONFIGS, body)
             for res in resp["results"]:
                 resource = ConfigResource(_RESOURCE_NAMES.get(res["resource_type"], "topic"), res["resource_name"])
                 _check(res["error_code"], res.get("error_message"), f"Describing configs of {resource.type} {resource.name}")
@@ -333,14 +254,11 @@ class AsyncAdmin(SecurityAdmin):
                     "validate_only": validate_only}
 
             async def attempt(node_id: int | None = node_id, body: dict = body) -> None:
-                if node_id is None:
-                    resp = await self._to_controller(api_key, body)
-                else:
-                    resp = await self._to_node(node_id, api_key, body)
+                resp = await self._send(CONTROLLER if node_id is None else To.node(node_id), api_key, body)
                 for res in resp["responses"]:
                     _check(res["error_code"], res.get("error_message"),
                            f"Altering configs of {_RESOURCE_NAMES.get(res['resource_type'])} {res['resource_name']}")
-            await self._retrying(attempt)
+            await self._call(attempt)
 
     async def alter_configs(self, configs: Mapping[ConfigResource, Mapping[str, str | None]],
                             validate_only: bool = False) -> None:
@@ -357,21 +275,23 @@ class AsyncAdmin(SecurityAdmin):
     # ------------------------------------------------------------------ cluster
 
     async def describe_cluster(self) -> ClusterDescription:
-        cluster = await self._ready()
-        conn = await cluster.any()
-        if ApiKey.DESCRIBE_CLUSTER in conn.api_versions:
-            resp = await conn.request(ApiKey.DESCRIBE_CLUSTER, {"include_cluster_authorized_operations": False,
-                                                         "endpoint_type": 1})
-            assert resp is not None
-            _check(resp["error_code"], resp.get("error_message"), "DescribeCluster")
-            brokers = [Node(b["broker_id"], b["host"], b["port"], b.get("rack")) for b in resp["brokers"]]
-            controller_id, cluster_id = resp["controller_id"], resp["cluster_id"]
-        else:
-            await cluster.refresh([])
-            brokers = list(cluster.brokers.values())
-            controller_id, cluster_id = cluster.controller_id or -1, cluster.cluster_id
-        by_id = {b.id: b for b in brokers}
-        return ClusterDescription(cluster_id, by_id.get(controller_id), sorted(brokers, key=lambda b: b.id))
+        async def attempt() -> ClusterDescription:
+            cluster = await self._ready()
+            conn = await cluster.any()
+            if ApiKey.DESCRIBE_CLUSTER in conn.api_versions:
+                resp = await conn.request(ApiKey.DESCRIBE_CLUSTER, {"include_cluster_authorized_operations": False,
+                                                                    "endpoint_type": 1})
+                assert resp is not None
+                _check(resp["error_code"], resp.get("error_message"), "DescribeCluster")
+                brokers = [Node(b["broker_id"], b["host"], b["port"], b.get("rack")) for b in resp["brokers"]]
+                controller_id, cluster_id = resp["controller_id"], resp["cluster_id"]
+            else:
+                await cluster.refresh([])
+                brokers = list(cluster.brokers.values())
+                controller_id, cluster_id = cluster.controller_id or -1, cluster.cluster_id
+            by_id = {b.id: b for b in brokers}
+            return ClusterDescription(cluster_id, by_id.get(controller_id), sorted(brokers, key=lambda b: b.id))
+        return await self._call(attempt)
 
     async def describe_log_dirs(self, brokers: Iterable[int] | None = None
                                 ) -> dict[int, dict[str, LogDirDescription]]:
@@ -381,7 +301,7 @@ class AsyncAdmin(SecurityAdmin):
             brokers = sorted(cluster.brokers)
         out: dict[int, dict[str, LogDirDescription]] = {}
         for broker_id in brokers:
-            resp = await self._to_node(broker_id, ApiKey.DESCRIBE_LOG_DIRS, {"topics": None})
+            resp = await self._request(To.node(broker_id), ApiKey.DESCRIBE_LOG_DIRS, {"topics": None})
             _check(resp.get("error_code", 0), None, f"DescribeLogDirs on broker {broker_id}")
             dirs = {}
             for d in resp["results"]:
@@ -397,51 +317,6 @@ class AsyncAdmin(SecurityAdmin):
         return out
 
     # ------------------------------------------------------------------ offsets / records
-
-    async def _by_leader(self, tps: list[TopicPartition],
-                         send: Callable[[BrokerConnection, list[TopicPartition]],
-                                        Coroutine[Any, Any, dict[TopicPartition, tuple[int, Any]]]]
-                         ) -> dict[TopicPartition, Any]:
-        """Send each partition's part to its leader; retry the ones whose leader moved."""
-        cluster = await self._ready()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.default_api_timeout_ms / 1000
-        backoff = self.retry_backoff_ms / 1000
-        results: dict[TopicPartition, Any] = {}
-        todo = list(dict.fromkeys(tps))
-        while todo:
-            groups: dict[int, list[TopicPartition]] = defaultdict(list)
-            retry: list[tuple[TopicPartition, errors.KafkaError]] = []
-            for tp in todo:
-                try:
-                    groups[await cluster.leader_id(tp.topic, tp.partition)].append(tp)
-                except errors.KafkaError as e:
-                    if not e.retriable or isinstance(e, errors.UnknownTopicOrPartitionError):
-                        raise
-                    retry.append((tp, e))
-            for leader, group in groups.items():
-                try:
-                    answers = await send(await cluster.node(leader), group)
-                except KafkaConnectionError as e:
-                    retry.extend((tp, e) for tp in group)
-                    continue
-                for tp in group:
-                    code, value = answers.get(tp, (errors.UnknownServerError.code, None))
-                    if code == 0:
-                        results[tp] = value
-                    elif code in _STALE_LEADER:
-                        retry.append((tp, _error(code, None, str(tp))))
-                    else:
-                        raise _error(code, None, str(tp))
-            if not retry:
-                break
-            if loop.time() + backoff >= deadline:
-                raise retry[0][1]
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, 1.0)
-            todo = [tp for tp, _ in retry]
-            await cluster.refresh(sorted({tp.topic for tp in todo}))
-        return results
 
     async def list_offsets(self, specs: Mapping[TopicPartition, str | int],
                            isolation_level: str = "read_uncommitted") -> dict[TopicPartition, ListOffsetsResultInfo]:
@@ -488,103 +363,6 @@ class AsyncAdmin(SecurityAdmin):
 
     # ------------------------------------------------------------------ consumer groups
 
-    async def _find_coordinators(self, group_ids: list[str]) -> dict[str, Node | errors.KafkaError]:
-        """Each group's coordinator (FindCoordinator, key type 0; one batched request on v4+)."""
-        cluster = await self._ready()
-        conn = await cluster.any()
-        version = conn.pick_version(ApiKey.FIND_COORDINATOR)
-        if version >= 4:
-            resp = await conn.request(ApiKey.FIND_COORDINATOR, {"key_type": 0, "coordinator_keys": group_ids},
-                                      version=version)
-            assert resp is not None
-            answers = resp["coordinators"]
-        else:
-            answers = []
-            for group_id in group_ids:
-                resp = await conn.request(ApiKey.FIND_COORDINATOR, {"key": group_id, "key_type": 0}, version=version)
-                assert resp is not None
-                answers.append(dict(resp, key=group_id))
-        out: dict[str, Node | errors.KafkaError] = {}
-        for a in answers:
-            if a["error_code"]:
-                out[a["key"]] = _group_error(a["error_code"], a.get("error_message"),
-                                             f"Finding the coordinator of group {a['key']}")
-            else:
-                out[a["key"]] = Node(a["node_id"], a["host"], a["port"])
-        return out
-
-    async def _for_groups(self, group_ids: Iterable[str],
-                          send: Callable[[Node, BrokerConnection, list[str]],
-                                         Awaitable[dict[str, Any]]]) -> dict[str, Any]:
-        """Run ``send`` on each group's coordinator, for all its groups at once.
-
-        ``send`` returns group -> result, an exception standing for a failure. Groups whose
-        coordinator moved, is loading or could not be reached are looked up and sent again
-        until ``default.api.timeout.ms`` has passed; the result maps every group to its
-        result or its exception."""
-        cluster = await self._ready()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.default_api_timeout_ms / 1000
-        backoff = self.retry_backoff_ms / 1000
-        results: dict[str, Any] = {}
-        todo = list(dict.fromkeys(group_ids))
-        while todo:
-            retry: dict[str, errors.KafkaError] = {}
-            try:
-                coordinators = await self._find_coordinators(todo)
-            except _RETRY_CALL as e:
-                coordinators = {g: e for g in todo}
-            by_node: dict[Node, list[str]] = defaultdict(list)
-            for group_id in todo:
-                found = coordinators.get(group_id) or errors.CoordinatorNotAvailableError(
-                    f"No coordinator found for group {group_id}")
-                if isinstance(found, Node):
-                    by_node[found].append(group_id)
-                elif isinstance(found, _RETRY_CALL) or found.code in _COORDINATOR_MOVED:
-                    retry[group_id] = found
-                else:
-                    results[group_id] = found
-            for node, groups in by_node.items():
-                try:
-                    answers = await send(node, await cluster.node(node.id), groups)
-                except _RETRY_CALL as e:
-                    retry.update((g, e) for g in groups)
-                    continue
-                for group_id in groups:
-                    answer = answers.get(group_id, errors.UnknownServerError(f"No answer for group {group_id}"))
-                    if isinstance(answer, errors.KafkaError) and answer.code in _COORDINATOR_MOVED:
-                        retry[group_id] = answer
-                    else:
-                        results[group_id] = answer
-            if not retry:
-                break
-            if loop.time() + backoff >= deadline:
-                results.update(retry)
-                break
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, 1.0)
-            todo = list(retry)
-            try:
-                await cluster.refresh([])
-            except errors.KafkaError:
-                pass
-        return results
-
-    async def _for_group(self, group_id: str,
-                         send: Callable[[Node, BrokerConnection], Awaitable[T]]) -> T:
-        """One group's call on its coordinator (see :meth:`_for_groups`); failures raise."""
-        async def one(node: Node, conn: BrokerConnection, groups: list[str]) -> dict[str, Any]:
-            try:
-                return {group_id: await send(node, conn)}
-            except errors.KafkaError as e:
-                if isinstance(e, _RETRY_CALL):
-                    raise
-                return {group_id: e}
-        result = (await self._for_groups([group_id], one))[group_id]
-        if isinstance(result, BaseException):
-            raise result
-        return result
-
     @staticmethod
     def _raise_first(results: dict[str, Any]) -> None:
         for value in results.values():
@@ -613,7 +391,7 @@ class AsyncAdmin(SecurityAdmin):
                     found[g["group_id"]] = ConsumerGroupListing(g["group_id"], g["protocol_type"] == "",
                                                                 g.get("group_state"), g.get("group_type"))
             return [found[k] for k in sorted(found)]
-        return await self._retrying(attempt)
+        return await self._call(attempt)
 
     async def describe_consumer_groups(self, group_ids: Iterable[str]) -> dict[str, ConsumerGroupDescription]:
         """Group id -> description (DescribeGroups on each coordinator). A group that does not
@@ -722,7 +500,7 @@ class AsyncAdmin(SecurityAdmin):
             failed = [(TopicPartition(t["name"], p["partition_index"]), p["error_code"])
                       for t in resp["topics"] for p in t["partitions"] if p["error_code"]]
             # A coordinator error first, so that the call is sent again to the new coordinator.
-            failed.sort(key=lambda f: f[1] not in _COORDINATOR_MOVED)
+            failed.sort(key=lambda f: f[1] not in COORDINATOR_MOVED)
             if failed:
                 tp, code = failed[0]
                 raise _group_error(code, None, f"Committing the offset of {tp} for group {group_id}")
@@ -772,12 +550,12 @@ class AsyncAdmin(SecurityAdmin):
                 [{"topic": t, "partitions": ps} for t, ps in wanted.items()]}
 
         async def attempt() -> dict[TopicPartition, errors.KafkaError | None]:
-            resp = await self._to_controller(ApiKey.ELECT_LEADERS, body)
+            resp = await self._send(CONTROLLER, ApiKey.ELECT_LEADERS, body)
             _check(resp.get("error_code", 0), None, "Electing leaders")
             return {TopicPartition(t["topic"], r["partition_id"]):
                     _error(r["error_code"], r.get("error_message")) if r["error_code"] else None
                     for t in resp["replica_election_results"] for r in t["partition_result"]}
-        return await self._retrying(attempt)
+        return await self._call(attempt)
 
     async def alter_partition_reassignments(self, targets: Mapping[TopicPartition, list[int] | None]
                                             ) -> dict[TopicPartition, errors.KafkaError | None]:
@@ -789,12 +567,12 @@ class AsyncAdmin(SecurityAdmin):
                 "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
 
         async def attempt() -> dict[TopicPartition, errors.KafkaError | None]:
-            resp = await self._to_controller(ApiKey.ALTER_PARTITION_REASSIGNMENTS, body)
+            resp = await self._send(CONTROLLER, ApiKey.ALTER_PARTITION_REASSIGNMENTS, body)
             _check(resp["error_code"], resp.get("error_message"), "Reassigning partitions")
             return {TopicPartition(t["name"], p["partition_index"]):
                     _error(p["error_code"], p.get("error_message")) if p["error_code"] else None
                     for t in resp["responses"] for p in t["partitions"]}
-        return await self._retrying(attempt)
+        return await self._call(attempt)
 
     async def list_partition_reassignments(self, partitions: Iterable[TopicPartition] | None = None
                                            ) -> dict[TopicPartition, dict[str, list[int]]]:
@@ -807,90 +585,66 @@ class AsyncAdmin(SecurityAdmin):
             topics = [{"name": t, "partition_indexes": ps} for t, ps in grouped.items()]
 
         async def attempt() -> dict[TopicPartition, dict[str, list[int]]]:
-            resp = await self._to_controller(ApiKey.LIST_PARTITION_REASSIGNMENTS,
+            resp = await self._send(CONTROLLER, ApiKey.LIST_PARTITION_REASSIGNMENTS,
                                              {"timeout_ms": self.request_timeout_ms, "topics": topics})
             _check(resp["error_code"], resp.get("error_message"), "Listing reassignments")
             return {TopicPartition(t["name"], p["partition_index"]):
                     {k: list(p[k]) for k in ("replicas", "adding_replicas", "removing_replicas")}
                     for t in resp["topics"] for p in t["partitions"]}
-        return await self._retrying(attempt)
+        return await self._call(attempt)
 
     # ------------------------------------------------------------------ transactions
 
     async def list_transactions(self, states: Iterable[str] = (), producer_ids: Iterable[int] = (),
                                 duration_ms: int = -1) -> dict[int, list[TransactionListing]]:
         """The transactional ids of every broker's coordinator, by broker id (ListTransactions)."""
-        cluster = await self._ready()
-        await cluster.refresh([])
         body = {"state_filters": list(states), "producer_id_filters": list(producer_ids),
                 "duration_filter": duration_ms}
-        out: dict[int, list[TransactionListing]] = {}
-        for node_id in sorted(cluster.brokers):
-            resp = await self._to_node(node_id, ApiKey.LIST_TRANSACTIONS, body)
-            _check(resp["error_code"], None, f"Listing transactions at broker {node_id}")
-            out[node_id] = [TransactionListing(t["transactional_id"], t["producer_id"], t["transaction_state"])
-                            for t in resp["transaction_states"]]
-        return out
+
+        async def attempt() -> dict[int, list[TransactionListing]]:
+            cluster = await self._ready()
+            await cluster.refresh([])
+            out: dict[int, list[TransactionListing]] = {}
+            for node_id in sorted(cluster.brokers):
+                resp = await self._send(To.node(node_id), ApiKey.LIST_TRANSACTIONS, body)
+                _check(resp["error_code"], None, f"Listing transactions at broker {node_id}")
+                out[node_id] = [TransactionListing(t["transactional_id"], t["producer_id"], t["transaction_state"])
+                                for t in resp["transaction_states"]]
+            return out
+        return await self._call(attempt)
 
     async def describe_transactions(self, transactional_ids: Iterable[str]) -> dict[str, TransactionDescription]:
         """Each id as its coordinator has it (FindCoordinator key type 1, DescribeTransactions)."""
         out: dict[str, TransactionDescription] = {}
         for txn_id in transactional_ids:
             async def attempt(txn_id: str = txn_id) -> TransactionDescription:
-                find = await self._to_node(None, ApiKey.FIND_COORDINATOR, {"key": txn_id, "key_type": 1,
-                                                                            "coordinator_keys": [txn_id]})
-                c = find["coordinators"][0] if find.get("coordinators") else find
-                _check(c["error_code"], c.get("error_message"), f"Finding the coordinator of {txn_id}")
-                resp = await self._to_node(c["node_id"], ApiKey.DESCRIBE_TRANSACTIONS,
-                                           {"transactional_ids": [txn_id]})
+                coordinator = await self._coordinator(TRANSACTION, txn_id)
+                resp = await self._send(To.node(coordinator.id), ApiKey.DESCRIBE_TRANSACTIONS,
+                                        {"transactional_ids": [txn_id]})
                 d = resp["transaction_states"][0]
                 _check(d["error_code"], None, f"Describing transactional id {txn_id}")
-                return TransactionDescription(c["node_id"], d["transaction_state"], d["producer_id"],
+                return TransactionDescription(coordinator.id, d["transaction_state"], d["producer_id"],
                                               d["producer_epoch"], d["transaction_timeout_ms"],
                                               d["transaction_start_time_ms"],
                                               [TopicPartition(t["topic"], p) for t in d["topics"]
                                                for p in t["partitions"]])
-            out[txn_id] = await self._retrying(attempt)
+            out[txn_id] = await self._call(attempt, COORDINATOR_MOVED)
         return out
 
     async def fence_producers(self, transactional_ids: Iterable[str]) -> dict[str, FencedProducer]:
         """Fence the producers of each transactional id, as Kafka's Admin.fenceProducers (KIP-618):
         an InitProducerId for the id at its coordinator bumps the id's epoch, aborting its open
         transaction; a producer still using an older epoch is then refused (PRODUCER_FENCED)."""
-        return {txn_id: await self._fence(txn_id) for txn_id in transactional_ids}
-
-    async def _fence(self, txn_id: str) -> FencedProducer:
-        await self._ready()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.default_api_timeout_ms / 1000
-        backoff = self.retry_backoff_ms / 1000
-        while True:
-            try:
-                find = await self._to_node(None, ApiKey.FIND_COORDINATOR, {"key": txn_id, "key_type": 1,
-                                                                            "coordinator_keys": [txn_id]})
-                c = find["coordinators"][0] if find.get("coordinators") else find
-                code, message = c["error_code"], c.get("error_message")
-                if not code:
-                    # No producer id or epoch of ours, and a timeout of 1 ms: this epoch never writes.
-                    resp = await self._to_node(c["node_id"], ApiKey.INIT_PRODUCER_ID, {
-                        "transactional_id": txn_id, "transaction_timeout_ms": 1, "producer_id": -1,
-                        "producer_epoch": -1})
-                    code, message = resp["error_code"], None
-                    if not code:
-                        return FencedProducer(resp["producer_id"], resp["producer_epoch"])
-                failure: Exception = _error(code, message, f"Fencing the producers of transactional id {txn_id}")
-                if code not in _FENCE_RETRY:
-                    raise failure
-            except _RETRY_CALL as e:
-                failure = e
-            if loop.time() + backoff >= deadline:
-                raise failure
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, 1.0)
-            try:
-                await self.cluster.refresh([])
-            except errors.KafkaError:
-                pass
+        out: dict[str, FencedProducer] = {}
+        for txn_id in transactional_ids:
+            async def attempt(txn_id: str = txn_id) -> FencedProducer:
+                # No producer id or epoch of ours, and a timeout of 1 ms: this epoch never writes.
+                resp = await self._send(To.coordinator(TRANSACTION, txn_id), ApiKey.INIT_PRODUCER_ID, {
+                    "transactional_id": txn_id, "transaction_timeout_ms": 1, "producer_id": -1, "producer_epoch": -1})
+                _check(resp["error_code"], None, f"Fencing the producers of transactional id {txn_id}")
+                return FencedProducer(resp["producer_id"], resp["producer_epoch"])
+            out[txn_id] = await self._call(attempt, _FENCE_RETRY)
+        return out
 
     async def describe_producers(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, list[ProducerState]]:
         """The producers each partition's leader knows (DescribeProducers)."""

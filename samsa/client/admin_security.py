@@ -1,12 +1,13 @@
 """The Admin's security calls: ACLs (Create/Describe/DeleteAcls), SCRAM credentials
 (Describe/AlterUserScramCredentials: the password is salted and hashed here, never sent) and
-client quotas (Describe/AlterClientQuotas). Mixed into :class:`samsa.client.admin.AsyncAdmin`."""
+client quotas (Describe/AlterClientQuotas). The base of :class:`samsa.client.admin.AsyncAdmin`."""
 
 from __future__ import annotations
 
 import os
 from typing import Any, Iterable, Mapping
 
+from samsa.client.admin_driver import ANY, RequestDriver
 from samsa.protocol import errors
 from samsa.protocol.api_keys import ApiKey
 from samsa.security.acl import LITERAL, AclBinding, AclFilter
@@ -21,15 +22,12 @@ def _raise(code: int, message: str | None, context: str) -> None:
         raise errors.error_for(code, message or f"{context}: {errors.error_name(code)}")
 
 
-class SecurityAdmin:
-    """Needs ``_any_request(api_key, body)``: one request to any broker, its response."""
+class SecurityAdmin(RequestDriver):
+    """Each call is one request to any broker, sent through the Admin's request driver
+    (:meth:`~samsa.client.admin_driver.RequestDriver._request`: its retry policy included)."""
 
     async def _any_request(self, api_key: int, body: dict[str, Any]) -> dict[str, Any]:
-        cluster = await self._ready()  # type: ignore[attr-defined]
-        conn = await cluster.any()
-        resp = await conn.request(api_key, body)
-        assert resp is not None
-        return resp
+        return await self._request(ANY, api_key, body)
 
     # ---------------------------------------------------------------- ACLs
 

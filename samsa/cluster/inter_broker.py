@@ -32,8 +32,7 @@ def inter_broker_security(config: BrokerConfig) -> ClientSecurity | None:
                 raise ConfigError(f"inter-broker listener {name}: {e}") from None
         if sec.sasl:
             mech = (config["sasl.mechanism.inter.broker.protocol"] or "GSSAPI").upper()
-            jaas = (config.unknown.get(f"listener.name.{name.lower()}.{mech.lower()}.sasl.jaas.config")
-                    or get("sasl.jaas.config"))
+            jaas = config.jaas_config(name, mech)
             options = parse_jaas(jaas).options if jaas else {}
             sec.mechanism, sec.options = mech, options
             sec.username, sec.password = options.get("username"), options.get("password")

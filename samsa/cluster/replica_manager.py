@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Awaitable, Callable, Iterable, Protocol
 
 from samsa.broker_config import BrokerConfig
@@ -42,6 +42,31 @@ class LeadershipListener(Protocol):
     def on_follower(self, topic: str, index: int) -> None: ...
 
 
+@dataclass(frozen=True)
+class PartitionMetrics:
+    """What the broker's metrics read of one hosted partition."""
+
+    topic: str
+    index: int
+    leader: bool
+    isr: int
+    replicas: int
+    high_watermark: int
+    size_bytes: int
+    segments: int
+    log_start_offset: int
+    log_end_offset: int
+
+
+@dataclass(frozen=True)
+class ReplicaMetrics:
+    """The replica manager's state as the broker's metrics show it (ReplicaManager, Log)."""
+
+    partitions: list[PartitionMetrics]  # sorted by (topic, index)
+    isr_shrinks: int
+    isr_expands: int
+
+
 class ReplicaManager:
     def __init__(self, config: BrokerConfig, logs: LogManager, cache: MetadataCache, *, replicated: bool,
                  broker_info: Callable[[int], BrokerInfo | None]):
@@ -64,6 +89,16 @@ class ReplicaManager:
     async def stop(self) -> None:
         if self.fetchers is not None:
             await self.fetchers.stop()
+
+    def metrics(self) -> ReplicaMetrics:
+        """A snapshot of the hosted partitions for the broker's metrics."""
+        out = []
+        for (topic, index), p in sorted(self.partitions.items()):
+            plog = p.log
+            out.append(PartitionMetrics(topic, index, p.is_leader, len(p.state.isr), len(p.state.replicas),
+                                        p.high_watermark, plog.size_bytes(), plog.num_segments,
+                                        plog.log_start_offset, plog.log_end_offset))
+        return ReplicaMetrics(out, self.isr_shrinks, self.isr_expands)
 
     # ---------------------------------------------------------------- lookups
 

@@ -29,6 +29,8 @@ from samsa.protocol.errors import CorruptRecordError
 
 HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # base_offset + batch_length, the part before batch_length starts counting
+MAGIC_POS = 16
+CRC_POS = 17
 CRC_START = 21
 MAGIC = 2
 
@@ -43,6 +45,7 @@ LONG_MAX_TS = 9223372036854775807
 NO_SEQUENCE = -1
 
 HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")  # the one layout of a v2 batch header (BatchHeader)
+LENGTH_STRUCT = struct.Struct(">qi")  # base_offset, batch_length: enough to frame a batch
 _BASE_OFFSET = struct.Struct(">q")
 _EPOCH = struct.Struct(">i")
 _CRC = struct.Struct(">I")
@@ -104,6 +107,10 @@ class BatchHeader(NamedTuple):
 def read_header(buf, pos: int = 0) -> BatchHeader:
     """Parse the header at ``pos``. The caller checks that HEADER_SIZE bytes are there."""
     return BatchHeader._make(HEADER_STRUCT.unpack_from(buf, pos))
+
+
+def write_crc(buf: bytearray, pos: int, crc: int) -> None:
+    _CRC.pack_into(buf, pos + CRC_POS, crc)
 
 
 def compute_crc(buf, pos: int, size: int) -> int:
@@ -196,11 +203,11 @@ def set_producer_state(buf: bytearray, pos: int, header: BatchHeader, producer_i
     """Give a built batch another producer id, epoch and base sequence (a producer whose epoch
     was bumped resends it, KIP-360), and re-checksum."""
     _PRODUCER.pack_into(buf, pos + 43, producer_id, epoch, base_sequence)
-    _CRC.pack_into(buf, pos + 17, compute_crc(buf, pos, header.size))
+    write_crc(buf, pos, compute_crc(buf, pos, header.size))
 
 
 def set_log_append_time(buf: bytearray, pos: int, header: BatchHeader, timestamp: int) -> None:
     """Stamp LogAppendTime into the header and re-checksum (both lie under the CRC)."""
     _ATTRS.pack_into(buf, pos + 21, header.attributes | TIMESTAMP_TYPE_BIT)
     _MAX_TS.pack_into(buf, pos + 35, timestamp)
-    _CRC.pack_into(buf, pos + 17, compute_crc(buf, pos, header.size))
+    write_crc(buf, pos, compute_crc(buf, pos, header.size))

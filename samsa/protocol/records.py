@@ -20,7 +20,6 @@ header (record count included) stays plain. The header itself is in
 
 from __future__ import annotations
 
-import struct
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
@@ -33,13 +32,17 @@ from samsa.protocol.batch import (
     CONTROL_BIT,
     CRC_START,
     HEADER_SIZE,
+    HEADER_STRUCT,
+    LENGTH_STRUCT,
     LOG_OVERHEAD,
     MAGIC,
+    MAGIC_POS,
     TIMESTAMP_TYPE_BIT,
     TRANSACTIONAL_BIT,
     BatchHeader,
     compute_crc,
     read_header,
+    write_crc,
 )
 from samsa.protocol.errors import CorruptRecordError
 from samsa.protocol.varint import (UVARINT_BYTES, UVARINT_TABLE_SIZE, decode_uvarint, decode_varint,
@@ -51,11 +54,6 @@ NO_TIMESTAMP = -1
 # header count (5).
 RECORD_OVERHEAD_MAX = 36
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")  # same layout as batch.BatchHeader
-_CRC = struct.Struct(">I")
-_LENGTH = struct.Struct(">qi")
-_MAGIC_POS = 16
-_CRC_POS = 17
 
 
 @dataclass(slots=True)
@@ -230,14 +228,14 @@ class BatchBuilder:
             out += payload
         else:
             out = buf
-        _HEADER.pack_into(
+        HEADER_STRUCT.pack_into(
             out, 0, self.base_offset, len(out) - LOG_OVERHEAD, self.partition_leader_epoch, MAGIC, 0,
             self.attributes(), n - 1, self.base_timestamp, self.max_timestamp, self.producer_id,
             self.producer_epoch, self.base_sequence, n,
         )
         with memoryview(out) as view, view[CRC_START:] as covered:
             crc = crc32c(covered)
-        _CRC.pack_into(out, _CRC_POS, crc)
+        write_crc(out, 0, crc)
         return bytes(out)
 
     def reset(self) -> None:
@@ -297,9 +295,9 @@ def decode_batch(buf, pos: int = 0) -> tuple[BatchHeader, list[Record]]:
     (check ``header.is_control``). Raises CorruptRecordError for anything malformed.
     """
     end = len(buf)
-    if pos + _MAGIC_POS + 1 > end:
+    if pos + MAGIC_POS + 1 > end:
         raise CorruptRecordError("record batch cut short")
-    magic = buf[pos + _MAGIC_POS]
+    magic = buf[pos + MAGIC_POS]
     if magic != MAGIC:
         if magic in (0, 1):
             raise CorruptRecordError("message format v0/v1 not supported")
@@ -553,7 +551,7 @@ def iter_batches(buf, pos: int = 0) -> Iterator[tuple[BatchHeader, list[Record]]
     may hold) is ignored."""
     end = len(buf)
     while pos + LOG_OVERHEAD <= end:
-        _, length = _LENGTH.unpack_from(buf, pos)
+        _, length = LENGTH_STRUCT.unpack_from(buf, pos)
         if pos + LOG_OVERHEAD + length > end:
             return
         header, records = decode_batch(buf, pos)

@@ -168,16 +168,6 @@ class QuotaManager:
         rate.record(value, now)
         return rate.throttle_ms(limit, now) if limit > 0 else int(self.window_s * self.num * 1000)
 
-    def throttle_ms(self, key: str, user: str, client: str, now: float | None = None) -> int:
-        """The throttle time already due, without recording (controller mutations check first)."""
-        if key not in self.keys:
-            return 0
-        q = self.quota(key, user, client)
-        if q is None:
-            return 0
-        rate = self._rates.get(q[0])
-        return 0 if rate is None else rate.throttle_ms(q[1], time.monotonic() if now is None else now)
-
     def mutations(self, user: str, client: str, count: float = 0, now: float | None = None) -> int | None:
         """``controller_mutation_rate``: record ``count`` partition mutations (0: only look) and
         return the throttle time in ms (0: within the quota), or None when no quota applies."""

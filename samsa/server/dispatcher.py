@@ -8,6 +8,7 @@ v0-layout UNSUPPORTED_VERSION answer so the client can retry.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import struct
 import time
@@ -20,15 +21,15 @@ from samsa.protocol.errors import InvalidRequestError
 from samsa.security.quotas import (CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, QuotaManager)
 from samsa.server.handlers import HANDLERS, Handler, Services
 from samsa.server.metrics.counters import FETCH_CONSUMER, FETCH_FOLLOWER, RequestTimes
-from samsa.security.sasl import SaslAuthenticationError
 from samsa.server.network import Connection
-from samsa.server.security import SaslSession, log_failure
+from samsa.server.security import SaslSession, SaslState, log_failure
 
 log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
 # Not throttled (Kafka exempts these from the request quota): authentication and broker-to-broker calls.
 _UNTHROTTLED = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE,
                           ApiKey.WRITE_TXN_MARKERS})
+_SASL_KEYS = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})  # both < 256: the frame's second byte
 
 
 @dataclass
@@ -49,46 +50,69 @@ class Dispatcher:
         self.times: RequestTimes | None = None  # RequestMetrics, when the broker's metrics are on
         self.quotas: QuotaManager | None = None  # set while some client quota is configured
 
+    def connection_counts(self) -> dict[str, int]:
+        """Open connections per listener name (the broker's metrics)."""
+        counts: dict[str, int] = {}
+        for conn in list(self.connections):
+            counts[conn.listener] = counts.get(conn.listener, 0) + 1
+        return counts
+
     @staticmethod
     def supported_versions() -> list[tuple[int, int, int]]:
         return [(key, h.min_version, h.max_version) for key, h in sorted(HANDLERS.items())]
 
     def dispatch(self, conn: Connection, frame: bytearray) -> list | Awaitable[list | None] | None:
         auth = conn.auth  # None but on SASL listeners: PLAINTEXT's whole cost of authentication
-        if auth is not None and (auth.raw_tokens or not auth.open):
-            return self._unauthenticated(conn, auth, frame)
+        # A SASL connection's gate: before (or between) authentications, and every SaslHandshake or
+        # SaslAuthenticate (KIP-368's re-authentication comes on an open session).
+        if auth is not None and (not auth.admits() or (len(frame) > 1 and frame[0] == 0 and frame[1] in _SASL_KEYS)):
+            return self._authenticating(conn, auth, frame)
         return self._dispatch(conn, frame)
 
-    def _unauthenticated(self, conn: Connection, auth: SaslSession,
-                         frame: bytearray) -> list | Awaitable[list | None] | None:
-        """A SASL connection before (or between) authentications: ApiVersions, SaslHandshake and
-        SaslAuthenticate only, or the bare tokens that follow a SaslHandshake v0."""
+    def _authenticating(self, conn: Connection, auth: SaslSession,
+                        frame: bytearray) -> list | Awaitable[list | None] | None:
+        """A SASL connection's frames while its session drives: the bare tokens that follow a
+        SaslHandshake v0, ApiVersions, SaslHandshake and SaslAuthenticate, and (while the session
+        is open, during a re-authentication) ordinary requests. A failed authentication is
+        answered after ``connection.failed.authentication.delay.ms`` and the connection closed."""
         if auth.raw_tokens:
-            try:
-                reply, _ = auth.authenticate(bytes(frame))
-            except SaslAuthenticationError as e:
-                log_failure(conn.peer, str(e), auth.mechanism_name)
-                conn.close(str(e), quiet=True)
-                return None
-            if auth.authenticated:
-                auth.raw_tokens = False
+            error, reply, _ = auth.authenticate(bytes(frame))
+            if error:
+                return self._refused(conn, auth, None)
             return [_SIZE.pack(len(reply)), reply]
         try:
             api_key = api.peek_request_header(frame)[0]
         except InvalidRequestError as e:
             conn.close(str(e))
             return None
-        if api_key not in (ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
-            if auth.authenticated:
-                log_failure(conn.peer, "the SASL session expired without re-authentication "
-                                       "(connections.max.reauth.ms)")
-                conn.close("session expired", quiet=True)
-            else:
-                name = HANDLERS[api_key].name if api_key in HANDLERS else str(api_key)
-                log_failure(conn.peer, f"Unexpected Kafka request of type {name} during SASL handshake")
-                conn.close("request before SASL authentication", quiet=True)
-            return None
-        return self._dispatch(conn, frame)
+        if api_key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
+            result = self._dispatch(conn, frame)
+            return self._refused(conn, auth, result) if auth.failed else result
+        if api_key == ApiKey.API_VERSIONS or auth.admits():
+            return self._dispatch(conn, frame)
+        if auth.state is SaslState.AUTHENTICATED:
+            log_failure(conn.peer, "the SASL session expired without re-authentication "
+                                   "(connections.max.reauth.ms)")
+            conn.close("session expired", quiet=True)
+        else:
+            name = HANDLERS[api_key].name if api_key in HANDLERS else str(api_key)
+            log_failure(conn.peer, f"Unexpected Kafka request of type {name} during SASL handshake")
+            conn.close("request before SASL authentication", quiet=True)
+        return None
+
+    @staticmethod
+    async def _refused(conn: Connection, auth: SaslSession, answer: list | Awaitable[list | None] | None) -> None:
+        """KIP-306: the failed authentication's answer (none after a v0 handshake's bare token)
+        goes out after ``connection.failed.authentication.delay.ms``, then the connection closes."""
+        delay = auth.security.failed_auth_delay_ms
+        if delay > 0:
+            await asyncio.sleep(delay / 1000)
+        if answer is not None and not isinstance(answer, list):
+            answer = await answer
+        if answer:
+            conn.send(answer)
+        conn.close(auth.failure, quiet=True)
+        return None
 
     def _dispatch(self, conn: Connection, frame: bytearray) -> list | Awaitable[list | None] | None:
         try:

@@ -102,13 +102,17 @@ class Connection(asyncio.Protocol):
         security = self.security
         if security is not None:
             if security.sasl:
-                self.auth = SaslSession(security, self.peer)
+                self.auth = SaslSession(security, self.peer, self._authenticated)
             if security.ssl_context is not None:
                 # Busy until the handshake is done: requests that arrive with its last flight are
                 # queued, and answered once self.transport is the TLS one.
                 self.busy = True
                 transport.pause_reading()
                 self.tls_task = asyncio.ensure_future(self._start_tls(transport, security))
+
+    def _authenticated(self, principal: KafkaPrincipal) -> None:
+        """The SASL session's principal, whichever path (SaslAuthenticate or v0's bare tokens) proved it."""
+        self.principal = principal
 
     async def _start_tls(self, raw: asyncio.BaseTransport, security: ListenerSecurity) -> None:
         """The TLS handshake; a failure (a plaintext client, a missing or untrusted client

@@ -7,6 +7,7 @@ listener (``listener.name.<l>.<key>`` before ``<key>``) and keeps what a connect
 
 from __future__ import annotations
 
+import enum
 import logging
 import ssl
 import time
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from samsa.broker_config import BrokerConfig, ConfigError
+from samsa.protocol import errors
 from samsa.security.principal import ANONYMOUS, KafkaPrincipal, SslPrincipalMapper
 from samsa.security.sasl import SUPPORTED, SaslAuthenticationError, ServerMechanism, server_mechanism
 from samsa.security.scram import ScramCredential
@@ -31,6 +33,7 @@ class ListenerSecurity:
     mechanisms: list[str] = field(default_factory=list)
     jaas: dict[str, str | None] = field(default_factory=dict)  # mechanism -> its JAAS line
     reauth_ms: int = 0
+    failed_auth_delay_ms: int = 100  # connection.failed.authentication.delay.ms (KIP-306)
     scram_lookup: Callable[[str, str], ScramCredential | None] = lambda mechanism, user: None
 
     @property
@@ -62,8 +65,7 @@ def listener_security(config: BrokerConfig, name: str,
         if not sec.mechanisms:
             raise ConfigError(f"Listener {name}: sasl.enabled.mechanisms is empty")
         for mech in sec.mechanisms:
-            jaas = (config.unknown.get(f"listener.name.{name.lower()}.{mech.lower()}.sasl.jaas.config")
-                    or config.unknown.get(f"{mech.lower()}.sasl.jaas.config") or get("sasl.jaas.config"))
+            jaas = config.jaas_config(name, mech)
             if mech == "PLAIN" and not jaas:
                 raise ConfigError(f"Listener {name}: PLAIN needs its users in "
                                   f"listener.name.{name.lower()}.plain.sasl.jaas.config")
@@ -73,55 +75,146 @@ def listener_security(config: BrokerConfig, name: str,
                 raise ConfigError(f"Listener {name}, {mech}: {e}") from None
             sec.jaas[mech] = jaas
         sec.reauth_ms = get("connections.max.reauth.ms") or 0
+        sec.failed_auth_delay_ms = config["connection.failed.authentication.delay.ms"]
     return sec
 
 
-class SaslSession:
-    """A SASL connection's authentication: the mechanism under way, who it proved to be,
-    and when that proof expires (KIP-368)."""
+class SaslState(enum.Enum):
+    """Where a SASL connection's authentication stands (Kafka's SaslServerAuthenticator states)."""
 
-    def __init__(self, security: ListenerSecurity, peer: str):
+    HANDSHAKE = "awaiting SaslHandshake"  # new: ApiVersions and SaslHandshake only
+    TOKENS = "awaiting SaslAuthenticate"  # SaslHandshake v1+ accepted: tokens come in SaslAuthenticate
+    RAW_TOKENS = "awaiting bare tokens"  # SaslHandshake v0 accepted: tokens come as bare size-prefixed frames
+    AUTHENTICATED = "authenticated"  # requests pass until the session expires (KIP-368)
+    REAUTHENTICATING = "re-authenticating"  # KIP-368: a new exchange on an open session
+    FAILED = "failed"  # the failure is answered after connection.failed.authentication.delay.ms, then closed
+
+
+class SaslEvent(enum.Enum):
+    HANDSHAKE_V0 = "SaslHandshake v0"
+    HANDSHAKE = "SaslHandshake v1+"
+    TOKEN = "a token, exchange not complete"
+    COMPLETE = "a token completing the exchange"
+
+
+S, E = SaslState, SaslEvent
+# The one transition table. A pair not in it is an illegal SASL state (ILLEGAL_SASL_STATE, the
+# connection closed); any failure goes to FAILED from wherever it happens.
+TRANSITIONS: dict[tuple[SaslState, SaslEvent], SaslState] = {
+    (S.HANDSHAKE, E.HANDSHAKE_V0): S.RAW_TOKENS,
+    (S.HANDSHAKE, E.HANDSHAKE): S.TOKENS,
+    (S.RAW_TOKENS, E.TOKEN): S.RAW_TOKENS,
+    (S.RAW_TOKENS, E.COMPLETE): S.AUTHENTICATED,
+    (S.TOKENS, E.TOKEN): S.TOKENS,
+    (S.TOKENS, E.COMPLETE): S.AUTHENTICATED,
+    (S.AUTHENTICATED, E.HANDSHAKE): S.REAUTHENTICATING,  # KIP-368 re-authenticates with v1+ only
+    (S.REAUTHENTICATING, E.TOKEN): S.REAUTHENTICATING,
+    (S.REAUTHENTICATING, E.COMPLETE): S.AUTHENTICATED,
+}
+# States in which ordinary requests pass (while the session has not expired).
+_OPEN = frozenset({S.AUTHENTICATED, S.REAUTHENTICATING})
+del S, E
+
+
+class SaslStateError(Exception):
+    """A SASL request out of order (ILLEGAL_SASL_STATE)."""
+
+
+class SaslSession:
+    """A SASL connection's authentication as an explicit state machine: the state, the mechanism
+    under way, who the client proved to be and when that proof expires (KIP-368).
+
+    The dispatcher (bare tokens after SaslHandshake v0, and the gate before every request) and
+    the SaslHandshake/SaslAuthenticate handlers drive it through the same three calls:
+    :meth:`handshake`, :meth:`authenticate` and :meth:`admits`. Whichever path completes the
+    exchange, the principal reaches the connection through ``on_principal``.
+    """
+
+    def __init__(self, security: ListenerSecurity, peer: str,
+                 on_principal: Callable[[KafkaPrincipal], None] = lambda principal: None):
         self.security = security
         self.peer = peer
+        self.on_principal = on_principal
+        self.state = SaslState.HANDSHAKE
         self.mechanism: ServerMechanism | None = None
         self.mechanism_name = ""
-        self.raw_tokens = False  # SaslHandshake v0: tokens follow as bare size-prefixed frames
         self.principal: KafkaPrincipal | None = None
-        self.authenticated = False
         self.expires_at = 0.0  # time.monotonic(); 0: never
+        self.failure = ""  # why, once FAILED
+
+    def _to(self, event: SaslEvent) -> None:
+        new = TRANSITIONS.get((self.state, event))
+        if new is None:
+            raise SaslStateError(f"Unexpected {event.value} while {self.state.value}")
+        self.state = new
+
+    def fail(self, reason: str) -> None:
+        """To FAILED, with Kafka's one log line naming the client."""
+        log_failure(self.peer, reason, self.mechanism_name)
+        self.state = SaslState.FAILED
+        self.failure = reason
+        self.mechanism = None
 
     @property
-    def open(self) -> bool:
-        """Authenticated and not expired: ordinary requests may pass."""
-        return self.authenticated and (not self.expires_at or time.monotonic() < self.expires_at)
+    def raw_tokens(self) -> bool:
+        return self.state is SaslState.RAW_TOKENS
 
-    def handshake(self, mechanism: str, version: int) -> bool:
+    @property
+    def failed(self) -> bool:
+        return self.state is SaslState.FAILED
+
+    def admits(self) -> bool:
+        """Ordinary requests may pass: authenticated (or re-authenticating) and not expired."""
+        return self.state in _OPEN and (not self.expires_at or time.monotonic() < self.expires_at)
+
+    def handshake(self, mechanism: str, version: int) -> int:
+        """SaslHandshake: the error code to answer (0, UNSUPPORTED_SASL_MECHANISM, ILLEGAL_SASL_STATE);
+        on an error the session has FAILED."""
+        mechanism = mechanism.upper()
+        try:
+            self._to(SaslEvent.HANDSHAKE_V0 if version == 0 else SaslEvent.HANDSHAKE)
+        except SaslStateError as e:
+            self.fail(str(e))
+            return errors.E_ILLEGAL_SASL_STATE
         if mechanism not in self.security.mechanisms:
-            return False
+            self.fail(f"Unsupported SASL mechanism {mechanism}")
+            return errors.E_UNSUPPORTED_SASL_MECHANISM
         self.mechanism = self.security.new_mechanism(mechanism)
         self.mechanism_name = mechanism
-        self.raw_tokens = version == 0
-        return True
+        return 0
 
-    def authenticate(self, token: bytes) -> tuple[bytes, int]:
-        """The server's token and, once complete, the session lifetime in ms (0: none).
-        SaslAuthenticationError when the client failed."""
+    def authenticate(self, token: bytes) -> tuple[int, bytes, int]:
+        """One client token (in SaslAuthenticate or bare after a v0 handshake): the error code
+        (0, SASL_AUTHENTICATION_FAILED, ILLEGAL_SASL_STATE), the server's token and, once
+        complete, the session lifetime in ms (0: none). On an error the session has FAILED and
+        ``failure`` says why."""
         if self.mechanism is None:
-            raise SaslAuthenticationError("SaslAuthenticate before SaslHandshake")
-        reply = self.mechanism.respond(token)
-        if not self.mechanism.complete:
-            return reply, 0
-        principal = self.mechanism.principal()
-        if self.authenticated and self.principal is not None and principal != self.principal:
-            raise SaslAuthenticationError(f"Cannot change principals during re-authentication from "
-                                          f"{self.principal}: {principal}")
-        self.principal = principal
-        self.authenticated = True
-        lifetimes = [x for x in (self.security.reauth_ms, self.mechanism.lifetime_ms()) if x]
+            self.fail(f"Unexpected SaslAuthenticate while {self.state.value}")
+            return errors.E_ILLEGAL_SASL_STATE, b"", 0
+        again = self.state is SaslState.REAUTHENTICATING
+        try:
+            reply = self.mechanism.respond(token)
+            if not self.mechanism.complete:
+                self._to(SaslEvent.TOKEN)
+                return 0, reply, 0
+            principal = self.mechanism.principal()
+            if again and principal != self.principal:
+                raise SaslAuthenticationError(f"Cannot change principals during re-authentication from "
+                                              f"{self.principal}: {principal}")
+            lifetimes = [x for x in (self.security.reauth_ms, self.mechanism.lifetime_ms()) if x]
+            self._to(SaslEvent.COMPLETE)
+        except SaslAuthenticationError as e:
+            self.fail(str(e))
+            return errors.E_SASL_AUTHENTICATION_FAILED, b"", 0
         lifetime = min(lifetimes) if lifetimes else 0
         self.expires_at = time.monotonic() + lifetime / 1000 if lifetime else 0.0
         self.mechanism = None
-        return reply, lifetime
+        self.principal = principal
+        self.on_principal(principal)
+        if again:
+            log.info("Re-authenticated %s with /%s [mechanism %s], session lifetime %d ms", principal,
+                     self.peer.rsplit(":", 1)[0], self.mechanism_name, lifetime)
+        return 0, reply, lifetime
 
 
 def log_failure(peer: str, reason: str, mechanism: str = "") -> None:

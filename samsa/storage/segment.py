@@ -14,8 +14,8 @@ from array import array
 from pathlib import Path
 from typing import Iterator
 
-from samsa.protocol.batch import (CONTROL_BIT, HEADER_SIZE, LOG_OVERHEAD, MAGIC, MIN_BATCH_LENGTH, BatchHeader,
-                                  batch_problem, compute_crc, iter_headers, read_header)
+from samsa.protocol.batch import (CONTROL_BIT, HEADER_SIZE, LENGTH_STRUCT, LOG_OVERHEAD, MAGIC, MIN_BATCH_LENGTH,
+                                  BatchHeader, batch_problem, compute_crc, iter_headers, read_header)
 from samsa.protocol.control import control_type, coordinator_epoch
 from samsa.clock import now_ms
 from samsa.protocol.errors import CorruptRecordError, KafkaStorageError
@@ -30,7 +30,6 @@ INT32_MAX = 0x7FFFFFFF
 # base_offset int64, batch_length int32, (epoch, magic, crc, attributes), last_offset_delta int32
 _PEEK = struct.Struct(">qi11xi")
 PEEK_SIZE = _PEEK.size
-_LENGTH = struct.Struct(">qi")
 LOCATE_CHUNK = 16384  # read while looking for a batch from an index entry (4 KiB apart)
 SCAN_CHUNK = 1 << 20  # read while scanning a whole segment
 
@@ -353,7 +352,7 @@ class LogSegment:
             base, _, lod = _PEEK.unpack_from(data, entry_pos - pos)
             if base <= entry_offset <= base + lod:
                 end = entry_pos - pos
-        unpack = _LENGTH.unpack_from
+        unpack = LENGTH_STRUCT.unpack_from
         while end + LOG_OVERHEAD <= n:
             b, length = unpack(data, end)
             if max_offset is not None and b >= max_offset:

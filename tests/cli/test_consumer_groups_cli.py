@@ -190,6 +190,7 @@ def test_no_arguments_prints_usage():
     (["--reset-offsets", "--group", "g", "--topic", "t", "--to-datetime", "2020-13-01T00:00:00.000"],
      "Error parsing timestamp"),
     (["--reset-offsets", "--group", "g", "--topic", "t", "--by-duration", "1h"], "Error parsing duration"),
+    (["--reset-offsets", "--group", "g", "--topic", "t", "--by-duration", "P1DT"], "Error parsing duration"),
     (["--reset-offsets", "--group", "g", "--topic", "t:x", "--to-earliest"], "Invalid partition list"),
     (["--reset-offsets", "--group", "g", "--topic", "t", "--to-offset", "abc"], "invalid int value"),
 ])

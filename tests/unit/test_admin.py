@@ -404,3 +404,30 @@ def test_connect_refused_is_one_clear_error():
         with pytest.raises(KafkaConnectionError, match="Connection to 127.0.0.1:.* failed: Connection refused"):
             await conn.connect()
     asyncio.run(go())
+
+
+def test_every_call_goes_through_the_one_retry_policy(broker, topic, monkeypatch):
+    """A connection lost under the first request of each kind: the Admin's request driver sends
+    it again (the calls that used to fail at once included)."""
+    from samsa.client.types import ConfigResource as CR
+    from samsa.protocol.api_keys import ApiKey
+    keys = {ApiKey.DESCRIBE_CONFIGS, ApiKey.DESCRIBE_LOG_DIRS, ApiKey.LIST_TRANSACTIONS, ApiKey.DESCRIBE_CLIENT_QUOTAS,
+            ApiKey.INIT_PRODUCER_ID, ApiKey.FIND_COORDINATOR, ApiKey.DESCRIBE_CLUSTER, ApiKey.CREATE_PARTITIONS}
+    lost: list[int] = []
+    real = BrokerConnection.request
+
+    async def flaky(self, api_key, body, **kw):
+        if api_key in keys and api_key not in lost:
+            lost.append(api_key)
+            raise KafkaConnectionError(f"lost under {api_key} (injected)")
+        return await real(self, api_key, body, **kw)
+    monkeypatch.setattr(BrokerConnection, "request", flaky)
+    with Admin({"bootstrap.servers": broker.bootstrap_servers, "retry.backoff.ms": 10}) as a:
+        assert "retention.ms" in a.describe_configs([CR("topic", topic)])[CR("topic", topic)]
+        assert a.describe_log_dirs()
+        assert isinstance(a.list_transactions(), dict)
+        assert a.describe_client_quotas() == []
+        assert a.fence_producers(["driver-txn"])["driver-txn"].producer_id >= 0
+        assert a.describe_cluster().brokers
+        a.create_partitions({topic: 3})
+    assert set(lost) == keys

@@ -146,8 +146,14 @@ def test_listeners_and_their_protocols():
     assert c.inter_broker_listener == "INTERNAL"
     assert c.listener_value("INTERNAL", "ssl.client.auth") == "required"
     assert c.listener_value("EXTERNAL", "ssl.client.auth") == "none"
-    assert not c.unknown.keys() - {"listener.name.internal.ssl.client.auth"}
+    assert c.listener_overrides == {"listener.name.internal.ssl.client.auth": "required"} and not c.unknown
     with pytest.raises(ConfigError, match="No security protocol"):
         BrokerConfig({"listeners": "INTERNAL://:9093"})
     c = BrokerConfig({"listeners": "INTERNAL://:9093", "listener.security.protocol.map": "INTERNAL:PLAINTEXT"})
     assert c.listeners == ["INTERNAL://:9093"]
+
+
+def test_failed_authentication_delay_is_below_the_idle_timeout():
+    assert BrokerConfig({})["connection.failed.authentication.delay.ms"] == 100
+    with pytest.raises(ConfigError, match="should always be less than connections.max.idle.ms"):
+        BrokerConfig({"connection.failed.authentication.delay.ms": "600000"})

@@ -13,6 +13,10 @@ def test_durations_as_the_cli_takes_them():
     assert parse_duration("PT30M") == 30 * 60_000
     assert parse_duration("P1DT2H") == 26 * 3_600_000
     assert parse_duration("PT1.5S") == 1500
+    assert parse_duration("pt30m") == 30 * 60_000  # Java's Duration.parse ignores case
+    for bad in ("P1DT", "PT", "P", "P1W"):  # as Duration.parse refuses them
+        with pytest.raises(ConsoleError, match="is not a duration"):
+            parse_duration(bad)
     with pytest.raises(ConsoleError, match="'an hour' is not a duration: write it as PnDTnHnMnS"):
         parse_duration("an hour")
 

@@ -128,6 +128,14 @@ class GroupCoordinator:
     def groups(self) -> dict[str, Group]:
         return self.rebalancer.groups
 
+    def metrics(self) -> GroupMetrics:
+        """A snapshot of the groups and committed offsets for the broker's metrics."""
+        offsets = self.offsets
+        return GroupMetrics([g.state.value for g in list(self.groups.values())],
+                            {gid: {tp: o.offset for tp, o in offsets.committed(gid).items()}
+                             for gid in offsets.group_ids()},
+                            self.rebalancer.completed_rebalances)
+
     # ---------------------------------------------------------------- config
 
     @property
@@ -473,3 +481,12 @@ class GroupCoordinator:
                 self.offsets.drop_group(group_id)
                 if g is not None and not g.protocol_type:
                     self.groups.pop(group_id, None)
+
+
+@dataclass(frozen=True)
+class GroupMetrics:
+    """The group coordinator's state as the broker's metrics show it (GroupMetadataManager)."""
+
+    states: list[str]  # each group's state name
+    committed: dict[str, dict[tuple[str, int], int]]  # group -> (topic, partition) -> committed offset
+    completed_rebalances: int

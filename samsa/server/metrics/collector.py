@@ -7,7 +7,7 @@ dashboards and alerts written for Kafka work unchanged. docs/metrics.md lists th
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -15,6 +15,7 @@ from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
 from samsa.protocol import api
+from samsa.cluster.replica_manager import ReplicaMetrics
 from samsa.server.metrics.counters import (BUCKETS_MS, EXTRA_REQUEST_NAMES, TIME_NAMES, BrokerTopicStats, LoopBusy,
                                            RequestTimes)
 
@@ -34,13 +35,11 @@ TOPIC_METERS = (
 GROUP_STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty")
 
 
-def _counter(name: str, doc: str) -> CounterMetricFamily:
-    return CounterMetricFamily(name, doc)
-
-
 class BrokerCollector(Collector):
-    """Every family of one broker. ``broker`` is the running BrokerServer; ``topics``,
-    ``requests`` and ``loop_busy`` the counters its request paths add to."""
+    """Every family of one broker. ``broker`` is the running BrokerServer, read through the
+    snapshots its rooms expose (``replicas.metrics()``, ``groups.metrics()``,
+    ``dispatcher.connection_counts()``, the metadata cache); ``topics``, ``requests`` and
+    ``loop_busy`` the counters its request paths add to."""
 
     def __init__(self, broker: Any, topics: BrokerTopicStats, requests: RequestTimes, loop_busy: LoopBusy):
         self.broker = broker
@@ -53,10 +52,11 @@ class BrokerCollector(Collector):
         yield from self._request_metrics()
         if not self.broker.started.is_set():
             return
-        yield from self._replica_manager()
+        replicas = self.broker.replicas.metrics()
+        yield from self._replica_manager(replicas)
         yield from self._controller()
-        yield from self._logs()
-        yield from self._groups()
+        yield from self._logs(replicas)
+        yield from self._groups(replicas)
         yield from self._network()
         yield from self._fetch_sessions()
 
@@ -101,30 +101,27 @@ class BrokerCollector(Collector):
 
     # ---------------------------------------------------------------- ReplicaManager
 
-    def _replica_manager(self) -> Iterator[Metric]:
-        replicas = self.broker.replicas
+    def _replica_manager(self, replicas: ReplicaMetrics) -> Iterator[Metric]:
         min_isr: dict[str, int] = {}
-        hosted = led = under = under_min = at_min = 0
-        for p in list(replicas.partitions.values()):
-            hosted += 1
-            if not p.is_leader:
+        led = under = under_min = at_min = 0
+        for p in replicas.partitions:
+            if not p.leader:
                 continue
             led += 1
-            isr, rf = len(p.state.isr), len(p.state.replicas)
-            if isr < rf:
+            if p.isr < p.replicas:
                 under += 1
             m = min_isr.get(p.topic)
             if m is None:
                 m = min_isr[p.topic] = self.broker.metadata.topic_config(p.topic)["min.insync.replicas"]
-            if isr < m:
+            if p.isr < m:
                 under_min += 1
-            elif isr == m:
+            elif p.isr == m:
                 at_min += 1
         for name, value, doc in (
                 ("underreplicatedpartitions", under, "Partitions led here whose ISR is smaller than their replicas"),
                 ("underminisrpartitioncount", under_min, "Partitions led here whose ISR is below min.insync.replicas"),
                 ("atminisrpartitioncount", at_min, "Partitions led here whose ISR is at min.insync.replicas"),
-                ("partitioncount", hosted, "Partitions hosted here (leader or follower)"),
+                ("partitioncount", len(replicas.partitions), "Partitions hosted here (leader or follower)"),
                 ("leadercount", led, "Partitions led here")):
             yield GaugeMetricFamily(f"kafka_server_replicamanager_{name}", doc, value=value)
         yield CounterMetricFamily("kafka_server_replicamanager_isrshrinks", "ISR shrinks of partitions led here "
@@ -154,54 +151,52 @@ class BrokerCollector(Collector):
 
     # ---------------------------------------------------------------- Log
 
-    def _logs(self) -> Iterator[Metric]:
+    def _logs(self, replicas: ReplicaMetrics) -> Iterator[Metric]:
         families = {name: GaugeMetricFamily(f"kafka_log_log_{name}", doc, labels=["topic", "partition"])
                     for name, doc in (("size", "Bytes of a partition's log segments"),
                                       ("numlogsegments", "Segments of a partition's log"),
                                       ("logendoffset", "A partition's log end offset"),
                                       ("logstartoffset", "A partition's log start offset"))}
-        for (topic, index), p in sorted(self.broker.replicas.partitions.items()):
-            plog, labels = p.log, [topic, str(index)]
-            families["size"].add_metric(labels, plog.size_bytes())
-            families["numlogsegments"].add_metric(labels, plog.num_segments)
-            families["logendoffset"].add_metric(labels, plog.log_end_offset)
-            families["logstartoffset"].add_metric(labels, plog.log_start_offset)
+        for p in replicas.partitions:
+            labels = [p.topic, str(p.index)]
+            families["size"].add_metric(labels, p.size_bytes)
+            families["numlogsegments"].add_metric(labels, p.segments)
+            families["logendoffset"].add_metric(labels, p.log_end_offset)
+            families["logstartoffset"].add_metric(labels, p.log_start_offset)
         yield from families.values()
 
     # ---------------------------------------------------------------- group coordinator
 
-    def _groups(self) -> Iterator[Metric]:
-        coordinator = self.broker.groups
-        groups = list(coordinator.groups.values())
+    def _groups(self, replicas: ReplicaMetrics) -> Iterator[Metric]:
+        groups = self.broker.groups.metrics()
         prefix = "kafka_coordinator_group_groupmetadatamanager_"
-        yield GaugeMetricFamily(prefix + "numgroups", "Groups this broker coordinates", value=len(groups))
+        yield GaugeMetricFamily(prefix + "numgroups", "Groups this broker coordinates", value=len(groups.states))
         for state in GROUP_STATES:
             yield GaugeMetricFamily(prefix + f"numgroups{state.lower()}", f"Groups in state {state}",
-                                    value=sum(1 for g in groups if g.state.value == state))
-        offsets = coordinator.offsets
-        committed = {gid: offsets.committed(gid) for gid in offsets.group_ids()}
+                                    value=groups.states.count(state))
         yield GaugeMetricFamily(prefix + "numoffsets", "Committed offsets this broker holds",
-                                value=sum(len(c) for c in committed.values()))
+                                value=sum(len(c) for c in groups.committed.values()))
         yield CounterMetricFamily("kafka_server_group_coordinator_metrics_group_completed_rebalance",
                                   "Rebalances completed (a new generation) by this coordinator",
-                                  value=coordinator.rebalancer.completed_rebalances)
-        yield from self._lag(committed)
+                                  value=groups.completed_rebalances)
+        yield from self._lag(groups.committed, replicas)
 
-    def _lag(self, committed: dict[str, dict]) -> Iterator[Metric]:
+    @staticmethod
+    def _lag(committed: dict[str, dict[tuple[str, int], int]], replicas: ReplicaMetrics) -> Iterator[Metric]:
         """kafka_exporter's consumer-group families, for the partitions this broker hosts."""
-        partitions = self.broker.replicas.partitions
+        high_watermarks = {(p.topic, p.index): p.high_watermark for p in replicas.partitions}
         lag = GaugeMetricFamily("kafka_consumergroup_lag", "Log end offset (high watermark) less the group's "
                                 "committed offset", labels=["consumergroup", "topic", "partition"])
         current = GaugeMetricFamily("kafka_consumergroup_current_offset", "The group's committed offset",
                                     labels=["consumergroup", "topic", "partition"])
         for group_id, offsets in sorted(committed.items()):
-            for (topic, index), o in sorted(offsets.items()):
-                p = partitions.get((topic, index))
-                if p is None:
+            for (topic, index), offset in sorted(offsets.items()):
+                hw = high_watermarks.get((topic, index))
+                if hw is None:
                     continue
                 labels = [group_id, topic, str(index)]
-                current.add_metric(labels, o.offset)
-                lag.add_metric(labels, max(p.high_watermark - o.offset, 0))
+                current.add_metric(labels, offset)
+                lag.add_metric(labels, max(hw - offset, 0))
         yield lag
         yield current
 
@@ -220,10 +215,8 @@ class BrokerCollector(Collector):
         yield evictions
 
     def _network(self) -> Iterator[Metric]:
-        per_listener: dict[str, int] = {name: 0 for name, _, _ in self.broker.bound}
-        for conn in list(self.broker.dispatcher.connections):
-            listener = getattr(conn, "listener", "")
-            per_listener[listener] = per_listener.get(listener, 0) + 1
+        per_listener = {name: 0 for name, _, _ in self.broker.bound}
+        per_listener.update(self.broker.dispatcher.connection_counts())
         connections = GaugeMetricFamily("kafka_server_socket_server_metrics_connection_count",
                                         "Open client connections, per listener", labels=["listener"])
         for listener, count in sorted(per_listener.items()):
@@ -253,8 +246,3 @@ def _api_name(key: int) -> str:
             name = str(key)
         _NAMES[key] = name
     return name
-
-
-def families_named(collector: Collector) -> Iterable[str]:
-    """The names of the families a collector yields (for tests and docs)."""
-    return [m.name for m in collector.collect()]
