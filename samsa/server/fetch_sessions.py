@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import random
 from collections import OrderedDict
+from dataclasses import dataclass
 
 from samsa.clock import now_ms
 from samsa.protocol import errors
@@ -199,6 +200,15 @@ class FetchContext:
         return out
 
 
+@dataclass(frozen=True)
+class FetchSessionMetrics:
+    """The cache as the broker's metrics show it (Kafka's FetchSessionCache MBeans)."""
+
+    sessions: int
+    partitions: int
+    evictions: int
+
+
 class FetchSessionCache:
     """The broker's fetch sessions; one per broker, used on the event loop only."""
 
@@ -215,6 +225,9 @@ class FetchSessionCache:
 
     def __len__(self) -> int:
         return len(self.sessions)
+
+    def metrics(self) -> FetchSessionMetrics:
+        return FetchSessionMetrics(len(self.sessions), self.num_partitions, self.evictions)
 
     # ---------------------------------------------------------------- requests
 
