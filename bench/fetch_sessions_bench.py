@@ -2,7 +2,8 @@
 fresh ``samsa server start`` process, with fetch sessions off and on (not a test).
 
     .venv/bin/python bench/fetch_sessions_bench.py [--partitions 1000] [--seconds 20] [--rate 20]
-                                                   [--client samsa,kafka-python] [--trees .,../baseline]
+                                                   [--client samsa,kafka-python] [--tree .]
+    .venv/bin/python bench/fetch_sessions_bench.py --handler   # the broker's cost per Fetch, in process
 
 "off" is the broker with ``max.incremental.fetch.session.cache.slots=0``: every fetch is a
 full one, as before sessions. A producer trickles ``--rate`` records/s over random partitions
@@ -183,6 +184,58 @@ def run_one(tree: str, sessions: bool, client: str, partitions: int, seconds: fl
             proxy.stop()
 
 
+def handler_cost(partitions: int, rounds: int = 20, requests: int = 50) -> dict[str, float]:
+    """The broker's own cost (µs) of one Fetch of ``partitions`` quiet partitions, frames handed
+    straight to an in-process broker's dispatcher (as bench/handler_bench.py): a sessionless
+    full fetch beside an incremental one of a session holding them all; best of ``rounds``."""
+    import tempfile
+
+    from samsa.broker_config import BrokerConfig
+    from samsa.protocol import api
+    from samsa.server.broker import BrokerServer
+
+    class Conn:
+        peer, closed, task, auth, listener, arrived_at = "bench:0", False, None, None, "PLAINTEXT", 0.0
+
+        def close(self, why: str = "") -> None:
+            raise RuntimeError(why)
+
+    def frame(session_id: int, epoch: int, topics: list) -> bytearray:
+        return bytearray(b"".join(api.encode_request(1, 12, 2, "bench", {
+            "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+            "session_id": session_id, "session_epoch": epoch, "topics": topics}))[4:])
+
+    async def run(tmp: str) -> dict[str, float]:
+        server = BrokerServer(BrokerConfig({"log.dirs": tmp, "listeners": "PLAINTEXT://127.0.0.1:0",
+                                            "offsets.topic.replication.factor": 1}, warn_unknown=False))
+        await server.start()
+        try:
+            server.admin.create_topic("bench", partitions, 1)
+            conn = Conn()
+            topics = [{"topic": "bench", "partitions": [{"partition": i, "fetch_offset": 0, "partition_max_bytes": 1 << 20}
+                                                        for i in range(partitions)]}]
+            full = frame(0, -1, topics)
+            server.dispatcher.dispatch(conn, frame(0, 0, topics))
+            session_id = next(iter(server.fetch_sessions.sessions))
+            incremental = [frame(session_id, e, []) for e in range(1, rounds * requests + 1)]
+            best_full = best_incremental = float("inf")
+            for r in range(rounds):
+                t0 = time.perf_counter()
+                for _ in range(requests):
+                    server.dispatcher.dispatch(conn, bytearray(full))
+                best_full = min(best_full, (time.perf_counter() - t0) / requests * 1e6)
+                t0 = time.perf_counter()
+                for f in incremental[r * requests:(r + 1) * requests]:
+                    server.dispatcher.dispatch(conn, f)
+                best_incremental = min(best_incremental, (time.perf_counter() - t0) / requests * 1e6)
+            return {"full_us": best_full, "incremental_us": best_incremental}
+        finally:
+            await server.stop()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        return asyncio.run(run(tmp))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--partitions", type=int, default=1000)
@@ -190,7 +243,14 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=20, help="records per second produced")
     ap.add_argument("--client", default="samsa", help="samsa, kafka-python, or both comma-separated")
     ap.add_argument("--tree", default=str(ROOT), help="the Samsa source tree the broker runs")
+    ap.add_argument("--handler", action="store_true",
+                    help="only the broker's cost per Fetch of the quiet partitions, in process")
     args = ap.parse_args()
+    if args.handler:
+        r = handler_cost(args.partitions)
+        print(f"Fetch of {args.partitions} quiet partitions, best of 20 x 50: sessionless full "
+              f"{r['full_us']:,.0f} µs, incremental (session) {r['incremental_us']:,.0f} µs")
+        return 0
     print(f"{args.partitions} partitions, {args.rate:g} records/s produced, {args.seconds:g} s measured "
           f"after a 5 s warm-up; broker tree {Path(args.tree).resolve().name}")
     print(f"{'client':<13} {'sessions':>8} {'broker CPU':>11} {'fetches/s':>10} {'CPU ms/fetch':>13} "
