@@ -1,8 +1,9 @@
 """Fetch-session (KIP-227) scenarios on raw requests through Samsa's codec, runnable against
-any broker: the tests run them against Samsa, and by hand against Apache Kafka to record
-what it answers (the differential check):
+any broker: ``tests/differential/test_fetch_sessions.py`` runs them against Apache Kafka and
+Samsa side by side; ``tests/compat/test_fetch_sessions.py`` against Samsa, compared with what
+Kafka answered when they were written (``EXPECTED``); by hand:
 
-    .venv/bin/python tests/compat/fetch_session_scenarios.py localhost:19092
+    .venv/bin/python tests/fetch_session_scenarios.py localhost:19092
 
 prints one line per step: what was sent and the (error code, session id != 0, partitions in
 the answer) that came back. ``EXPECTED`` holds what Kafka 4.4.0 answered.
