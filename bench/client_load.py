@@ -24,10 +24,11 @@ load so that a client that hangs or crashes costs one load, not the run.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
-VALUE = b"v" * 100
+VALUE = b"v" * int(os.environ.get("SAMSA_BENCH_VALUE_BYTES", "100"))  # kafka_compare.py sets 1024 too
 
 
 def produce(bootstrap: str, topic: str, n: int, acks: str, timeout: float) -> dict:

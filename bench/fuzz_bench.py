@@ -2,13 +2,14 @@
 
 The corpus is one sample request (every field set, from the schema) per API key and version
 the broker advertises. Each mutation (bit flips, truncation, a lying size prefix, a corrupted
-varint, a random header, bytes inserted or removed) goes on its own connection, which is then
+varint, a random header, bytes inserted or removed, an edge value such as -1 or 2^30 written
+over a length or count) goes on its own connection, which is then
 half-closed; the broker may answer or close it. Every 1,000 frames a canary record is produced
 with acks=all and all canaries are read back. At the end: slowloris (clients trickling a frame
 one byte at a time) and a burst of connections each asking ApiVersions, then the totals:
 frames, answers, closes, canaries lost, the broker's RSS, tracebacks in its log.
 
-    .venv/bin/python bench/fuzz_bench.py [--frames 50000] [--seed 1] [--burst 2000]
+    .venv/bin/python bench/fuzz_bench.py [--frames 50000] [--seed 1] [--burst 2000] [--sasl]
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,18 +31,46 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 
-from broker_process import BrokerProcess  # noqa: E402
+from broker_process import BrokerProcess, free_port  # noqa: E402
 from samsa.protocol import codec  # noqa: E402
 from samsa.protocol.api import api, encode_request  # noqa: E402
 from samsa.server.dispatcher import Dispatcher  # noqa: E402
 from schema_samples import sample  # noqa: E402
 
 CANARY = "canary"
+EXTREMES = [struct.pack(">i", v) for v in (-1, -2, 0x40000000, 0x40000001, 0x7FFFFFFF, -0x80000000, 0x10000)] + \
+    [struct.pack(">h", v) for v in (-1, -2, 0x7FFF, -0x8000)] + [b"\x7f\xf8\x00\x00\x00\x00\x00\x00"]  # NaN
+
+
+# Requests as real clients send them (the kind an independent fuzzing run's corpus held, issue 24),
+# which a schema sample lacks: a CreateTopics with a partition count and no assignments, say.
+def client_frames() -> list[bytes]:
+    requests = [
+        (19, 0, "x", {"topics": [{"name": "big", "num_partitions": 1, "replication_factor": 1, "assignments": [],
+                                  "configs": []}], "timeout_ms": 10000}),
+        (19, 5, "x", {"topics": [{"name": "big", "num_partitions": 3, "replication_factor": 1, "assignments": [],
+                                  "configs": []}], "timeout_ms": 10000, "validate_only": True}),
+        (37, 0, "x", {"topics": [{"name": "small", "count": 2, "assignments": None}], "timeout_ms": 10000,
+                      "validate_only": True}),
+        (17, 1, "rdkafka", {"mechanism": "PLAIN"}),
+        (36, 1, "rdkafka", {"auth_bytes": b"\0admin\0admin-secret"}),
+        (25, 0, None, {"transactional_id": "t", "producer_id": 1, "producer_epoch": 0, "group_id": "g"}),
+        (32, 1, "rdkafka", {"resources": [{"resource_type": 4, "resource_name": "0", "configuration_keys": None}],
+                            "include_synonyms": False}),
+        (49, 1, "samsa-admin", {"entries": [{"entity": [{"entity_type": "client-id", "entity_name": "fuzzq"}],
+                                             "ops": [{"key": "producer_byte_rate", "value": 1e6, "remove": False}]}],
+                                "validate_only": True}),
+        (30, 2, "rdkafka", {"creations": [{"resource_type": 2, "resource_name": "seed", "resource_pattern_type": 3,
+                                           "principal": "User:alice", "host": "*", "operation": 4,
+                                           "permission_type": 3}]}),
+        (16, 4, "rdkafka", {"states_filter": ["Stable"]}),
+    ]
+    return [b"".join(bytes(c) for c in encode_request(k, v, 1, cid, body)) for k, v, cid, body in requests]
 
 
 def corpus(rng: random.Random) -> list[bytes]:
-    """One encoded sample request per (API key, version) the broker handles."""
-    frames = []
+    """One encoded sample request per (API key, version) the broker handles, and client_frames()."""
+    frames = client_frames()
     for key, lo, hi in Dispatcher.supported_versions():
         name = api(key).name + "Request"
         m = codec.schemas()[name]
@@ -57,7 +87,7 @@ def corpus(rng: random.Random) -> list[bytes]:
 
 def mutate(frame: bytes, rng: random.Random) -> tuple[str, bytes]:
     body = bytearray(frame[4:])
-    kind = rng.choice(["bitflip", "truncate", "lying-size", "varint", "header", "insert", "delete"])
+    kind = rng.choice(["bitflip", "truncate", "lying-size", "varint", "header", "insert", "delete", "extreme"])
     if kind == "bitflip":
         for _ in range(rng.randint(1, 8)):
             i = rng.randrange(len(body))
@@ -74,6 +104,13 @@ def mutate(frame: bytes, rng: random.Random) -> tuple[str, bytes]:
     elif kind == "insert":
         i = rng.randrange(len(body) + 1)
         body[i:i] = rng.randbytes(rng.randint(1, 64))
+    elif kind == "extreme":
+        # An edge value over a length or a count past the header: a negative length where Kafka allows
+        # no null, a count near 2^30 or 2^31 (what an amplifying request looks like).
+        if len(body) > 10:
+            i = rng.randrange(8, len(body) - 1)
+            value = rng.choice(EXTREMES)
+            body[i:i + len(value)] = value
     else:
         i = rng.randrange(len(body))
         del body[i:i + rng.randint(1, 16)]
@@ -112,7 +149,7 @@ class Canary:
     def produce(self) -> None:
         value = b"canary-%d" % len(self.acked)
         errors: list = []
-        self.producer.produce(CANARY, value, on_delivery=lambda e, m: errors.append(e))
+        self.producer.produce(CANARY, value, partition=0, on_delivery=lambda e, m: errors.append(e))
         self.producer.flush(30)
         if len(errors) == 1 and errors[0] is None:  # (KafkaError.__eq__ cannot take None)
             self.acked.append(value)
@@ -182,60 +219,117 @@ def burst(port: int, n: int) -> int:
     return answered
 
 
+@dataclass
+class FuzzRun:
+    """What a run saw: the figures BENCHMARKS.md records and the CI test asserts on."""
+    frames: int
+    corpus: int
+    api_keys: int
+    seed: int
+    listener: str = "PLAINTEXT"
+    seconds: float = 0.0
+    kinds: dict = field(default_factory=dict)
+    outcomes: dict = field(default_factory=dict)
+    slow_answered: int = 0
+    slow_clients: int = 0
+    burst_answered: int = 0
+    burst: int = 0
+    alive: bool = False
+    acked: int = 0
+    lost: int = 0
+    rss_kb: list = field(default_factory=list)
+    log: str = ""
+
+    @property
+    def tracebacks(self) -> int:
+        return self.log.count("Traceback")
+
+    def report(self) -> str:
+        rss = self.rss_kb or [0]
+        return "\n".join([
+            f"fuzz: {self.frames} mutated frames from a corpus of {self.corpus} requests over {self.api_keys} API "
+            f"keys, seed {self.seed}, {self.listener} listener, {self.seconds:.0f} s",
+            "  mutations: " + ", ".join(f"{k} {n}" for k, n in sorted(self.kinds.items())),
+            "  outcomes: " + ", ".join(f"{k} {n}" for k, n in sorted(self.outcomes.items())),
+            f"  slowloris: {self.slow_answered} of {self.slow_clients} byte-at-a-time clients answered; burst: "
+            f"{self.burst_answered} of {self.burst} connections answered",
+            f"  broker alive: {self.alive}; canaries acknowledged {self.acked}, lost {self.lost}",
+            f"  RSS: {rss[0] // 1024} MB at start, {max(rss) // 1024} MB at most, {rss[-1] // 1024} MB at the end",
+            f"  log: {self.tracebacks} tracebacks, {self.log.count('Fatal error')} fatal protocol errors, "
+            f"{self.log.count('closing connection')} connections closed for bad input"])
+
+
+def run(data_dir: Path, frames: int, seed: int = 1, burst_size: int = 2000, threads: int = 16,
+        slow_clients: int = 50, slow_seconds: float = 10.0, sasl: bool = False) -> FuzzRun:
+    """Start a broker in ``data_dir``, fuzz it, stop it; the figures. With ``sasl``, the frames go
+    to a SASL_PLAINTEXT listener (PLAIN), unauthenticated; the canaries use the PLAINTEXT one."""
+    rng = random.Random(seed)
+    corpus_frames = corpus(rng)
+    keys = {struct.unpack_from(">h", f, 4)[0] for f in corpus_frames}
+    result = FuzzRun(frames, len(corpus_frames), len(keys), seed, "SASL_PLAINTEXT (unauthenticated)" if sasl
+                     else "PLAINTEXT", slow_clients=slow_clients, burst=burst_size)
+    settings = {"socket.request.max.bytes": 1048576, "auto.create.topics.enable": "false"}
+    target_port = None
+    if sasl:
+        plain, target_port = free_port(), free_port()
+        settings.update({
+            "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{target_port}",
+            "sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+                'org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-secret";'})
+        b = BrokerProcess(Path(data_dir), port=plain, **settings)
+    else:
+        b = BrokerProcess(Path(data_dir), **settings)
+    b.start()
+    port = target_port or b.port
+    t0 = time.monotonic()
+    try:
+        admin_frame = encode_request(19, 4, 1, "fuzz", {
+            "topics": [{"name": CANARY, "num_partitions": 1, "replication_factor": 1, "assignments": [],
+                        "configs": []}], "timeout_ms": 10000, "validate_only": False})
+        send_one(b.port, b"".join(bytes(c) for c in admin_frame))
+        canary = Canary(b.bootstrap)
+        canary.produce()
+        result.rss_kb.append(rss_kb(b.proc.pid))
+        with ThreadPoolExecutor(threads) as pool:
+            for start in range(0, frames, 1000):
+                batch = [mutate(rng.choice(corpus_frames), rng) for _ in range(min(1000, frames - start))]
+                for kind, _ in batch:
+                    result.kinds[kind] = result.kinds.get(kind, 0) + 1
+                for outcome in pool.map(lambda m: send_one(port, m[1]), batch):
+                    result.outcomes[outcome] = result.outcomes.get(outcome, 0) + 1
+                if b.proc.poll() is not None:
+                    break
+                canary.produce()
+                result.rss_kb.append(rss_kb(b.proc.pid))
+        if b.proc.poll() is None:
+            result.slow_answered = slowloris(port, slow_clients, slow_seconds) if slow_clients else 0
+            result.burst_answered = burst(port, burst_size) if burst_size else 0
+            canary.produce()
+            result.lost = canary.lost()
+            result.rss_kb.append(rss_kb(b.proc.pid))
+        result.alive = b.proc.poll() is None
+        result.acked = len(canary.acked)
+        result.log = b.log_text()
+    finally:
+        b.stop()
+        result.seconds = time.monotonic() - t0
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--frames", type=int, default=50000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--burst", type=int, default=2000)
     parser.add_argument("--threads", type=int, default=16)
+    parser.add_argument("--sasl", action="store_true", help="fuzz a SASL_PLAINTEXT listener, unauthenticated")
     args = parser.parse_args()
-    rng = random.Random(args.seed)
-    frames = corpus(rng)
-    keys = {struct.unpack_from(">h", f, 4)[0] for f in frames}
     with tempfile.TemporaryDirectory(prefix="samsa-fuzz-") as tmp:
-        b = BrokerProcess(Path(tmp), **{"socket.request.max.bytes": 1048576, "auto.create.topics.enable": "false"})
-        b.start()
-        t0 = time.monotonic()
-        try:
-            admin_frame = encode_request(19, 4, 1, "fuzz", {
-                "topics": [{"name": CANARY, "num_partitions": 1, "replication_factor": 1, "assignments": [],
-                            "configs": []}], "timeout_ms": 10000, "validate_only": False})
-            send_one(b.port, b"".join(bytes(c) for c in admin_frame))
-            canary = Canary(b.bootstrap)
-            canary.produce()
-            rss = [rss_kb(b.proc.pid)]
-            outcomes: dict[str, int] = {}
-            kinds: dict[str, int] = {}
-            with ThreadPoolExecutor(args.threads) as pool:
-                for start in range(0, args.frames, 1000):
-                    batch = [mutate(rng.choice(frames), rng) for _ in range(min(1000, args.frames - start))]
-                    for kind, _ in batch:
-                        kinds[kind] = kinds.get(kind, 0) + 1
-                    for result in pool.map(lambda m: send_one(b.port, m[1]), batch):
-                        outcomes[result] = outcomes.get(result, 0) + 1
-                    if b.proc.poll() is not None:
-                        raise SystemExit(f"the broker died after {start} frames")
-                    canary.produce()
-                    rss.append(rss_kb(b.proc.pid))
-            slow = slowloris(b.port, 50, 10.0)
-            burst_answered = burst(b.port, args.burst)
-            canary.produce()
-            lost = canary.lost()
-            alive = b.proc.poll() is None
-            rss.append(rss_kb(b.proc.pid))
-            log = b.log_text()
-        finally:
-            b.stop()
-    print(f"fuzz: {args.frames} mutated frames from a corpus of {len(frames)} requests over {len(keys)} API keys, "
-          f"seed {args.seed}, {time.monotonic() - t0:.0f} s")
-    print("  mutations: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
-    print("  outcomes: " + ", ".join(f"{k} {n}" for k, n in sorted(outcomes.items())))
-    print(f"  slowloris: {slow} of 50 byte-at-a-time clients answered; burst: {burst_answered} of {args.burst} "
-          "connections answered")
-    print(f"  broker alive: {alive}; canaries acknowledged {len(canary.acked)}, lost {lost}")
-    print(f"  RSS: {rss[0] // 1024} MB at start, {max(rss) // 1024} MB at most, {rss[-1] // 1024} MB at the end")
-    print(f"  log: {log.count('Traceback')} tracebacks, {log.count('Fatal error')} fatal protocol errors, "
-          f"{log.count('closing connection')} connections closed for bad input")
+        result = run(Path(tmp), args.frames, args.seed, args.burst, args.threads, sasl=args.sasl)
+    print(result.report())
+    if not result.alive:
+        raise SystemExit("the broker died")
 
 
 if __name__ == "__main__":

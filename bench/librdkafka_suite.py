@@ -40,7 +40,7 @@ HARNESS_CONFIG = {"num.partitions": 4, "group.initial.rebalance.delay.ms": 3000,
 NOT_FOR_ONE_BROKER = re.compile(r"ssl|sasl|oauth|auth|follower|0097|0101|0124|0126|0128|0133|0134|0135")
 
 
-def broker_tests(tests_dir: Path) -> list[str]:
+def broker_tests(tests_dir: Path, exclude: bool = True) -> list[str]:
     """Names of the tests in test.c's table that need a broker (not flagged TEST_F_LOCAL/MANUAL)."""
     source = (tests_dir / "test.c").read_text()
     table = source[source.index("struct test tests[] = {"):]
@@ -50,7 +50,7 @@ def broker_tests(tests_dir: Path) -> list[str]:
         name, flags = m.group(1), m.group(2)
         if "TEST_F_LOCAL" in flags or "TEST_F_MANUAL" in flags or name.startswith("8"):
             continue
-        if not NOT_FOR_ONE_BROKER.search(name) and name[:4] not in {n[:4] for n in out}:
+        if not (exclude and NOT_FOR_ONE_BROKER.search(name)) and name[:4] not in {n[:4] for n in out}:
             out.append(name)  # TESTS=NNNN runs every test of that number
     return out
 
@@ -71,11 +71,28 @@ def kafka_path(where: Path) -> Path:
     return where
 
 
+def real_kafka_path(where: Path) -> Path:
+    """A KAFKA_PATH whose bin/*.sh run Apache Kafka's own tools (tests/kafka_process.py's jars) against Samsa."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import kafka_process
+    bin_dir = where / "bin"
+    bin_dir.mkdir(parents=True)
+    for tool, main_class in kafka_process.TOOLS.items():
+        path = bin_dir / f"{tool}.sh"
+        cmd = " ".join(f"'{a}'" for a in kafka_process.java(main_class))
+        path.write_text(f'#!/bin/sh\nexec {cmd} "$@"\n')
+        path.chmod(0o755)
+    return where
+
+
 def run_test(tests_dir: Path, name: str, conf: Path, timeout: float, kafka: Path,
-             bootstrap: str, log_dir: Path | None = None) -> tuple[str, float, str]:
-    env = dict(os.environ, TESTS=name[:4], TEST_KAFKA_VERSION="3.9.0", RDKAFKA_TEST_CONF=str(conf),
+             bootstrap: str, log_dir: Path | None = None, kafka_version: str = "3.9.0",
+             group_protocol: str | None = None) -> tuple[str, float, str]:
+    env = dict(os.environ, TESTS=name[:4], TEST_KAFKA_VERSION=kafka_version, RDKAFKA_TEST_CONF=str(conf),
                KAFKA_PATH=str(kafka), BROKERS=bootstrap, PYTHONPATH=str(ROOT),
                LD_LIBRARY_PATH=f"{tests_dir.parent / 'src'}:{tests_dir.parent / 'src-cpp'}")
+    if group_protocol:  # librdkafka's switch: its consumers use group.protocol=consumer (KIP-848)
+        env["TEST_CONSUMER_GROUP_PROTOCOL"] = group_protocol
     started = time.monotonic()
     try:
         r = subprocess.run(["./test-runner"], cwd=tests_dir, env=env, capture_output=True, text=True,
@@ -112,12 +129,23 @@ def main() -> int:
                          "replication factor 3, such as 0103, need 3)")
     ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                     help="a broker config for the run, e.g. authorizer.class.name=… for the ACL tests (0081)")
+    ap.add_argument("--kafka-tools", choices=("samsa", "kafka"), default="samsa",
+                    help="what $KAFKA_PATH/bin/*.sh run: Samsa's tools, or Apache Kafka 4.4.0's own "
+                         "(the jars tests/kafka/pom.xml fetches)")
+    ap.add_argument("--timeout-multiplier", type=float,
+                    help="test.timeout.multiplier in the tests' config: their own timeouts scaled (a loaded machine, "
+                         "Kafka's JVM tools)")
+    ap.add_argument("--group-protocol", choices=("classic", "consumer"),
+                    help="TEST_CONSUMER_GROUP_PROTOCOL: 'consumer' runs the tests' consumers with the consumer "
+                         "group protocol (KIP-848); TEST_KAFKA_VERSION is then 4.0.0 unless --kafka-version")
+    ap.add_argument("--kafka-version", help="TEST_KAFKA_VERSION (default 3.9.0, or 4.0.0 with --group-protocol consumer)")
     args = ap.parse_args()
+    kafka_version = args.kafka_version or ("4.0.0" if args.group_protocol == "consumer" else "3.9.0")
     config = {**HARNESS_CONFIG, **dict(o.split("=", 1) for o in args.override)}
     tests_dir = args.tests_dir.resolve()
     if not (tests_dir / "test-runner").exists():
         ap.error(f"no test-runner in {tests_dir}: build librdkafka's tests first")
-    names = broker_tests(tests_dir)
+    names = broker_tests(tests_dir, exclude=not args.only)  # --only names them: run them as asked
     if args.only:
         wanted = set(args.only.split(","))
         names = [n for n in names if n[:4] in wanted]
@@ -129,13 +157,14 @@ def main() -> int:
         else:
             broker = BrokerProcess(Path(tmp), **config).start()
         conf = Path(tmp) / "test.conf"
-        conf.write_text(f"bootstrap.servers={broker.bootstrap}\n")
-        kafka = kafka_path(Path(tmp) / "kafka")
+        conf.write_text(f"bootstrap.servers={broker.bootstrap}\n" + (
+            f"test.timeout.multiplier={args.timeout_multiplier}\n" if args.timeout_multiplier else ""))
+        kafka = (real_kafka_path if args.kafka_tools == "kafka" else kafka_path)(Path(tmp) / "kafka")
         results = []
         try:
             for name in names:
                 verdict, took, why = run_test(tests_dir, name, conf, args.timeout, kafka, broker.bootstrap,
-                                             args.log_dir)
+                                             args.log_dir, kafka_version, args.group_protocol)
                 results.append((name, verdict))
                 print(f"{name:<40} {verdict:<8} {took:6.1f} s  {why}", flush=True)
                 procs = [b.proc for b in broker.brokers.values()] if isinstance(broker, Cluster) else [broker.proc]

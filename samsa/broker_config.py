@@ -92,6 +92,9 @@ BROKER_KEYS = keys(
     Key("host.name", "string", None),
     Key("log.dirs", "list", None),
     Key("log.dir", "list", ["/tmp/kafka-logs"]),
+    # Where a broker without ZooKeeper keeps its metadata file (Kafka's KRaft metadata log dir);
+    # unset, the first of log.dirs, as in Kafka.
+    Key("metadata.log.dir", "string", None),
     Key("num.partitions", "int", 1, at_least(1)),
     Key("default.replication.factor", "int", 1, at_least(1)),
     Key("auto.create.topics.enable", "bool", True),
@@ -123,7 +126,7 @@ BROKER_KEYS = keys(
     Key("log.index.interval.bytes", "int", 4096, at_least(0), dynamic=True),
     Key("log.index.size.max.bytes", "int", 10485760, at_least(4), dynamic=True),
     Key("log.preallocate", "bool", False, dynamic=True),
-    Key("log.cleanup.policy", "list", ["delete"], one_of("delete", "compact"), dynamic=True),
+    Key("log.cleanup.policy", "list", ["delete"], one_of("compact", "delete"), dynamic=True),
     Key("log.cleaner.enable", "bool", True),
     Key("log.cleaner.threads", "int", 1, at_least(0), dynamic=True),
     Key("log.cleaner.backoff.ms", "long", 15000, at_least(0), dynamic=True),
@@ -180,6 +183,18 @@ BROKER_KEYS = keys(
     Key("group.min.session.timeout.ms", "int", 6000),
     Key("group.max.session.timeout.ms", "int", 1800000),
     Key("group.max.size", "int", INT_MAX, at_least(1)),
+    # The consumer group protocol (KIP-848): the coordinator's keys, Kafka's names and defaults.
+    Key("group.coordinator.rebalance.protocols", "list", ["classic", "consumer"]),
+    Key("group.consumer.session.timeout.ms", "int", 45000, at_least(1)),
+    Key("group.consumer.min.session.timeout.ms", "int", 45000, at_least(1)),
+    Key("group.consumer.max.session.timeout.ms", "int", 60000, at_least(1)),
+    Key("group.consumer.heartbeat.interval.ms", "int", 5000, at_least(1)),
+    Key("group.consumer.min.heartbeat.interval.ms", "int", 5000, at_least(1)),
+    Key("group.consumer.max.heartbeat.interval.ms", "int", 15000, at_least(1)),
+    Key("group.consumer.max.size", "int", INT_MAX, at_least(1)),
+    Key("group.consumer.assignors", "list", ["uniform", "range"]),
+    Key("group.consumer.migration.policy", "string", "bidirectional",
+        one_of("disabled", "upgrade", "downgrade", "bidirectional")),
     Key("zookeeper.connect", "string", None),
     Key("zookeeper.connection.timeout.ms", "int", None),
     Key("zookeeper.session.timeout.ms", "int", 18000),
@@ -236,7 +251,7 @@ def _no_tiered_storage(v: Any) -> str | None:
 
 # Topic-level configs: name -> (broker key that supplies the default, type).
 TOPIC_KEYS: dict[str, tuple[str | None, Key]] = {
-    "cleanup.policy": ("log.cleanup.policy", Key("cleanup.policy", "list", ["delete"], one_of("delete", "compact"))),
+    "cleanup.policy": ("log.cleanup.policy", Key("cleanup.policy", "list", ["delete"], one_of("compact", "delete"))),
     "compression.type": ("compression.type", Key("compression.type", "string", "producer",
                          one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"))),
     "delete.retention.ms": ("log.cleaner.delete.retention.ms", Key("delete.retention.ms", "long", 86400000, at_least(0))),

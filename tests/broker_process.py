@@ -19,27 +19,34 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_for_port(port: int, proc: subprocess.Popen | None = None, timeout: float = 30.0) -> None:
+def wait_for_port(port: int, proc: subprocess.Popen | None = None, timeout: float = 30.0,
+                  host: str = "127.0.0.1") -> None:
     deadline = time.time() + timeout
     while time.time() < deadline:
         if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"broker exited with {proc.returncode}")
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            with socket.create_connection((host, port), timeout=0.5):
                 return
         except OSError:
             time.sleep(0.05)
-    raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout}s")
+    raise TimeoutError(f"nothing listening on {host}:{port} after {timeout}s")
 
 
 class BrokerProcess:
-    """``samsa server start`` in a child process, with its own data dir and port."""
+    """``samsa server start`` in a child process, with its own data dir and port.
 
-    def __init__(self, data_dir: Path, port: int | None = None, nofile: int | None = None, **overrides: object):
+    With ``netns`` (a ``nemesis.Node``) it runs inside that network namespace, listening on the
+    node's address."""
+
+    def __init__(self, data_dir: Path, port: int | None = None, nofile: int | None = None,
+                 netns=None, **overrides: object):
         self.data_dir = Path(data_dir)
         self.nofile = nofile  # the child's open-file limit (soft and hard), as `ulimit -n` sets it
         self.port = port or free_port()
-        self.overrides = {"broker.id": "0", "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+        self.netns = netns
+        self.host = netns.host if netns is not None else "127.0.0.1"
+        self.overrides = {"broker.id": "0", "listeners": f"PLAINTEXT://{self.host}:{self.port}",
                           "log.dirs": str(self.data_dir / "logs"), "num.partitions": "1",
                           "offsets.topic.replication.factor": "1", "group.initial.rebalance.delay.ms": "0",
                           "transaction.state.log.replication.factor": "1", "transaction.state.log.min.isr": "1"}
@@ -49,17 +56,18 @@ class BrokerProcess:
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def start(self) -> "BrokerProcess":
         self.data_dir.mkdir(parents=True, exist_ok=True)
         props = self.data_dir / "server.properties"
         props.write_text("".join(f"{k}={v}\n" for k, v in self.overrides.items()))
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "samsa.cli.main", "server", "start", str(props)],
+            (self.netns.prefix() if self.netns is not None else [])
+            + [sys.executable, "-m", "samsa.cli.main", "server", "start", str(props)],
             stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT, cwd=ROOT,
             preexec_fn=None if self.nofile is None else self._limit_files)
-        wait_for_port(self.port, self.proc)
+        wait_for_port(self.port, self.proc, host=self.host)
         return self
 
     def _limit_files(self) -> None:

@@ -25,3 +25,14 @@ def broker(tmp_path_factory) -> BrokerProcess:
 def topic_name(request) -> str:
     name = request.node.name.replace("[", "-").replace("]", "").replace("/", "-")
     return f"t-{name}-{os.getpid()}"[:200]
+
+
+@pytest.fixture(scope="session")
+def kafka(tmp_path_factory):
+    """Apache Kafka 4.4.0, one KRaft node (broker and controller), started once per session."""
+    import kafka_process
+    if os.environ.get("SAMSA_DIFF_SIDE", "both") == "samsa":
+        pytest.skip("SAMSA_DIFF_SIDE=samsa: Kafka's side is not run")
+    k = kafka_process.KafkaProcess(tmp_path_factory.mktemp("kafka")).start()
+    yield k
+    k.stop()

@@ -16,8 +16,10 @@ ZK_SERVER = "/usr/share/zookeeper/bin/zkServer.sh"
 
 class ZooKeeperProcess:
     def __init__(self, data_dir: Path, port: int | None = None, myid: int | None = None,
-                 servers: list[str] | None = None):
+                 servers: list[str] | None = None, netns=None):
         self.dir = Path(data_dir)
+        self.netns = netns  # a nemesis.Node: run inside its network namespace, on its address
+        self.host = netns.host if netns is not None else "127.0.0.1"
         self.port = port or free_port()
         self.myid = myid
         self.servers = servers or []  # "server.N=host:peer:election" lines of an ensemble
@@ -25,13 +27,13 @@ class ZooKeeperProcess:
 
     @property
     def connect(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def start(self) -> "ZooKeeperProcess":
         """Start, on a new free port if another process took this one first."""
         for attempt in range(3):
             self._launch()
-            wait_for_port(self.port, self.proc, timeout=60)
+            wait_for_port(self.port, self.proc, timeout=60, host=self.host)
             if self.answers():
                 return self
             self.stop()
@@ -45,7 +47,7 @@ class ZooKeeperProcess:
         deadline = time.time() + timeout
         while time.time() < deadline and self.proc.poll() is None:
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=2) as conn:
+                with socket.create_connection((self.host, self.port), timeout=2) as conn:
                     conn.sendall(b"srvr")
                     reply = b""
                     while chunk := conn.recv(4096):
@@ -61,12 +63,13 @@ class ZooKeeperProcess:
         (self.dir / "data").mkdir(parents=True, exist_ok=True)
         cfg = self.dir / "zoo.cfg"
         cfg.write_text(f"tickTime=500\ndataDir={self.dir / 'data'}\nclientPort={self.port}\n"
-                       "clientPortAddress=127.0.0.1\nadmin.enableServer=false\nmaxSessionTimeout=60000\n"
+                       f"clientPortAddress={self.host}\nadmin.enableServer=false\nmaxSessionTimeout=60000\n"
                        "initLimit=20\nsyncLimit=10\n4lw.commands.whitelist=srvr\n" + "".join(f"{line}\n" for line in self.servers))
         if self.myid is not None:
             (self.dir / "data" / "myid").write_text(f"{self.myid}\n")
         env = dict(os.environ, ZOOCFGDIR=str(self.dir), ZOO_LOG_DIR=str(self.dir))
-        self.proc = subprocess.Popen([ZK_SERVER, "start-foreground", str(cfg)], env=env, cwd=self.dir,
+        prefix = self.netns.prefix() if self.netns is not None else []
+        self.proc = subprocess.Popen(prefix + [ZK_SERVER, "start-foreground", str(cfg)], env=env, cwd=self.dir,
                                      stdout=open(self.dir / "zk.out", "ab"), stderr=subprocess.STDOUT,
                                      start_new_session=True)
 

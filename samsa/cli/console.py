@@ -1,7 +1,8 @@
 """``samsa console``: the web console (topics, messages, consumer groups, live figures).
 
     samsa console --bootstrap-server localhost:9092 [--port 8080] [--command-config client.properties]
-                  [--metrics-url http://localhost:9404/metrics ...] [--read-only]
+                  [--metrics-url http://localhost:9404/metrics ...] [--schema-registry-url http://localhost:8081]
+                  [--read-only]
 
 It is a client of the cluster like any other (Samsa's Admin and Consumer over the wire), so
 it works against Apache Kafka and other Kafka-compatible brokers too.
@@ -24,6 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--command-config", help="Property file with configs for the console's Admin and Consumer.")
     p.add_argument("--metrics-url", action="append", default=[],
                    help="A broker's Prometheus /metrics URL, for live figures (repeat for each broker).")
+    p.add_argument("--schema-registry-url", help="A Schema Registry's URL: its subjects, versions and schemas "
+                   "on the Schemas page.")
     p.add_argument("--read-only", action="store_true", help="Show only: no creating, deleting or resetting.")
     return p
 
@@ -40,10 +43,12 @@ def _tool(opts: argparse.Namespace) -> int:
     for url in urls:
         if not url.startswith(("http://", "https://")):
             raise UsageError(f"--metrics-url must be an http:// URL, not {url}")
+    if opts.schema_registry_url and not opts.schema_registry_url.startswith(("http://", "https://")):
+        raise UsageError(f"--schema-registry-url must be an http:// URL, not {opts.schema_registry_url}")
     import uvicorn
 
     from samsa.console.app import Settings, create_app
-    app = create_app(Settings(opts.bootstrap_server, client_config, urls, opts.read_only))
+    app = create_app(Settings(opts.bootstrap_server, client_config, urls, opts.read_only, opts.schema_registry_url))
     print(f"Samsa console for {opts.bootstrap_server} on http://{opts.host}:{opts.port}/"
           f"{' (read-only)' if opts.read_only else ''}", flush=True)
     uvicorn.run(app, host=opts.host, port=opts.port, log_level="warning")

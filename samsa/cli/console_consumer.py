@@ -33,6 +33,9 @@ from samsa.protocol import errors
 DESCRIPTION = "This tool helps to read data from Kafka topics and outputs it to standard output."
 DEFAULT_FORMATTER = "kafka.tools.DefaultMessageFormatter"
 FORMATTERS = {DEFAULT_FORMATTER, "org.apache.kafka.tools.consumer.DefaultMessageFormatter", "DefaultMessageFormatter"}
+# kafka-avro-console-consumer's formatter: values (and keys) in Avro's JSON encoding, schemas from the registry
+AVRO_FORMATTER = "io.confluent.kafka.formatter.AvroMessageFormatter"
+AVRO_DESERIALIZER = "samsa.serialization.avro.AvroJsonDeserializer"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -154,8 +157,8 @@ def check_args(opts: argparse.Namespace) -> None:
         if not re.fullmatch(r"\d+", opts.offset):
             raise UsageError("The provided offset value is incorrect. Valid values are 'earliest', 'latest', or a "
                              "non-negative long.")
-    if opts.formatter not in FORMATTERS:
-        raise UsageError(f"Unknown formatter {opts.formatter}: only {DEFAULT_FORMATTER} is available")
+    if opts.formatter not in FORMATTERS | {AVRO_FORMATTER}:
+        raise UsageError(f"Unknown formatter {opts.formatter}: {DEFAULT_FORMATTER} or {AVRO_FORMATTER}")
     if opts.max_messages is not None and opts.max_messages < 0:
         raise UsageError("--max-messages must not be negative")
 
@@ -311,6 +314,12 @@ def _tool(opts: argparse.Namespace) -> int:
         fmt_props["key.deserializer"] = opts.key_deserializer
     if opts.value_deserializer:
         fmt_props["value.deserializer"] = opts.value_deserializer
+    if opts.formatter == AVRO_FORMATTER or fmt_props.get("schema.registry.url"):
+        if not fmt_props.get("schema.registry.url"):
+            raise UsageError(f"Missing required property schema.registry.url for {AVRO_FORMATTER}")
+        fmt_props.setdefault("value.deserializer", AVRO_DESERIALIZER)
+        if _bool(fmt_props, "print.key", False):
+            fmt_props.setdefault("key.deserializer", AVRO_DESERIALIZER)
     formatter = DefaultMessageFormatter(fmt_props)
     stop = _Stop()
     previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import IO, Any
 
 from samsa.cli.common import Parser, UsageError, error_message, read_properties, run_tool
 from samsa.configdef import ConfigError
 from samsa.protocol import errors
+from samsa.serialization import SerializationError
 
 DESCRIPTION = "This tool helps to read data from standard input and publish it to Kafka."
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -65,7 +67,10 @@ def build_parser() -> argparse.ArgumentParser:
       "(default: 33554432)")
     a("--metadata-expiry-ms", metavar="<Long: metadata expiration interval>", type=int, default=300000,
       help="The period of time in milliseconds after which we force a refresh of metadata. (default: 300000)")
-    a("--line-reader", metavar="<String: reader_class>", help="Not supported: records are lines.")
+    a("--line-reader", metavar="<String: reader_class>",
+      help=f"The class name of the class to use for reading lines: {AVRO_READER} reads values (and keys with "
+      "key.schema) in Avro's JSON encoding and writes them in Avro through the schema registry "
+      "(schema.registry.url, value.schema). Default: each line is one record as is.")
     return p
 
 
@@ -98,6 +103,37 @@ def producer_config(opts: argparse.Namespace) -> dict[str, Any]:
             raise UsageError(f"Unknown compression codec '{opts.compression_codec}': expected one of {', '.join(CODECS)}")
         config["compression.type"] = opts.compression_codec
     config.update(_pairs(opts.producer_property + opts.command_property, "producer property"))
+    return config
+
+
+AVRO_READER = "io.confluent.kafka.formatter.AvroMessageReader"
+# --property keys that configure the Avro serializers (kafka-avro-console-producer's)
+AVRO_KEYS = ("schema.registry.url", "value.schema", "key.schema", "auto.register.schemas", "use.latest.version",
+             "normalize.schemas", "key.subject.name.strategy", "value.subject.name.strategy",
+             "basic.auth.credentials.source", "basic.auth.user.info")
+
+
+def avro_config(props: dict[str, str], line_reader: str | None) -> dict[str, str]:
+    """The producer keys of Avro mode (``--line-reader`` AvroMessageReader, or a value.schema given)."""
+    for side in ("key", "value"):
+        path = props.pop(f"{side}.schema.file", None)
+        if path:
+            try:
+                props[f"{side}.schema"] = Path(path).read_text()
+            except OSError as e:
+                raise UsageError(f"Cannot read {side}.schema.file {path}: {e.strerror}") from None
+    if line_reader not in (None, AVRO_READER):
+        raise UsageError(f"Unknown --line-reader {line_reader}: the default reader or {AVRO_READER}")
+    if line_reader is None and "value.schema" not in props:
+        return {}
+    if not props.get("schema.registry.url"):
+        raise UsageError("Missing required property schema.registry.url (the Avro message reader needs a registry)")
+    if not props.get("value.schema") and props.get("use.latest.version", "false").lower() != "true":
+        raise UsageError("Missing required property value.schema (or value.schema.file)")
+    config = {k: props[k] for k in AVRO_KEYS if k in props}
+    config["value.serializer"] = "samsa.serialization.avro.AvroLineSerializer"
+    if props.get("key.schema"):
+        config["key.serializer"] = "samsa.serialization.avro.AvroLineSerializer"
     return config
 
 
@@ -171,7 +207,7 @@ def produce(source: IO[str], producer: Any, topic: str, reader: LineReader, sync
 
 def main(argv: list[str] | None = None) -> int:
     return run_tool(argv, build_parser(), _tool, description=DESCRIPTION,
-                    failures=[((errors.KafkaError, ValueError, ConfigError), "ERROR {}")])
+                    failures=[((errors.KafkaError, ValueError, ConfigError, SerializationError), "ERROR {}")])
 
 
 def _tool(opts: argparse.Namespace) -> int:
@@ -179,13 +215,13 @@ def _tool(opts: argparse.Namespace) -> int:
         raise UsageError("Missing required option(s) [bootstrap-server]")
     if not opts.topic:
         raise UsageError("Missing required option(s) [topic]")
-    if opts.line_reader:
-        raise UsageError("--line-reader is not supported: each line is one record")
-    reader = LineReader(_pairs(opts.property + opts.reader_property, "property"))
+    props = _pairs(opts.property + opts.reader_property, "property")
+    avro = avro_config(props, opts.line_reader)
+    reader = LineReader(props)
     from samsa.client.producer import Producer
     producer = None
     try:
-        producer = Producer(producer_config(opts))
+        producer = Producer({**producer_config(opts), **avro})
         source = open(opts.file, encoding="utf-8") if opts.file else sys.stdin
         with source:
             failed = produce(source, producer, opts.topic, reader, opts.sync)

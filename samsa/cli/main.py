@@ -28,6 +28,7 @@ TOOLS = {
     "pipeline": ("samsa.cli.pipeline", "run the activity and payments pipelines on Spark, and feed them"),
     "connect-standalone": ("samsa.cli.connect_standalone", "a Kafka Connect worker on its own (connect-standalone.sh)"),
     "connect-distributed": ("samsa.cli.connect_distributed", "a Kafka Connect worker of a cluster (connect-distributed.sh)"),
+    "schema-registry": ("samsa.cli.schema_registry", "the Schema Registry: subjects, versions and ids of Avro, JSON and Protobuf schemas (schema-registry-start)"),
     "mirror-maker": ("samsa.cli.mirror_maker", "MirrorMaker 2: replicate topics and consumer offsets between clusters (connect-mirror-maker.sh)"),
 }
 

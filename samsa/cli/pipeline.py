@@ -63,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--postgres", metavar="DSN",
                      help="payments: also store decided transactions in this PostgreSQL database "
                      "(e.g. 'host=localhost dbname=payments user=me')")
+    run.add_argument("--schema-registry-url", metavar="URL",
+                     help="activity: the events are Confluent Avro (subject activity-events-value), decoded with "
+                     "this Schema Registry")
     run.add_argument("--master", default="local[2]", help="Spark master (default: local[2])")
     run.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                      help="more options of the samsa source and sink, e.g. kafka.request.timeout.ms=5000")
@@ -108,9 +111,13 @@ def _run(opts: argparse.Namespace) -> int:
                          trigger_ms=opts.trigger_ms, available_now=opts.available_now, partitions=opts.partitions,
                          max_offsets_per_trigger=opts.max_offsets_per_trigger, options=_options(opts.option),
                          postgres=opts.postgres, background_trigger_ms=opts.background_trigger_ms,
+                         value_format="avro" if opts.schema_registry_url else "json",
+                         schema_registry_url=opts.schema_registry_url,
                          urgent=getattr(importlib.import_module(PIPELINES[opts.pipeline]), "URGENT", frozenset()))
     if opts.postgres and opts.pipeline != "payments":
         raise UsageError("--postgres is an option of the payments pipeline")
+    if opts.schema_registry_url and opts.pipeline != "activity":
+        raise UsageError("--schema-registry-url is an option of the activity pipeline")
     broker = None
     if opts.embedded:
         from samsa.embedded import Broker

@@ -15,7 +15,7 @@ from typing import Any
 
 from samsa.configdef import INT_MAX, ConfigError, Key, at_least, keys, one_of, parse_value
 from samsa.security.ssl_keys import SSL_COMMON_KEYS
-from samsa.serialization import with_headers
+from samsa.serialization import SERDE_KEYS, with_headers
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,8 @@ CONSUMER_KEYS = keys(
     *COMMON,
     Key("group.id", "string", None),
     Key("group.instance.id", "string", None),
-    Key("group.protocol", "string", "classic", one_of("classic")),
+    Key("group.protocol", "string", "classic", one_of("classic", "consumer")),
+    Key("group.remote.assignor", "string", None),  # group.protocol=consumer: the broker's assignor to ask for
     Key("key.deserializer", "class", None),
     Key("value.deserializer", "class", None),
     Key("interceptor.classes", "list", []),
@@ -129,7 +130,8 @@ class ClientConfig:
             key = known.get(name)
             if key is None:
                 self.unknown[name] = raw
-                log.warning("The configuration '%s' was supplied but isn't a known config.", name)
+                if name not in SERDE_KEYS:
+                    log.warning("The configuration '%s' was supplied but isn't a known config.", name)
             elif key.type == "class":
                 self.values[name] = raw
             else:

@@ -65,6 +65,7 @@ class BrokerConnection:
         self.request_timeout_ms = request_timeout_ms
         self.connect_timeout_ms = connect_timeout_ms
         self.api_versions: dict[int, tuple[int, int]] = {}
+        self.finalized_features: dict[str, int] = {}  # feature name -> finalized max level (KIP-584)
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._read_task: asyncio.Task | None = None
@@ -165,6 +166,7 @@ class BrokerConnection:
         if resp["error_code"]:
             raise errors.error_for(resp["error_code"], f"ApiVersions to {self.address} failed")
         self.api_versions = {k["api_key"]: (k["min_version"], k["max_version"]) for k in resp["api_keys"]}
+        self.finalized_features = {f["name"]: f["max_version_level"] for f in resp.get("finalized_features") or []}
 
     def close(self) -> None:
         """Close the socket; requests still waiting fail with KafkaConnectionError."""

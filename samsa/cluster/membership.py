@@ -121,6 +121,7 @@ class ZooKeeperCluster:
         self.replicas = replicas
         self.advertised = advertised
         replicas.isr_writer = self.write_state
+        replicas.on_offline = self._partitions_offline
         self.alive: dict[int, BrokerInfo] = {}
         self.bounced: set[int] = set()  # came back as a new life (broker epoch) since the controller last acted
         self.epoch = -1  # this broker's epoch: the czxid of its registration
@@ -216,7 +217,12 @@ class ZooKeeperCluster:
             log.warning("ZooKeeper session expired: will register again and re-read the cluster")
             self._mark("session")
         elif state == "CONNECTED":
-            self._mark("controller")
+            # Connected again, in the same session or a new one: ZooKeeper drops a connection's
+            # watches with it, and kazoo does not set them again (it sends no SetWatches), so a
+            # change made while the connection was down, or whose notification was lost with
+            # it, would never be heard of: read everything again, which sets every watch anew.
+            for what in ("brokers", "controller", "topics"):
+                self._mark(what)
 
     def _mark(self, what: str) -> None:
         if self._loop is not None and not self._stopping:
@@ -424,6 +430,39 @@ class ZooKeeperCluster:
                 await asyncio.wait_for(self._zk(self.store.unregister_broker, me), call_timeout_s)
             except Exception as e:
                 log.warning("could not remove /brokers/ids/%d (%s); it goes with the session", me, describe_error(e))
+
+    def _partitions_offline(self, keys: list[tuple[str, int]]) -> None:
+        """Their log dir failed here (KIP-112): another in-sync replica leads each, and this broker
+        leaves their ISRs, as for a controlled shutdown of just these partitions."""
+        self._tasks.append(asyncio.ensure_future(self._leave(keys)))
+
+    async def _leave(self, keys: list[tuple[str, int]]) -> None:
+        me = self.broker_id
+        for attempt in range(10):
+            left = []
+            for topic, index in keys:
+                info = self.replicas.cache.topics.get(topic)
+                state = info.partitions.get(index) if info is not None else None
+                if state is None:
+                    continue
+                new = rules.move_leadership_off(state, me, set(self.alive) - {me})
+                if new is None:
+                    continue
+                try:
+                    if await self.write_state(topic, index, new):
+                        if new.leader != state.leader:
+                            log.info("%s-%d: leadership moved to broker %d (epoch %d), its log dir failed here",
+                                     topic, index, new.leader, new.leader_epoch)
+                        continue
+                except Exception as e:  # ZooKeeper unreachable: try again
+                    log.warning("%s-%d: could not leave the ISR after its log dir failed: %s", topic, index,
+                                describe_error(e))
+                left.append((topic, index))
+            if not left:
+                return
+            keys = left
+            await self._refresh({f"topic:{t}" for t, _ in keys})
+            await asyncio.sleep(self.config["controlled.shutdown.retry.backoff.ms"] / 1000)
 
     async def _move_leadership_off(self, me: int) -> int:
         """One attempt: hand each partition led here to another ISR member; how many are left."""

@@ -11,9 +11,11 @@ import json
 import os
 import threading
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Callable, Protocol
+
+from samsa.protocol.errors import KafkaStorageError
 
 
 
@@ -103,14 +105,24 @@ class MetadataStore(Protocol):
 
 
 class LocalMetadataStore:
-    """Metadata of a single broker in one JSON file, rewritten atomically on each change."""
+    """Metadata of a single broker in one JSON file, rewritten atomically on each change.
+
+    It lives in ``metadata.log.dir`` (by default the first of ``log.dirs``, where Kafka puts its
+    KRaft metadata log). A change is all or nothing: if the file cannot be written (a full disk),
+    the change is refused with KAFKA_STORAGE_ERROR and nothing in memory has changed, so the
+    broker keeps serving what the file says."""
 
     FILE = "samsa-cluster-metadata.json"
 
     def __init__(self, directory: str | Path):
         self.path = Path(directory) / self.FILE
-        self._lock = threading.Lock()
-        data = json.loads(self.path.read_text()) if self.path.exists() else {}
+        self._lock = threading.RLock()
+        exists = self.path.exists()
+        self._load(json.loads(self.path.read_text()) if exists else {})
+        if not exists:
+            self._change(lambda: None)
+
+    def _load(self, data: dict) -> None:
         self.cluster_id: str = data.get("cluster_id") or _new_cluster_id()
         self._topics = {n: TopicInfo.from_json(n, d) for n, d in data.get("topics", {}).items()}
         self._broker_configs: dict[str, dict[str, str]] = data.get("broker_configs", {})
@@ -119,54 +131,76 @@ class LocalMetadataStore:
         # (resource type, pattern type, name) -> Kafka's ACL entries
         self._acls: dict[tuple[str, str, str], list[dict]] = {
             (a["resource_type"], a["pattern_type"], a["name"]): a["acls"] for a in data.get("acls", [])}
-        if not self.path.exists():
-            self._save()
+
+    def _data(self) -> dict:
+        return {
+            "version": 1,
+            "cluster_id": self.cluster_id,
+            "next_producer_id": self._next_producer_id,
+            "broker_configs": self._broker_configs,
+            "entity_configs": self._entities,
+            "acls": self.acls(),
+            "topics": {n: t.to_json() for n, t in sorted(self._topics.items())},
+        }
+
+    def _change(self, apply: Callable[[], object]) -> object:
+        """Apply a change in memory and write the file; if the write fails, undo the change."""
+        with self._lock:
+            before = json.loads(json.dumps(self._data()))
+            objects = dict(self._topics)
+            result = apply()
+            try:
+                self._write(self._data())
+            except OSError as e:
+                self._load(before)
+                self._topics.update({n: t for n, t in objects.items() if n in self._topics})
+                raise KafkaStorageError(f"the metadata store {self.path} could not be written: {e}") from e
+            return result
 
     def topics(self) -> dict[str, TopicInfo]:
         return dict(self._topics)
 
     def put_topic(self, topic: TopicInfo) -> None:
-        self._topics[topic.name] = topic
-        self._save()
+        self._change(lambda: self._topics.__setitem__(topic.name, topic))
 
     create_topic = put_assignment = put_topic
 
     def put_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        self._topics[name].configs = dict(configs)
-        self._save()
+        # a new TopicInfo: the one the cache shares is changed by the caller once this is written
+        self._change(lambda: self._topics.__setitem__(name, replace(self._topics[name], configs=dict(configs))))
 
     def update_partition_state(self, topic: str, partition: int, state: PartitionState) -> bool:
-        state.partition_epoch += 1
-        self._topics[topic].partitions[partition] = state
-        self._save()
+        new = replace(state, partition_epoch=state.partition_epoch + 1)
+        old = self._topics[topic]
+        self._change(lambda: self._topics.__setitem__(topic, replace(old, partitions={**old.partitions,
+                                                                                     partition: new})))
+        state.partition_epoch = new.partition_epoch
         return True
 
     def delete_topic(self, name: str) -> None:
-        self._topics.pop(name, None)
-        self._save()
+        self._change(lambda: self._topics.pop(name, None))
 
     def broker_configs(self, broker_id: int | None) -> dict[str, str]:
         return dict(self._broker_configs.get(_broker_key(broker_id), {}))
 
     def put_broker_configs(self, broker_id: int | None, configs: dict[str, str]) -> None:
-        self._broker_configs[_broker_key(broker_id)] = dict(configs)
-        self._save()
+        self._change(lambda: self._broker_configs.__setitem__(_broker_key(broker_id), dict(configs)))
 
     def next_producer_id_block(self, size: int) -> int:
-        start = self._next_producer_id
-        self._next_producer_id += size
-        self._save()
-        return start
+        def apply() -> int:
+            start = self._next_producer_id
+            self._next_producer_id += size
+            return start
+        return self._change(apply)  # type: ignore[return-value]
 
     def entity_configs(self, entity: str) -> dict[str, str]:
         return dict(self._entities.get(entity, {}))
 
     def put_entity_configs(self, entity: str, configs: dict[str, str]) -> None:
         if configs:
-            self._entities[entity] = dict(configs)
+            self._change(lambda: self._entities.__setitem__(entity, dict(configs)))
         else:
-            self._entities.pop(entity, None)
-        self._save()
+            self._change(lambda: self._entities.pop(entity, None))
 
     def entities(self) -> dict[str, dict[str, str]]:
         return {k: dict(v) for k, v in self._entities.items()}
@@ -177,31 +211,27 @@ class LocalMetadataStore:
 
     def put_acls(self, resource: tuple[str, str, str], acls: list[dict]) -> None:
         if acls:
-            self._acls[resource] = list(acls)
+            self._change(lambda: self._acls.__setitem__(resource, list(acls)))
         else:
-            self._acls.pop(resource, None)
-        self._save()
+            self._change(lambda: self._acls.pop(resource, None))
 
     def close(self) -> None:
         pass
 
-    def _save(self) -> None:
-        with self._lock:
-            data = {
-                "version": 1,
-                "cluster_id": self.cluster_id,
-                "next_producer_id": self._next_producer_id,
-                "broker_configs": self._broker_configs,
-                "entity_configs": self._entities,
-                "acls": self.acls(),
-                "topics": {n: t.to_json() for n, t in sorted(self._topics.items())},
-            }
-            tmp = self.path.with_suffix(".tmp")
+    def _write(self, data: dict) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        try:
             with open(tmp, "w") as f:
                 json.dump(data, f, indent=1)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, self.path)
+        except OSError:
+            try:
+                tmp.unlink(missing_ok=True)
+            except OSError:
+                pass
+            raise
 
 
 def _broker_key(broker_id: int | None) -> str:

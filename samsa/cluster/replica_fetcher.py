@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import zlib
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Callable
 
@@ -25,11 +26,14 @@ from samsa.cluster.inter_broker import inter_broker_security
 from samsa.protocol import batch, errors
 from samsa.protocol.api_keys import ApiKey
 from samsa.storage.leader_epoch import UNDEFINED
+from samsa.storage.log import PartitionLog
 from samsa.timeouts import within
 
 log = logging.getLogger(__name__)
 
 BrokerLookup = Callable[[int], BrokerInfo | None]  # a live broker's endpoint by id
+# Around each write to a partition's log: an I/O error takes its log directory offline (KIP-112).
+LogIo = Callable[[PartitionLog], AbstractContextManager]
 FETCH_VERSION = 12  # topic names, leader epochs, log start offsets
 RETRIABLE = {errors.E_NOT_LEADER_OR_FOLLOWER, errors.E_FENCED_LEADER_EPOCH, errors.E_UNKNOWN_LEADER_EPOCH,
              errors.E_UNKNOWN_TOPIC_OR_PARTITION, errors.E_LEADER_NOT_AVAILABLE}
@@ -45,8 +49,10 @@ class Followed:
 class ReplicaFetcher:
     """Follows every partition of one leader assigned to this slot."""
 
-    def __init__(self, config: BrokerConfig, broker_info: BrokerLookup, leader_id: int, slot: int):
+    def __init__(self, config: BrokerConfig, broker_info: BrokerLookup, leader_id: int, slot: int,
+                 io: LogIo = lambda plog: nullcontext()):
         self.config = config
+        self.io = io
         self.broker_id = config.broker_id
         self.broker_info = broker_info
         self.leader_id = leader_id
@@ -162,7 +168,8 @@ class ReplicaFetcher:
         if target < leo:
             log.info("[%s] truncating %s from %d to %d (leader epoch %d ends at %d on the leader)",
                      self.name, p, leo, target, leader_epoch, end_offset)
-            plog.truncate_to(target)
+            with self.io(plog):
+                plog.truncate_to(target)
 
     # ---------------------------------------------------------------- fetching
 
@@ -213,21 +220,22 @@ class ReplicaFetcher:
             f.truncated = False  # recheck where our log and the leader's agree before going on
             return
         data = r["records"]
-        if data:
-            whole = list(batch.iter_headers(data))
-            if whole:
-                end = whole[-1][0] + whole[-1][1].size
-                chunk = bytearray(data[:end])
-                for pos, h in whole:
-                    if batch.compute_crc(chunk, pos, h.size) != h.crc:
-                        raise errors.CorruptRecordError(f"batch at offset {h.base_offset} of {p} has a bad CRC")
-                p.log.append_as_follower(chunk, whole)
-        if r["log_start_offset"] > p.log.log_start_offset:
-            p.log.delete_records_before(min(r["log_start_offset"], p.log.log_end_offset))
-        hw = min(r["high_watermark"], p.log.log_end_offset)
-        if data or hw != p.log.high_watermark:
-            p.log.set_high_watermark(hw)
-            p.wake()  # consumers long-polling this follower (KIP-392)
+        with self.io(p.log):
+            if data:
+                whole = list(batch.iter_headers(data))
+                if whole:
+                    end = whole[-1][0] + whole[-1][1].size
+                    chunk = bytearray(data[:end])
+                    for pos, h in whole:
+                        if batch.compute_crc(chunk, pos, h.size) != h.crc:
+                            raise errors.CorruptRecordError(f"batch at offset {h.base_offset} of {p} has a bad CRC")
+                    p.log.append_as_follower(chunk, whole)
+            if r["log_start_offset"] > p.log.log_start_offset:
+                p.log.delete_records_before(min(r["log_start_offset"], p.log.log_end_offset))
+            hw = min(r["high_watermark"], p.log.log_end_offset)
+            if data or hw != p.log.high_watermark:
+                p.log.set_high_watermark(hw)
+                p.wake()  # consumers long-polling this follower (KIP-392)
 
     async def _reset_out_of_range(self, conn: BrokerConnection, p: Partition) -> None:
         """Our log end is outside the leader's log: past its end, or below its start."""
@@ -244,18 +252,20 @@ class ReplicaFetcher:
             offsets[ts] = part["offset"]
         start, end = offsets[-2], offsets[-1]
         leo = p.log.log_end_offset
-        if leo > end:
-            log.info("[%s] truncating %s to the leader's end %d", self.name, p, end)
-            p.log.truncate_to(end)
-        elif leo < start:
-            log.info("[%s] %s starts again at the leader's log start %d", self.name, p, start)
-            p.log.truncate_fully_and_start_at(start)
+        with self.io(p.log):
+            if leo > end:
+                log.info("[%s] truncating %s to the leader's end %d", self.name, p, end)
+                p.log.truncate_to(end)
+            elif leo < start:
+                log.info("[%s] %s starts again at the leader's log start %d", self.name, p, start)
+                p.log.truncate_fully_and_start_at(start)
 
 
 class ReplicaFetcherManager:
     """Which fetcher follows which partition: by leader, then by a hash over the slots."""
 
-    def __init__(self, config: BrokerConfig, broker_info: BrokerLookup):
+    def __init__(self, config: BrokerConfig, broker_info: BrokerLookup, io: LogIo = lambda plog: nullcontext()):
+        self.io = io
         self.config = config
         self.broker_info = broker_info
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
@@ -268,7 +278,7 @@ class ReplicaFetcherManager:
         slot = (partition.state.leader, zlib.crc32(f"{partition.topic}-{partition.index}".encode()) % slots)
         fetcher = self.fetchers.get(slot)
         if fetcher is None:
-            fetcher = self.fetchers[slot] = ReplicaFetcher(self.config, self.broker_info, slot[0], slot[1])
+            fetcher = self.fetchers[slot] = ReplicaFetcher(self.config, self.broker_info, slot[0], slot[1], self.io)
         fetcher.add(partition)
         self.slot_of[key] = slot
 

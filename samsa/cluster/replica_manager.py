@@ -76,7 +76,17 @@ class ReplicaManager:
         self.cache = cache
         self.replicated = replicated  # a ZooKeeper cluster: followers, fetchers, ISR changes
         self.partitions: dict[tuple[str, int], Partition] = {}
-        self.fetchers = ReplicaFetcherManager(config, broker_info) if replicated else None
+        self.broker_info = broker_info  # a live (registered) broker's address, or None
+        self.fetchers = ReplicaFetcherManager(config, broker_info, logs.io) if replicated else None
+        # KIP-112: told (topic, partition) of each partition led or followed here whose log dir
+        # failed (a cluster moves their leadership away); and what to do when every dir failed.
+        self.on_offline: Callable[[list[tuple[str, int]]], None] | None = None
+        self.on_all_dirs_failed: Callable[[str], None] | None = None
+        try:
+            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self._loop = None
+        logs.on_dir_failure = self._dir_failed
         self.listeners: list[LeadershipListener] = []
         self.isr_writer: IsrWriter | None = None  # set by the cluster membership of a replicated broker
         self._expanding: set[tuple[str, int, int]] = set()
@@ -105,6 +115,8 @@ class ReplicaManager:
     def partition(self, topic: str, index: int) -> Partition:
         """The partition this broker leads, or the Kafka error a client should get instead."""
         p = self.partitions.get((topic, index))
+        if p is None and self.logs.is_offline(topic, index):
+            raise errors.KafkaStorageError(f"Partition {topic}-{index} is in an offline log directory")
         if p is None:
             raise errors.UnknownTopicOrPartitionError(f"{topic}-{index} is not hosted here")
         if not p.is_leader:
@@ -154,6 +166,8 @@ class ReplicaManager:
             if p is not None:
                 self._drop_partition(key)
             return
+        if p is None and self.logs.is_offline(topic, index):
+            return  # its log dir failed: neither led nor followed here until it is back (a restart)
         if p is None:
             plog = self.logs.get(topic, index)
             if plog is None:
@@ -193,6 +207,44 @@ class ReplicaManager:
                         self.fetchers.follow(p)
                     else:
                         self.fetchers.unfollow(key)
+
+    def _dir_failed(self, dir, reason: str, keys: list[tuple[str, int]]) -> None:
+        """A log dir went offline (LogManager, maybe on a worker thread): stop leading and following
+        its partitions here, answer their parked requests, and let the cluster move them."""
+        if self._loop is not None and not self._on_loop():
+            self._loop.call_soon_threadsafe(self._dir_failed, dir, reason, keys)
+            return
+        gone = []
+        for key in keys:
+            p = self.partitions.pop(key, None)
+            if p is None:
+                continue
+            gone.append(key)
+            if self.fetchers is not None:
+                self.fetchers.unfollow(key)
+            for listener in self.listeners:
+                listener.on_follower(*key)
+            p.wake()
+        if gone and self.on_offline is not None:
+            self.on_offline(gone)
+        if not self.logs.online_dirs:
+            why = (f"all log dirs in {', '.join(map(str, self.logs.log_dirs))} have failed "
+                   f"(last: {dir}: {reason})")
+            log.error("Shutdown broker because %s", why)
+            if self.on_all_dirs_failed is not None:
+                self.on_all_dirs_failed(why)
+
+    def report_offline(self) -> None:
+        """Once the cluster is joined: the partitions found in log dirs that failed while loading."""
+        keys = sorted(k for k in self.logs.offline_partitions if k[0] in self.cache.topics)
+        if keys and self.on_offline is not None:
+            self.on_offline(keys)
+
+    def _on_loop(self) -> bool:
+        try:
+            return asyncio.get_running_loop() is self._loop
+        except RuntimeError:
+            return False
 
     def _count_isr_change(self, old: list[int], new: list[int]) -> None:
         """The ISR of a partition led here changed (its leader or the controller wrote it)."""
@@ -238,7 +290,10 @@ class ReplicaManager:
         if min_isr is not None and len(partition.state.isr) < min_isr:
             raise errors.NotEnoughReplicasError(
                 f"the ISR of {partition} has {len(partition.state.isr)} replicas, min.insync.replicas is {min_isr}")
-        return partition.append(records, batches, now)
+        try:
+            return partition.append(records, batches, now)
+        except (OSError, errors.KafkaStorageError) as e:  # KIP-112: its log dir goes offline
+            raise self.logs.failed(partition.log, e) from e
 
     async def wait_for_high_watermark(self, partition: Partition, offset: int, timeout_ms: int,
                                       min_isr: int | None = None) -> None:
@@ -250,6 +305,8 @@ class ReplicaManager:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_ms / 1000
         while True:
+            if self.logs.is_offline(partition.topic, partition.index):
+                raise errors.KafkaStorageError(f"Partition {partition} went offline with its log directory")
             if not partition.is_leader or self.partitions.get((partition.topic, partition.index)) is not partition:
                 raise errors.NotLeaderOrFollowerError(
                     f"broker {self.broker_id} stopped leading {partition} before the append was replicated")
@@ -297,9 +354,16 @@ class ReplicaManager:
             self._expand_isr(partition, replica_id)
 
     def _expand_isr(self, partition: Partition, replica_id: int) -> None:
-        """A follower outside the ISR has caught up: propose adding it (once at a time per follower)."""
+        """A follower outside the ISR has caught up: propose adding it (once at a time per follower).
+
+        Only a follower whose broker is registered (alive in this broker's view of the cluster) is
+        eligible, as Kafka's leader checks (KIP-841): one cut off from the metadata store may still
+        fetch, but the controller would drop it from the ISR again at once, round after round.
+        When it registers again, its next fetch proposes it."""
         key = (partition.topic, partition.index, replica_id)
         if self.isr_writer is None or key in self._expanding:
+            return
+        if self.broker_info(replica_id) is None:
             return
         if self._refused_in.get(key) == partition.state.partition_epoch:
             return
@@ -309,7 +373,8 @@ class ReplicaManager:
         async def expand() -> None:
             try:
                 state = partition.state
-                if partition.is_leader and replica_id not in state.isr and replica_id in state.replicas:
+                if (partition.is_leader and replica_id not in state.isr and replica_id in state.replicas
+                        and self.broker_info(replica_id) is not None):
                     isr = state.isr + [replica_id]
                     log.info("expanding ISR of %s from %s to %s", partition, state.isr, isr)
                     if await writer(partition.topic, partition.index, replace(state, isr=isr)):

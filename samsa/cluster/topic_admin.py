@@ -12,6 +12,7 @@ import asyncio
 import logging
 import resource
 from collections import Counter
+from dataclasses import replace
 from typing import Callable
 
 from samsa.broker_config import BROKER_KEYS, BrokerConfig, ConfigError, parse_topic_config, parse_value
@@ -25,6 +26,10 @@ from samsa.storage.descriptors import descriptors_free
 log = logging.getLogger(__name__)
 
 PRODUCER_ID_BLOCK = 1000
+# Kafka's controller bounds the records one user operation may write (QuorumController's
+# MAX_RECORDS_PER_USER_OP): a CreateTopics or CreatePartitions request adding more partitions
+# than this in all is refused whole with POLICY_VIOLATION, before any partition is laid out.
+MAX_PARTITIONS_PER_REQUEST = 10000
 
 
 class TopicAdmin:
@@ -37,6 +42,33 @@ class TopicAdmin:
         self.alive_brokers = alive_brokers
         self._next_pid = 0
         self._pid_block_end = 0
+
+    # ---------------------------------------------------------------- request budgets
+
+    def check_new_partitions(self, topics: list[tuple[int, int]]) -> None:
+        """CreateTopics: (num_partitions, number of manual assignments) per topic; refuse the
+        request when it would add more than MAX_PARTITIONS_PER_REQUEST partitions, as Kafka's
+        controller does (counting -1 as ``num.partitions``, and non-positive counts as none)."""
+        total = 0
+        for num_partitions, assigned in topics:
+            if assigned:
+                total += assigned
+            elif num_partitions == -1:
+                total += self.config["num.partitions"]
+            elif num_partitions > 0:
+                total += num_partitions
+        if total > MAX_PARTITIONS_PER_REQUEST:
+            raise errors.PolicyViolationError("Excessively large number of partitions per request.")
+
+    def check_added_partitions(self, counts: list[tuple[str, int]]) -> None:
+        """CreatePartitions: (topic, new count) per topic; the same bound on the partitions added."""
+        total = 0
+        for name, count in counts:
+            topic = self.cache.topics.get(name)
+            if topic is not None and count > len(topic.partitions):
+                total += count - len(topic.partitions)
+        if total > MAX_PARTITIONS_PER_REQUEST:
+            raise errors.PolicyViolationError("Excessively large number of additional partitions per request.")
 
     # ---------------------------------------------------------------- topics
 
@@ -84,9 +116,11 @@ class TopicAdmin:
             if replication_factor == -1:
                 replication_factor = self.config["default.replication.factor"]
             if num_partitions <= 0:
-                raise errors.InvalidPartitionsError("Number of partitions must be larger than 0.")
+                raise errors.InvalidPartitionsError("Number of partitions was set to an invalid non-positive value.")
+            if num_partitions > MAX_PARTITIONS_PER_REQUEST:
+                raise errors.PolicyViolationError("Excessively large number of partitions per request.")
             if replication_factor <= 0:
-                raise errors.InvalidReplicationFactorError("Replication factor must be larger than 0.")
+                raise errors.InvalidReplicationFactorError("Replication factor must be larger than 0, or -1 to use the default value.")
             alive = self.alive_brokers()
             if replication_factor > len(alive):
                 raise errors.InvalidReplicationFactorError(
@@ -136,24 +170,29 @@ class TopicAdmin:
         current = len(topic.partitions)
         if count < current:
             raise errors.InvalidPartitionsError(
-                f"Topic currently has {current} partitions, {count} would not be an increase.")
+                f"The topic {name} currently has {current} partition(s); {count} would not be an increase.")
         if count == current:
-            raise errors.InvalidPartitionsError(f"Topic already has {current} partitions.")
+            raise errors.InvalidPartitionsError(f"Topic already has {current} partition(s).")
         added = count - current
+        if added > MAX_PARTITIONS_PER_REQUEST:
+            raise errors.PolicyViolationError("Excessively large number of additional partitions per request.")
         if assignments:
             if len(assignments) != added:
                 raise errors.InvalidReplicaAssignmentError(
-                    f"Increasing the number of partitions by {added} but {len(assignments)} assignments provided.")
+                    f"Attempted to add {added} additional partition(s), but only {len(assignments)} assignment(s) were "
+                    "specified.")
             replicas = self._check_assignments({current + i: r for i, r in enumerate(assignments)}, start=current)
         else:
             replicas = self.assign_replicas(added, topic.replication_factor, start=current)
         check_descriptors(replicas)
         if validate_only:
             return
-        for p, r in replicas.items():
-            topic.partitions[p] = PartitionState(replicas=r, leader=r[0], isr=list(r))
-        self.store.put_assignment(topic)
-        await asyncio.shield(self.replicas.apply_topic_off_loop(topic))
+        # A new TopicInfo: the cache's is replaced only once the store has the change (a store
+        # that cannot write leaves everything as it was)
+        grown = replace(topic, partitions={**topic.partitions, **{
+            p: PartitionState(replicas=r, leader=r[0], isr=list(r)) for p, r in replicas.items()}})
+        self.store.put_assignment(grown)
+        await asyncio.shield(self.replicas.apply_topic_off_loop(grown))
         log.info("topic %s now has %d partitions", name, count)
 
     # ---------------------------------------------------------------- replica assignment
@@ -198,8 +237,8 @@ class TopicAdmin:
         validate_topic_configs(configs)
         if validate_only:
             return
+        self.store.put_topic_configs(name, dict(configs))
         topic.configs = dict(configs)
-        self.store.put_topic_configs(name, topic.configs)
         self.replicas.update_log_configs([name])
 
     def alter_broker_configs(self, broker_id: int | None, configs: dict[str, str], validate_only: bool) -> None:

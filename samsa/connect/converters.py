@@ -1,4 +1,5 @@
-"""Converters between Connect data and record bytes: JsonConverter, StringConverter, ByteArrayConverter."""
+"""Converters between Connect data and record bytes: JsonConverter, StringConverter, ByteArrayConverter,
+and with a Schema Registry (``schema.registry.url``) Confluent's AvroConverter and JsonSchemaConverter."""
 
 from __future__ import annotations
 
@@ -136,7 +137,324 @@ def from_json_value(schema: Schema, value: Any) -> Any:
     return value
 
 
+# ---------------------------------------------------------------- with a Schema Registry
+
+DECIMAL = "org.apache.kafka.connect.data.Decimal"
+_AVRO_PRIMITIVES = {"int8": "int", "int16": "int", "int32": "int", "int64": "long", "float32": "float",
+                    "float64": "double", "boolean": "boolean", "string": "string", "bytes": "bytes"}
+_AVRO_NS = "io.confluent.connect.avro"
+
+
+def _avro_name(name: str | None, defined: set[str], counter: list[int]) -> str:
+    if not name:
+        counter[0] += 1
+        name = f"{_AVRO_NS}.ConnectDefault" + ("" if counter[0] == 1 else str(counter[0]))
+    return "".join(c if c.isalnum() or c in "._" else "_" for c in name)
+
+
+def connect_to_avro(schema: Schema, defined: set[str] | None = None, counter: list[int] | None = None) -> Any:
+    """A Connect schema as an Avro schema, as Confluent's AvroData writes it (optional: a union with
+    null; names, versions, parameters and int8/int16 in ``connect.*`` properties; Decimal as the
+    ``decimal`` logical type)."""
+    defined = set() if defined is None else defined
+    counter = [0] if counter is None else counter
+    t = schema.type
+    out: Any
+    if t == "struct":
+        name = _avro_name(schema.name, defined, counter)
+        if name in defined:
+            out = name
+        else:
+            defined.add(name)
+            fields = []
+            for f in schema.fields or []:
+                fs = connect_to_avro(f.schema, defined, counter)
+                field: dict[str, Any] = {"name": f.name, "type": fs}
+                if f.schema.optional and f.schema.default is None:
+                    field["default"] = None
+                elif f.schema.default is not None:
+                    field["default"] = f.schema.default
+                fields.append(field)
+            out = {"type": "record", "name": name, "fields": fields}
+            if schema.name:
+                out["connect.name"] = schema.name
+            if schema.version is not None:
+                out["connect.version"] = schema.version
+            if schema.doc:
+                out["doc"] = schema.doc
+    elif t == "array":
+        out = {"type": "array", "items": connect_to_avro(schema.items, defined, counter)}
+    elif t == "map":
+        if schema.keys is not None and schema.keys.type != "string":
+            entry = Schema("struct", False, f"{_AVRO_NS}.MapEntry", fields=[
+                _field("key", schema.keys), _field("value", schema.values)])
+            out = {"type": "array", "items": connect_to_avro(entry, defined, counter)}
+        else:
+            out = {"type": "map", "values": connect_to_avro(schema.values, defined, counter)}
+    elif schema.name == DECIMAL:
+        params = schema.parameters or {}
+        out = {"type": "bytes", "logicalType": "decimal", "scale": int(params.get("scale", 0)),
+               "precision": int(params.get("connect.decimal.precision", 64)),
+               "connect.name": DECIMAL, "connect.parameters": params}
+        if schema.version is not None:
+            out["connect.version"] = schema.version
+    elif t in _AVRO_PRIMITIVES:
+        extra: dict[str, Any] = {}
+        if t in ("int8", "int16"):
+            extra["connect.type"] = t
+        if schema.name:
+            extra["connect.name"] = schema.name
+        if schema.version is not None:
+            extra["connect.version"] = schema.version
+        if schema.parameters:
+            extra["connect.parameters"] = schema.parameters
+        out = {"type": _AVRO_PRIMITIVES[t], **extra} if extra else _AVRO_PRIMITIVES[t]
+    else:
+        raise DataException(f"Unknown schema type: {t}")
+    if schema.optional:
+        return ["null", out] if schema.default is None else [out, "null"]
+    return out
+
+
+def _field(name: str, schema: Schema | None) -> Any:
+    from samsa.connect.data import Field
+    return Field(name, schema or OPTIONAL_STRING_SCHEMA)
+
+
+def avro_to_connect(avro: Any, optional: bool = False, named: dict | None = None) -> Schema:
+    """The Connect schema of an Avro schema (the reverse of :func:`connect_to_avro`)."""
+    from samsa.connect.data import Field
+    named = {} if named is None else named
+    if isinstance(avro, list):
+        branches = [b for b in avro if b != "null"]
+        if len(branches) == 1:
+            return avro_to_connect(branches[0], optional or len(branches) < len(avro), named)
+        raise DataException(f"Avro unions other than with null are not supported: {avro}")
+    if isinstance(avro, str):
+        if avro in named:
+            s = named[avro]
+            return Schema(s.type, optional, s.name, s.version, s.doc, s.default, s.parameters, s.fields, s.items,
+                          s.keys, s.values)
+        avro = {"type": avro}
+    t = avro["type"]
+    if isinstance(t, (dict, list)):
+        return avro_to_connect(t, optional, named)
+    name, version, params = avro.get("connect.name"), avro.get("connect.version"), avro.get("connect.parameters")
+    if t == "record":
+        s = Schema("struct", optional, name or (None if avro["name"].startswith(_AVRO_NS) else avro["name"]),
+                   version, avro.get("doc"))
+        named[avro["name"]] = s
+        s.fields = []
+        for f in avro["fields"]:
+            fs = avro_to_connect(f["type"], False, named)
+            if f.get("default") is not None:
+                fs.default = f["default"]
+            s.fields.append(Field(f["name"], fs))
+        return s
+    if t == "array":
+        return Schema("array", optional, items=avro_to_connect(avro["items"], False, named))
+    if t == "map":
+        return Schema("map", optional, keys=Schema("string"), values=avro_to_connect(avro["values"], False, named))
+    if avro.get("logicalType") == "decimal":
+        return Schema("bytes", optional, DECIMAL, version, parameters=params or {"scale": str(avro.get("scale", 0))})
+    if t == "enum":
+        return Schema("string", optional, name)
+    kinds = {"int": avro.get("connect.type", "int32"), "long": "int64", "float": "float32", "double": "float64",
+             "boolean": "boolean", "string": "string", "bytes": "bytes", "fixed": "bytes"}
+    if t not in kinds:
+        raise DataException(f"Unsupported Avro type {t}")
+    return Schema(kinds[t], optional, name, version, parameters=params)
+
+
+def _from_avro_value(schema: Schema | None, value: Any) -> Any:
+    import decimal
+    if value is None or schema is None:
+        return value
+    if isinstance(value, decimal.Decimal):   # fastavro's decimal: back to Connect's unscaled bytes
+        scale = int((schema.parameters or {}).get("scale", 0))
+        unscaled = int(value.scaleb(scale).to_integral_value())
+        return unscaled.to_bytes(max(1, (unscaled.bit_length() + 8) // 8), "big", signed=True)
+    if schema.type == "struct" and isinstance(value, dict):
+        return {f.name: _from_avro_value(f.schema, value.get(f.name)) for f in schema.fields or []}
+    if schema.type == "array":
+        return [_from_avro_value(schema.items, v) for v in value]
+    if schema.type == "map":
+        return {k: _from_avro_value(schema.values, v) for k, v in value.items()}
+    return value
+
+
+def _to_avro_value(schema: Schema | None, value: Any) -> Any:
+    if value is None or schema is None:
+        return value
+    if schema.type == "struct":
+        return {f.name: _to_avro_value(f.schema, value.get(f.name)) for f in schema.fields or []}
+    if schema.type == "array":
+        return [_to_avro_value(schema.items, v) for v in value]
+    if schema.type == "map":
+        if schema.keys is not None and schema.keys.type != "string":
+            return [{"key": k, "value": _to_avro_value(schema.values, v)} for k, v in value.items()]
+        return {k: _to_avro_value(schema.values, v) for k, v in value.items()}
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    return value
+
+
+class _RegistryConverter(Converter):
+    """``schema.registry.url`` and the serdes' keys (auto.register.schemas, use.latest.version,
+    key/value.subject.name.strategy, basic.auth.*) from the converter's configs."""
+
+    def configure(self, configs: dict[str, Any], is_key: bool) -> None:
+        if not configs.get("schema.registry.url"):
+            from samsa.connect.errors import ConnectException
+            raise ConnectException("Missing required configuration \"schema.registry.url\" which has no default value.")
+        self.configs, self.is_key = dict(configs), is_key
+        self._serializers: dict[str, Any] = {}
+        self._deserializer = self._make_deserializer()
+
+    def _make_deserializer(self) -> Any:
+        raise NotImplementedError
+
+
+class AvroConverter(_RegistryConverter):
+    """``io.confluent.connect.avro.AvroConverter``: Connect data as Avro in Confluent's wire format."""
+
+    def _make_deserializer(self) -> Any:
+        from samsa.serialization.avro import KafkaAvroDeserializer
+        return KafkaAvroDeserializer(conf=self.configs, is_key=self.is_key)
+
+    def from_connect_data(self, topic: str, schema: Schema | None, value: Any) -> bytes | None:
+        from samsa.serialization import SerializationError
+        from samsa.serialization.avro import KafkaAvroSerializer
+        if value is None:
+            return None
+        if schema is None:
+            raise DataException("AvroConverter needs a schema: schemaless values cannot be written in Avro")
+        avro = connect_to_avro(schema)
+        key = json.dumps(avro, sort_keys=True)
+        ser = self._serializers.get(key)
+        if ser is None:
+            ser = self._serializers[key] = KafkaAvroSerializer(avro, self.configs, self.is_key)
+        try:
+            return ser.serialize(topic, _to_avro_value(schema, value))
+        except SerializationError as e:
+            raise DataException(f"Failed to serialize Avro data from topic {topic}: {e}") from e
+
+    def to_connect_data(self, topic: str, value: bytes | None) -> tuple[Schema | None, Any]:
+        from samsa.serialization import SerializationError
+        from samsa.serialization.schema_registry import unframe
+        if value is None:
+            return None, None
+        try:
+            datum = self._deserializer.deserialize(topic, value)
+            schema_id, _ = unframe(value)
+            found = self._deserializer.writer_schema(schema_id, topic)
+        except SerializationError as e:
+            raise DataException(f"Failed to deserialize data for topic {topic} to Avro: {e}") from e
+        schema = avro_to_connect(json.loads(found["schema"]))
+        return schema, _from_avro_value(schema, datum)
+
+
+_JSON_TYPES = {"int8": "integer", "int16": "integer", "int32": "integer", "int64": "integer", "float32": "number",
+               "float64": "number", "boolean": "boolean", "string": "string", "bytes": "string"}
+
+
+def connect_to_json_schema(schema: Schema) -> dict:
+    """A Connect schema as a JSON Schema, as Confluent's JsonSchemaData writes it (``connect.*`` properties)."""
+    t = schema.type
+    if t == "struct":
+        out: dict[str, Any] = {"type": "object", "properties": {
+            f.name: {**connect_to_json_schema(f.schema), "connect.index": i} for i, f in enumerate(schema.fields or [])}}
+        if schema.name:
+            out["title"] = schema.name
+    elif t == "array":
+        out = {"type": "array", "items": connect_to_json_schema(schema.items)}
+    elif t == "map":
+        out = {"type": "object", "connect.type": "map",
+               "additionalProperties": connect_to_json_schema(schema.values)}
+    elif t in _JSON_TYPES:
+        out = {"type": _JSON_TYPES[t], "connect.type": t}
+        if schema.name:
+            out["title"] = schema.name
+        if schema.parameters:
+            out["connect.parameters"] = schema.parameters
+    else:
+        raise DataException(f"Unknown schema type: {t}")
+    if schema.version is not None:
+        out["connect.version"] = schema.version
+    if schema.default is not None:
+        out["default"] = to_json_value(schema, schema.default)
+    if schema.optional:
+        return {"oneOf": [{"type": "null"}, out]}
+    return out
+
+
+def json_schema_to_connect(js: Any, optional: bool = False) -> Schema:
+    from samsa.connect.data import Field
+    if js is True or js == {}:
+        return Schema("string", True)
+    if "oneOf" in js or "anyOf" in js:
+        branches = [b for b in js.get("oneOf", js.get("anyOf")) if b.get("type") != "null"]
+        if len(branches) == 1:
+            return json_schema_to_connect(branches[0], True)
+        raise DataException(f"JSON schema unions other than with null are not supported: {js}")
+    t, ctype = js.get("type"), js.get("connect.type")
+    if t == "object" and ctype != "map":
+        fields = sorted(js.get("properties", {}).items(), key=lambda kv: kv[1].get("connect.index", 0))
+        return Schema("struct", optional, js.get("title"), js.get("connect.version"),
+                      fields=[Field(k, json_schema_to_connect(v)) for k, v in fields])
+    if t == "object":
+        return Schema("map", optional, keys=Schema("string"), values=json_schema_to_connect(
+            js.get("additionalProperties", {})))
+    if t == "array":
+        return Schema("array", optional, items=json_schema_to_connect(js.get("items", {})))
+    kind = ctype or {"integer": "int64", "number": "float64", "boolean": "boolean", "string": "string"}.get(t)
+    if kind is None:
+        raise DataException(f"Unsupported JSON schema type {t}")
+    return Schema(kind, optional, js.get("title"), js.get("connect.version"), parameters=js.get("connect.parameters"))
+
+
+class JsonSchemaConverter(_RegistryConverter):
+    """``io.confluent.connect.json.JsonSchemaConverter``: Connect data as JSON with a registered JSON Schema."""
+
+    def _make_deserializer(self) -> Any:
+        from samsa.serialization.json_schema import KafkaJsonSchemaDeserializer
+        return KafkaJsonSchemaDeserializer(conf=self.configs, is_key=self.is_key)
+
+    def from_connect_data(self, topic: str, schema: Schema | None, value: Any) -> bytes | None:
+        from samsa.serialization import SerializationError
+        from samsa.serialization.json_schema import KafkaJsonSchemaSerializer
+        if value is None:
+            return None
+        if schema is None:
+            raise DataException("JsonSchemaConverter needs a schema: schemaless values cannot be written")
+        js = connect_to_json_schema(schema)
+        key = json.dumps(js, sort_keys=True)
+        ser = self._serializers.get(key)
+        if ser is None:
+            ser = self._serializers[key] = KafkaJsonSchemaSerializer(js, self.configs, self.is_key)
+        try:
+            return ser.serialize(topic, to_json_value(schema, value))
+        except SerializationError as e:
+            raise DataException(f"Failed to serialize JSON data from topic {topic}: {e}") from e
+
+    def to_connect_data(self, topic: str, value: bytes | None) -> tuple[Schema | None, Any]:
+        from samsa.serialization import SerializationError
+        from samsa.serialization.schema_registry import unframe
+        if value is None:
+            return None, None
+        try:
+            datum = self._deserializer.deserialize(topic, value)
+            schema_id, _ = unframe(value)
+            found = self._deserializer.writer_schema(schema_id, topic)
+        except SerializationError as e:
+            raise DataException(f"Failed to deserialize data for topic {topic} to JSON: {e}") from e
+        schema = json_schema_to_connect(json.loads(found["schema"]))
+        return schema, from_json_value(schema, datum)
+
+
 ALIASES = {
+    "io.confluent.connect.avro.AvroConverter": AvroConverter,
+    "io.confluent.connect.json.JsonSchemaConverter": JsonSchemaConverter,
     "org.apache.kafka.connect.json.JsonConverter": JsonConverter,
     "org.apache.kafka.connect.storage.StringConverter": StringConverter,
     "org.apache.kafka.connect.converters.ByteArrayConverter": ByteArrayConverter,

@@ -26,6 +26,7 @@ from samsa.client.connection import KafkaConnectionError, KafkaTimeoutError
 from samsa.console import browse as browsing
 from samsa.console import reset as resets
 from samsa.console.live import LiveFigures
+from samsa.console.schemas import RegistryView
 from samsa.console.service import ClusterService, ConsoleError
 from samsa.protocol import errors
 
@@ -42,6 +43,7 @@ class Settings:
     client_config: dict[str, str] = field(default_factory=dict)
     metrics_urls: list[str] = field(default_factory=list)
     read_only: bool = False
+    schema_registry_url: str | None = None
 
 
 def _human_bytes(n: float) -> str:
@@ -69,6 +71,7 @@ def create_app(settings: Settings) -> Starlette:
 
     def render(request: Request, template: str, status: int = 200, **context: Any) -> Response:
         context.update(read_only=settings.read_only, bootstrap=settings.bootstrap,
+                       registry=bool(settings.schema_registry_url),
                        live=bool(settings.metrics_urls), notice=request.query_params.get("notice"))
         return TEMPLATES.TemplateResponse(request, template, context, status_code=status)
 
@@ -168,6 +171,19 @@ def create_app(settings: Settings) -> Starlette:
     async def live(request: Request) -> Response:
         return JSONResponse(await state["live"].rates())
 
+    registry = RegistryView(settings.schema_registry_url) if settings.schema_registry_url else None
+
+    async def subjects(request: Request, service: ClusterService) -> Response:
+        if registry is None:
+            raise ConsoleError("No schema registry: start the console with --schema-registry-url.", 404)
+        return render(request, "subjects.html", **await registry.subjects())
+
+    async def subject(request: Request, service: ClusterService) -> Response:
+        if registry is None:
+            raise ConsoleError("No schema registry: start the console with --schema-registry-url.", 404)
+        return render(request, "subject.html", **await registry.subject(request.path_params["subject"],
+                                                                           request.query_params.get("version")))
+
     async def not_found(request: Request, exc: Exception) -> Response:
         return render(request, "error.html", 404, title="Not found", message=f"There is no page at {request.url.path}.")
 
@@ -183,6 +199,8 @@ def create_app(settings: Settings) -> Starlette:
         Route("/groups", page(groups)),
         Route("/groups/{group}", page(group)),
         Route("/groups/{group}/reset", page(reset_group, changes=True), methods=["POST"]),
+        Route("/schemas", page(subjects)),
+        Route("/schemas/{subject}", page(subject)),
         Route("/api/live", live),
     ]
     return Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found})

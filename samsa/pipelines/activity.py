@@ -34,6 +34,12 @@ TABLE = "activity_counts"
 SPARK_CONF: dict[str, str] = {}  # session settings `samsa pipeline run` adds
 TYPES = ("page_view", "search", "click")
 WINDOW = "1 minute"
+# The events in Avro (subject activity-events-value), for a feed that writes Confluent Avro
+AVRO_SCHEMA = {"type": "record", "name": "ActivityEvent", "namespace": "samsa.pipelines.activity", "fields": [
+    {"name": "event_id", "type": "string"}, {"name": "type", "type": "string"}, {"name": "user_id", "type": "string"},
+    {"name": "page", "type": "string"}, {"name": "ts", "type": "string"},
+    {"name": "query", "type": ["null", "string"], "default": None},
+    {"name": "element", "type": ["null", "string"], "default": None}]}
 WATERMARK = "1 minute"
 
 
@@ -73,7 +79,7 @@ URGENT = frozenset({"activity-counts-live"})  # the queries run at the pipeline'
 
 def queries(spark: SparkSession, cfg: PipelineConfig) -> list[tuple[str, Query]]:
     def validated() -> DataFrame:
-        return parse(read_topic(spark, cfg, EVENTS))
+        return parse(read_topic(spark, cfg, EVENTS, events=True))
 
     def dead() -> object:
         return with_options(dead_letters(validated()).writeStream, cfg, DEAD_LETTERS)

@@ -40,6 +40,10 @@ class PipelineConfig:
     max_offsets_per_trigger: int | None = None
     postgres: str | None = None  # payments: also store decided transactions in PostgreSQL (a DSN)
     options: dict[str, str] = field(default_factory=dict)  # more source/sink options (kafka.*)
+    # Events as Confluent Avro (value_format="avro"): decoded with this Schema Registry's schema
+    # of "<topic>-value" (the samsa source's valueFormat=avro), then checked as the JSON ones are.
+    value_format: str = "json"
+    schema_registry_url: str | None = None
     # Where a query reads a topic from: None is the samsa source; bench/spark_bench.py puts
     # Parquet files of the same records in its place, to compare.
     reader: Callable[[SparkSession, "PipelineConfig", str], DataFrame] | None = None
@@ -66,8 +70,9 @@ def ensure_topics(cfg: PipelineConfig, names: list[str]) -> None:
 
 
 def read_topic(spark: SparkSession, cfg: PipelineConfig, topic: str, starting: str = "earliest",
-               isolation: str = "read_uncommitted") -> DataFrame:
-    """``isolation="read_committed"`` for a topic written in transactions (only committed records)."""
+               isolation: str = "read_uncommitted", events: bool = False) -> DataFrame:
+    """``isolation="read_committed"`` for a topic written in transactions (only committed records);
+    ``events``: the pipeline's input, in Avro when ``cfg.value_format`` says so."""
     if cfg.reader is not None:
         return cfg.reader(spark, cfg, topic)
     reader = (spark.readStream.format("samsa").option("kafka.bootstrap.servers", cfg.bootstrap_servers)
@@ -77,6 +82,8 @@ def read_topic(spark: SparkSession, cfg: PipelineConfig, topic: str, starting: s
         reader = reader.option("maxOffsetsPerTrigger", str(cfg.max_offsets_per_trigger))
     for k, v in cfg.options.items():
         reader = reader.option(k, v)
+    if events and cfg.value_format == "avro":
+        reader = reader.option("valueFormat", "avro").option("schema.registry.url", cfg.schema_registry_url or "")
     return reader.load()
 
 
@@ -90,11 +97,21 @@ def field_of(name: str, type_: str) -> Column:
 def validate(raw: DataFrame, checks: list[tuple[Column, Column | str]]) -> DataFrame:
     """The source's columns plus ``event`` (the JSON as a VARIANT) and ``reason``: null for a good
     event, else why not (the first of ``checks``, pairs of (is bad, reason), that fails)."""
-    parsed = raw.withColumn("event", F.try_parse_json(F.col("value").cast("string")))
-    reason = F.when(F.col("event").isNull(), F.lit("malformed JSON")) \
-        .when(~F.schema_of_variant(F.col("event")).startswith("OBJECT"), F.lit("not a JSON object"))
-    for bad, why in checks:
-        reason = reason.when(bad, why if isinstance(why, Column) else F.lit(why))
+    text = F.col("value").cast("string")
+    avro = "decodedValue" in raw.columns   # the samsa source's valueFormat=avro
+    first: list[tuple[Column, Column | str]] = []
+    if avro:
+        text = F.when(F.col("decodedValue").isNotNull(), F.to_json("decodedValue")).otherwise(text)
+        first.append((F.col("decodedValue").isNull() & F.col("value").isNotNull(),
+                      "not Confluent Avro of the topic's value schema"))
+    parsed = raw.withColumn("event", F.try_parse_json(text))
+    first += [(F.col("event").isNull(), "malformed JSON"),
+              (~F.schema_of_variant(F.col("event")).startswith("OBJECT"), "not a JSON object")]
+    reason: Column | None = None
+    for bad, why in first + checks:
+        value = why if isinstance(why, Column) else F.lit(why)
+        reason = F.when(bad, value) if reason is None else reason.when(bad, value)
+    assert reason is not None
     return parsed.withColumn("reason", reason.otherwise(F.lit(None).cast("string")))
 
 

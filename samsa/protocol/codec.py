@@ -55,6 +55,14 @@ def _refuse_unknown(obj: dict, known: frozenset, message_name: str) -> None:
     raise UnknownFieldError(f"{message_name} has no field {', '.join(unknown)} (fields: {', '.join(sorted(known))})")
 
 
+class NullFieldError(ValueError):
+    """None given for a field its schema does not let be null (a bug in the caller)."""
+
+
+def _refuse_null(field: str, message_name: str) -> None:
+    raise NullFieldError(f"{message_name}: field {field} is not nullable but was given None")
+
+
 def snake(name: str) -> str:
     s = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
     return re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", s).lower()
@@ -107,6 +115,9 @@ class _Gen:
         self.funcs: list[str] = []
         self.counter = 0
         self.consts: dict[str, Any] = {}
+        # A null where the schema allows none: a request with one is refused, as Kafka's parser
+        # refuses it; a response (from a broker) is read leniently, except under STRICT (tests).
+        self.strict_nulls = message.get("type") == "request" or STRICT
 
     def fresh(self, prefix: str) -> str:
         self.counter += 1
@@ -169,6 +180,7 @@ class _Gen:
                 "        tag, pos = read_uvarint(buf, pos)",
                 "        size, pos = read_uvarint(buf, pos)",
                 "        end = pos + size",
+                "        if end > len(buf): raise InvalidRequestError('a tagged field runs past the end of the message')",
             ]
             kw = "if"
             for tag, inner in tag_cases:
@@ -205,6 +217,13 @@ class _Gen:
             elem = t[2:]
             n = self.fresh("n")
             lines = self.read_length(n, flex, "array")
+            # As Kafka's generated readers: an element takes at least one byte, so a length
+            # beyond what is left is a lie (refused before any allocation or loop).
+            lines += [f"if {n} > len(buf) - pos: raise InvalidRequestError("
+                      f"'Tried to allocate a collection of size %d, but there are only %d bytes remaining.'"
+                      f" % ({n}, len(buf) - pos))"]
+            if not nullable and self.strict_nulls:
+                lines += self.refuse_null(n, f)
             if elem in _PRIMITIVES or elem in ("string", "bytes", "uuid"):
                 item = {"type": elem, "versions": "0+"}
                 inner = self.decode_value(item, "x")
@@ -220,7 +239,7 @@ class _Gen:
             ]
             lines += ["        " + x for x in inner]
             lines += ["        lst.append(x)", f"    {target} = lst"]
-            if not nullable:
+            if not nullable and not self.strict_nulls:
                 lines.append(f"if {target} is None: {target} = []")
             return lines
         if t in _PRIMITIVES:
@@ -233,6 +252,8 @@ class _Gen:
         if t in ("string", "bytes", "records"):
             n = self.fresh("n")
             lines = self.read_length(n, flex, "string" if t == "string" else "bytes")
+            if not nullable and self.strict_nulls:
+                lines += self.refuse_null(n, f)
             if t == "string":
                 conv = f"str(buf[pos:pos + {n}], 'utf-8')"
             elif t == "bytes":
@@ -260,6 +281,14 @@ class _Gen:
                 f"    {target}, pos = {fn}(buf, pos)",
             ]
         return [f"{target}, pos = {fn}(buf, pos)"]
+
+    @staticmethod
+    def refuse_null(n: str, f: dict) -> list[str]:
+        """A negative length where the schema allows no null (in this version): Kafka's readers
+        refuse the message ("non-nullable field ... was serialized as null")."""
+        name = f.get("name", "element")
+        name = name[:1].lower() + name[1:]  # Kafka's message names the Java field: groupId
+        return [f"if {n} < 0: raise InvalidRequestError('non-nullable field {name} was serialized as null')"]
 
     def read_length(self, n: str, flex: bool, kind: str) -> list[str]:
         if flex:
@@ -309,7 +338,23 @@ class _Gen:
         self.funcs.append("\n".join(body))
         return name
 
+    def null_check(self, f: dict, var: str) -> list[str]:
+        """Strict encoders refuse None where the schema allows no null (Kafka's clients would
+        refuse the message)."""
+        if not STRICT or _in(f.get("nullableVersions"), self.version):
+            return []
+        return [f"if {var} is None: _refuse_null({f.get('name', 'element')!r}, {self.message['name']!r})"]
+
     def encode_value(self, f: dict, var: str, buf: str = "b", allow_chunks: bool = True) -> list[str]:
+        t = f["type"]
+        flex = self.flexible
+        if t.startswith("[]") or t in ("string", "bytes", "records"):
+            checks = self.null_check(f, var)
+            if checks:
+                return checks + self.encode_value_unchecked(f, var, buf, allow_chunks)
+        return self.encode_value_unchecked(f, var, buf, allow_chunks)
+
+    def encode_value_unchecked(self, f: dict, var: str, buf: str, allow_chunks: bool) -> list[str]:
         t = f["type"]
         flex = self.flexible
         if t.startswith("[]"):
@@ -381,6 +426,7 @@ class _Gen:
             "InvalidRequestError": InvalidRequestError,
             "_records_chunk": _records_chunk,
             "_refuse_unknown": _refuse_unknown,
+            "_refuse_null": _refuse_null,
             "_i8": struct.Struct(">b"),
             "_i16": struct.Struct(">h"),
             "_i32": struct.Struct(">i"),
@@ -410,7 +456,7 @@ def codec(message_name: str, version: int) -> tuple[Decoder, Encoder]:
 def decode(message_name: str, version: int, buf, pos: int = 0) -> tuple[dict, int]:
     try:
         return codec(message_name, version)[0](buf, pos)
-    except (struct.error, IndexError, ValueError, UnicodeDecodeError) as e:
+    except (struct.error, IndexError, ValueError, UnicodeDecodeError, OverflowError) as e:
         raise InvalidRequestError(f"malformed {message_name} v{version}: {e}") from None
 
 

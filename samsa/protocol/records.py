@@ -605,6 +605,8 @@ def check_framing(buf, pos: int, header: BatchHeader) -> None:
                 break
     except IndexError:
         raise CorruptRecordError("record batch ends inside a record") from None
+    except ValueError as e:  # a length varint longer than 10 bytes
+        raise CorruptRecordError(f"record {count} of the batch has a malformed length: {e}") from None
     if p != stop or count != expected:
         raise CorruptRecordError(
             f"record batch holds {count} record(s) in {stop - start} bytes but its header says {expected}")

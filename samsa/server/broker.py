@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
 import time
 from pathlib import Path
@@ -29,7 +30,7 @@ from samsa.cluster.partition import Partition
 from samsa.cluster.replica_manager import ReplicaManager
 from samsa.cluster.topic_admin import TopicAdmin
 from samsa.coordinator.groups import GroupCoordinator
-from samsa.coordinator.transactions import TransactionCoordinator
+from samsa.coordinator.transactions import TransactionCoordinator, TransactionVerifier
 from samsa.server.dispatcher import Dispatcher
 from samsa.server.fetch_sessions import FetchSessionCache
 from samsa.server.metrics.counters import BrokerTopicStats
@@ -44,6 +45,12 @@ from samsa.storage.dir_lock import LogDirLocks
 from samsa.storage.manager import LogManager
 
 log = logging.getLogger(__name__)
+
+
+def _halt(reason: str) -> None:
+    """Every log directory failed: stop at once, as Kafka halts (Exit.halt(1)); nothing is left to serve."""
+    logging.shutdown()
+    os._exit(1)
 
 
 class BrokerServer:
@@ -63,6 +70,7 @@ class BrokerServer:
         self.groups = GroupCoordinator(GroupCoordinatorHost(self))
         self.markers = MarkerSender(self)
         self.txn = TransactionCoordinator(TransactionCoordinatorHost(self))
+        self.verifier = TransactionVerifier(self.txn, self.markers)
         self.servers: list[asyncio.AbstractServer] = []
         self.bound: list[tuple[str, str, int]] = []  # (listener name, host, port) as bound
         self._tasks: list[asyncio.Task] = []
@@ -84,7 +92,7 @@ class BrokerServer:
         else:
             log.info("open file limit (ulimit -n): %d", now)
         zookeeper = self.config["zookeeper.connect"]
-        self.store = self._store or await self._open_store(dirs[0], zookeeper)
+        self.store = self._store or await self._open_store(Path(self.config["metadata.log.dir"] or dirs[0]), zookeeper)
         self.config.apply_dynamic(self.store.broker_configs(None), self.store.broker_configs(self.broker_id))
         if self.config["authorizer.class.name"]:
             self._start_authorizer(bool(zookeeper))
@@ -102,6 +110,7 @@ class BrokerServer:
         log.info("loaded %d logs in %.0f ms", len(list(self.logs.partitions())), (time.monotonic() - t0) * 1000)
         self.replicas = ReplicaManager(self.config, self.logs, self.metadata, replicated=bool(zookeeper),
                                        broker_info=lambda broker_id: self.cluster.broker_info(broker_id))
+        self.replicas.on_all_dirs_failed = _halt
         self.replicas.listeners.append(self.groups)
         self.replicas.listeners.append(self.txn)
         if zookeeper:
@@ -117,6 +126,7 @@ class BrokerServer:
         # is registered and has read the cluster: until then it has no view to answer with.
         await self._listen()
         await self.cluster.start()
+        self.replicas.report_offline()  # partitions of a log dir that failed at start-up: a cluster moves them
         for server in self.servers:
             await server.start_serving()
         self._tasks = [
@@ -195,6 +205,7 @@ class BrokerServer:
 
     async def _open_store(self, first_dir: Path, zookeeper: str) -> MetadataStore:
         if not zookeeper:
+            first_dir.mkdir(parents=True, exist_ok=True)
             return LocalMetadataStore(first_dir)
         from samsa.cluster.zookeeper import ZooKeeperMetadataStore
         session = self.config["zookeeper.session.timeout.ms"]
@@ -338,6 +349,9 @@ class GroupCoordinatorHost:
 
     def alive_brokers(self) -> list[BrokerInfo]:
         return self._server.alive_brokers()
+
+    def group_configs(self, group_id: str) -> dict[str, str]:
+        return self._server.store.entity_configs(f"groups/{group_id}")
 
     def create_topic(self, name: str, num_partitions: int, replication_factor: int, *,
                      configs: dict[str, str] | None = None) -> TopicInfo:

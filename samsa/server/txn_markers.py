@@ -1,5 +1,6 @@
 """Writing transaction markers: at the partitions this broker leads, and (for the transaction
-coordinator) at other brokers through WriteTxnMarkers.
+coordinator) at other brokers through WriteTxnMarkers. The kept connections to other brokers
+also carry the transaction verifier's requests (:mod:`samsa.coordinator.transactions.verifier`).
 
 A marker is a control batch the leader appends as it would a producer's batch, replicated as
 acks=all. A marker on a ``__consumer_offsets`` partition also tells the group coordinator that
@@ -74,7 +75,8 @@ async def write_local_markers(broker: MarkerBroker, producer_id: int, producer_e
 
 class MarkerSender:
     """The transaction coordinator's marker writes: local partitions directly, the others as
-    WriteTxnMarkers requests to their leaders (one connection per broker, kept)."""
+    WriteTxnMarkers requests to their leaders (one connection per broker, kept, which
+    :meth:`request_broker` lends to the transaction verifier)."""
 
     def __init__(self, broker: MarkerBroker):
         self.broker = broker
@@ -126,29 +128,15 @@ class MarkerSender:
                     out[(t["name"], p["partition_index"])] = p["error_code"]
         return out
 
-    async def verify(self, broker_id: int, transactional_id: str, producer_id: int, producer_epoch: int,
-                     partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
-        """KIP-890 across brokers: AddPartitionsToTxn v4 with ``verify_only`` to the id's
-        coordinator; an error code per partition (0: in the producer's open transaction)."""
-        topics: dict[str, list[int]] = {}
-        for topic, index in partitions:
-            topics.setdefault(topic, []).append(index)
+    async def request_broker(self, broker_id: int, api_key: ApiKey, body: dict, min_version: int = 0) -> dict:
+        """One request to another broker on the kept connection (the transaction verifier's
+        AddPartitionsToTxn); a failed connection is dropped and the error raised."""
         try:
             conn = await self._connection(broker_id)
-            resp = await conn.request(ApiKey.ADD_PARTITIONS_TO_TXN, {"transactions": [{
-                "transactional_id": transactional_id, "producer_id": producer_id, "producer_epoch": producer_epoch,
-                "verify_only": True, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}]},
-                min_version=4)
-        except (errors.KafkaError, OSError) as e:
-            log.info("verifying transaction %s at broker %d failed: %r", transactional_id, broker_id, e)
+            return await conn.request(api_key, body, min_version=min_version)
+        except (errors.KafkaError, OSError):
             self._drop(broker_id)
-            return {tp: errors.E_NOT_ENOUGH_REPLICAS for tp in partitions}  # retriable for the producer
-        out = {tp: resp.get("error_code") or errors.E_UNKNOWN_SERVER_ERROR for tp in partitions}
-        for result in resp.get("results_by_transaction") or []:
-            for t in result["topic_results"]:
-                for p in t["results_by_partition"]:
-                    out[(t["name"], p["partition_index"])] = p["partition_error_code"]
-        return out
+            raise
 
     async def _connection(self, broker_id: int) -> BrokerConnection:
         conn = self._conns.get(broker_id)

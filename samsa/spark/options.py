@@ -157,6 +157,11 @@ class SourceOptions:
     max_offsets_per_trigger: int | None = None
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
     client: tuple[tuple[str, str], ...] = ()  # kafka.* options for Samsa's clients
+    value_format: str = "binary"           # valueFormat=avro: values decoded with a Schema Registry
+    registry_url: str | None = None        # schema.registry.url
+    value_subject: str | None = None       # valueSubject (default: the one subscribed topic's <topic>-value)
+    value_version: str = "latest"          # valueSchemaVersion
+    value_schema: str | None = None        # the Avro schema read when the query started (set by the source)
 
     def consumer_config(self) -> dict[str, Any]:
         """What executors read with: only the driver decides offsets (Spark's executor settings)."""
@@ -258,7 +263,20 @@ def parse_source(o: Mapping[str, str], *, streaming: bool | None) -> SourceOptio
             for (t, p), off in ending.offsets.items():
                 if off == EARLIEST:
                     raise OptionError(f"ending offset for {t}-{p} can't be earliest for batch queries on Kafka")
+    value_format = o.get("valueformat", "binary").strip().lower()
+    if value_format not in ("binary", "avro"):
+        raise OptionError(f"valueFormat must be 'binary' or 'avro', got '{o['valueformat']}'")
+    registry_url, subject = o.get("schema.registry.url"), o.get("valuesubject")
+    if value_format == "avro":
+        if not registry_url:
+            raise OptionError("valueFormat=avro needs the option 'schema.registry.url'")
+        if not subject:
+            if len(topics) != 1:
+                raise OptionError("valueFormat=avro needs the option 'valueSubject' unless one topic is subscribed")
+            subject = f"{topics[0]}-value"
     return SourceOptions(
+        value_format=value_format, registry_url=registry_url, value_subject=subject,
+        value_version=o.get("valueschemaversion", "latest"),
         bootstrap_servers=servers, strategy=strategy, topics=topics, pattern=pattern, assigned=assigned,
         starting=starting, ending=ending, fail_on_data_loss=_bool(o, "failondataloss", True),
         include_headers=_bool(o, "includeheaders", False), min_partitions=min_partitions,

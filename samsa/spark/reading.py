@@ -40,6 +40,12 @@ def read_range(opts: SourceOptions, r: OffsetRange) -> Iterator[pa.RecordBatch]:
         raise
 
 
+def _with_decoded(rows: pa.RecordBatch, opts: SourceOptions) -> pa.RecordBatch:
+    from samsa.spark.avro_values import COLUMN, decode_column
+    decoded = decode_column(rows.column(1), opts.registry_url or "", opts.value_schema or "")
+    return pa.RecordBatch.from_arrays(list(rows.columns) + [decoded], names=list(rows.schema.names) + [COLUMN])
+
+
 def _read(consumer: Consumer, opts: SourceOptions, r: OffsetRange) -> Iterator[pa.RecordBatch]:
     tp = TopicPartition(r.topic, r.partition)
     schema = arrow_schema(opts.include_headers)
@@ -59,7 +65,7 @@ def _read(consumer: Consumer, opts: SourceOptions, r: OffsetRange) -> Iterator[p
             rows = batches_to_arrow(batches, r.topic, r.partition, position, r.end, schema)
             position = max(position, batches[-1].next_offset)
             if rows.num_rows:
-                yield rows
+                yield _with_decoded(rows, opts) if opts.value_schema else rows
             continue
         # Nothing came: past a gap at the end of the range, or the log is shorter than planned?
         position = max(position, consumer.position(tp))

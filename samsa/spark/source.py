@@ -7,6 +7,7 @@ streaming read's offsets are Spark's Kafka offset JSON, kept in the query's chec
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Iterator, Sequence
 
@@ -23,6 +24,20 @@ from samsa.spark.schema import kafka_schema
 log = logging.getLogger("samsa.spark")
 
 
+def _schema(opts: SourceOptions) -> tuple[StructType, str | None]:
+    """The source's columns: Spark's Kafka columns, plus ``decodedValue`` with valueFormat=avro
+    (and the Avro schema it is decoded to)."""
+    schema = kafka_schema(opts.include_headers)
+    if opts.value_format != "avro":
+        return schema, None
+    from samsa.spark.avro_values import AvroOptionError, fetch_schema, value_field
+    try:
+        text = fetch_schema(opts.registry_url or "", opts.value_subject or "", opts.value_version)
+        return StructType(schema.fields + [value_field(text)]), text
+    except AvroOptionError as e:
+        raise OptionError(str(e)) from None
+
+
 class SamsaDataSource(DataSource):
     """``spark.readStream.format("samsa")``, with the options of Spark's Kafka source."""
 
@@ -32,13 +47,17 @@ class SamsaDataSource(DataSource):
 
     def schema(self) -> StructType:
         """Called by load(): bad options fail there, as with Spark's Kafka source."""
-        return kafka_schema(parse_source(dict(self.options), streaming=None).include_headers)
+        return _schema(parse_source(dict(self.options), streaming=None))[0]
 
     def _source(self, schema: StructType, streaming: bool) -> SourceOptions:
         opts = parse_source(dict(self.options), streaming=streaming)
-        if schema != kafka_schema(opts.include_headers):
+        expected, value_schema = _schema(opts)
+        if schema != expected:
+            if value_schema is not None:
+                raise OptionError(f"The value schema of {opts.value_subject} changed since the query was defined: "
+                                  "define it again (load()) to read with the new one")
             raise OptionError("Kafka source has a fixed schema and cannot be set with a custom one")
-        return opts
+        return dataclasses.replace(opts, value_schema=value_schema) if value_schema else opts
 
     def reader(self, schema: StructType) -> "BatchReader":
         return BatchReader(self._source(schema, streaming=False))

@@ -48,6 +48,9 @@ def _lock(d: Path) -> int:
         os.close(fd)
         raise LogDirLockedError(f"log directory {d} is in use by another broker (pid {holder}); "
                                 "is a broker already running on it?") from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    except OSError:
+        pass  # a full directory: the lock holds all the same (the directory may go offline later)
     return fd

@@ -264,6 +264,10 @@ class PartitionLog:
         for seg in self._segments[i:]:
             yield from seg.iter_producer_batches(offset)
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def _check_open(self) -> None:
         if self._closed:
             raise KafkaStorageError(f"log {self.topic}-{self.partition} is closed")

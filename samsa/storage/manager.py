@@ -7,8 +7,9 @@ import os
 import shutil
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 from samsa.protocol.errors import KafkaStorageError
 from samsa.storage.checkpoint import CheckpointError, read_offsets, write_offsets
@@ -65,8 +66,19 @@ class LogManager:
         self._dir_of: dict[TopicPartition, Path] = {}
         self._lock = threading.RLock()
         self.cleaner = Cleaner()
+        # KIP-112: a log directory whose files fail (full, I/O errors) goes offline, with the
+        # reason; its partitions (known to have been there) answer KAFKA_STORAGE_ERROR while the
+        # other directories keep serving. It comes back at the next start if it works again.
+        self.offline_dirs: dict[Path, str] = {}
+        self.offline_partitions: dict[TopicPartition, Path] = {}
+        # Told (dir, reason, partitions that were there) when a directory goes offline; may be
+        # called from a worker thread (loading, the cleaner).
+        self.on_dir_failure: Callable[[Path, str, list[TopicPartition]], None] | None = None
         for d in self.log_dirs:
-            d.mkdir(parents=True, exist_ok=True)
+            try:
+                d.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                self._mark_offline(d, f"cannot create it: {e}", [])
 
     # ------------------------------------------------------------------ loading
 
@@ -75,10 +87,11 @@ class LogManager:
         the directory was shut down cleanly), finish interrupted deletions, check and
         write meta.properties."""
         self._check_meta()
-        with ThreadPoolExecutor(len(self.log_dirs), thread_name_prefix="log-load") as ex:
-            per_dir = list(ex.map(lambda d: self._load_dir(d, topic_configs), self.log_dirs))
+        dirs = self.online_dirs
+        with ThreadPoolExecutor(max(len(dirs), 1), thread_name_prefix="log-load") as ex:
+            per_dir = list(ex.map(lambda d: self._load_dir_or_fail(d, topic_configs), dirs))
         with self._lock:
-            for d, loaded in zip(self.log_dirs, per_dir):
+            for d, loaded in zip(dirs, per_dir):
                 for key, plog in loaded:
                     if key in self._logs:
                         for _, opened in (x for loaded2 in per_dir for x in loaded2):
@@ -88,21 +101,45 @@ class LogManager:
                         )
                     self._logs[key] = plog
                     self._dir_of[key] = d
-        for d in self.log_dirs:
-            (d / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)  # a crash from now on is unclean
-            props = read_meta(d)
-            if props is None or (self.cluster_id and not props.get("cluster.id")):
-                write_meta(d, self.broker_id, self.cluster_id)
+        for d in self.online_dirs:
+            try:
+                (d / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)  # a crash from now on is unclean
+                props = read_meta(d)
+                if props is None or (self.cluster_id and not props.get("cluster.id")):
+                    write_meta(d, self.broker_id, self.cluster_id)
+            except OSError as e:
+                self.fail_dir(d, f"cannot write its meta.properties: {e}")
+        if not self.online_dirs:
+            raise KafkaStorageError(f"all log dirs in {', '.join(map(str, self.log_dirs))} have failed")
         self.checkpoint()
 
     def _check_meta(self) -> None:
-        for d in self.log_dirs:
-            props = read_meta(d)
+        for d in self.online_dirs:
+            try:
+                props = read_meta(d)
+            except OSError as e:
+                self._mark_offline(d, f"cannot read its meta.properties: {e}", [])
+                continue
             if props is None:
                 continue
             found = check_meta(d, props, self.broker_id, self.cluster_id)
             if self.cluster_id is None and found:
                 self.cluster_id = found
+
+    def _load_dir_or_fail(self, dir: Path,
+                          topic_configs: Callable[[str], LogConfig]) -> list[tuple[TopicPartition, PartitionLog]]:
+        """A directory's logs; if its files fail (a full disk, I/O errors), the directory is taken
+        offline and the broker starts with the others, as Kafka's LogManager does."""
+        try:
+            return self._load_dir(dir, topic_configs)
+        except (OSError, KafkaStorageError) as e:
+            found = []
+            try:
+                found = [parsed for name in os.listdir(dir) if (parsed := parse_partition_dir(name)) is not None]
+            except OSError:
+                pass
+            self._mark_offline(dir, f"loading failed: {_cause(e)}", found)
+            return []
 
     def _load_dir(self, dir: Path, topic_configs: Callable[[str], LogConfig]) -> list[tuple[TopicPartition, PartitionLog]]:
         clean = (dir / CLEAN_SHUTDOWN_FILE).exists()
@@ -147,6 +184,9 @@ class LogManager:
             for key, path, fut in futures:
                 try:
                     loaded.append((key, fut.result()))
+                except (OSError, KafkaStorageError) as e:  # the directory's files fail: it goes offline
+                    log.error("failed to load %s: %s", path, _cause(e))
+                    errors.append((path, e))
                 except Exception as e:  # noqa: BLE001 - reported together below
                     log.exception("failed to load %s", path)
                     errors.append((path, e))
@@ -154,8 +194,72 @@ class LogManager:
             for _, plog in loaded:
                 plog.close_handles()
             path, e = errors[0]
-            raise KafkaStorageError(f"failed to load {len(errors)} partition(s) in {dir}, first {path}: {e}") from e
+            raise KafkaStorageError(f"failed to load {len(errors)} partition(s) in {dir}, first {path}: "
+                                    f"{_cause(e)}") from e
         return loaded
+
+    # ------------------------------------------------------------------ failed directories
+
+    @property
+    def online_dirs(self) -> list[Path]:
+        return [d for d in self.log_dirs if d not in self.offline_dirs]
+
+    def is_offline(self, topic: str, partition: int) -> bool:
+        return (topic, partition) in self.offline_partitions
+
+    def _mark_offline(self, dir: Path, reason: str, partitions: list[TopicPartition]) -> None:
+        with self._lock:
+            if dir in self.offline_dirs:
+                return
+            self.offline_dirs[dir] = reason
+            for key in partitions:
+                self.offline_partitions[key] = dir
+        log.error("Error while accessing log dir %s: %s", dir, reason)
+        log.error("Stopped serving replicas in dir %s (%d partition(s)); the other log dirs keep serving: %s",
+                  dir, len(partitions), ", ".join(map(str, self.online_dirs)) or "none")
+        if self.on_dir_failure is not None:
+            self.on_dir_failure(dir, reason, list(partitions))
+
+    def fail_dir(self, dir: Path, reason: str) -> None:
+        """Take ``dir`` offline: its logs are closed without writing and forgotten (their
+        partitions answer KAFKA_STORAGE_ERROR); the listener hears of it once."""
+        with self._lock:
+            if dir in self.offline_dirs:
+                return
+            gone = [key for key, d in self._dir_of.items() if d == dir]
+            logs = [self._logs.pop(key) for key in gone]
+            for key in gone:
+                del self._dir_of[key]
+        for plog in logs:
+            try:
+                plog.close_handles()
+            except OSError:
+                pass
+        self._mark_offline(dir, reason, gone)
+
+    @contextmanager
+    def io(self, plog: PartitionLog) -> Iterator[None]:
+        """Around a write to ``plog``: an I/O error takes its directory offline and comes out as
+        KAFKA_STORAGE_ERROR (see :meth:`failed`)."""
+        try:
+            yield
+        except (OSError, KafkaStorageError) as e:
+            raise self.failed(plog, e) from e
+
+    def failed(self, plog: PartitionLog, e: BaseException) -> KafkaStorageError:
+        """``e`` (an OSError or KafkaStorageError) came from writing ``plog``: take its directory
+        offline, unless the log was closed (a shutdown, a deletion) or its directory is already
+        offline; the KAFKA_STORAGE_ERROR to raise instead."""
+        if isinstance(e, KafkaStorageError) and plog.closed:  # no new failure of its directory
+            return KafkaStorageError(f"log {plog.topic}-{plog.partition} is closed")
+        key = (plog.topic, plog.partition)
+        with self._lock:
+            dir = self._dir_of.get(key) if self._logs.get(key) is plog else None
+        if dir is None:  # deleted or already taken offline
+            return KafkaStorageError(f"{plog.topic}-{plog.partition} is in an offline log directory")
+        why = _cause(e)
+        self.fail_dir(dir, f"{plog.topic}-{plog.partition}: {why}")
+        return KafkaStorageError(f"Error while writing to {plog.topic}-{plog.partition} in dir {dir}: {why}")
 
     # ------------------------------------------------------------------ partitions
 
@@ -170,11 +274,27 @@ class LogManager:
             existing = self._logs.get(key)
             if existing is not None:
                 return existing
-            counts = {d: 0 for d in self.log_dirs}
+            if key in self.offline_partitions:
+                raise KafkaStorageError(f"{topic}-{partition} is in the offline log dir "
+                                        f"{self.offline_partitions[key]}")
+            dirs = self.online_dirs
+            if not dirs:
+                raise KafkaStorageError("every log dir is offline")
+            counts = {d: 0 for d in dirs}
             for d in self._dir_of.values():
-                counts[d] += 1
-            dir = min(self.log_dirs, key=lambda d: counts[d])
+                if d in counts:
+                    counts[d] += 1
+            dir = min(dirs, key=lambda d: counts[d])
+        try:
             plog = PartitionLog.open(dir / partition_dir_name(topic, partition), config, recover=False)
+        except (OSError, KafkaStorageError) as e:
+            self.fail_dir(dir, f"creating {topic}-{partition} failed: {_cause(e)}")
+            raise KafkaStorageError(f"creating {topic}-{partition} in {dir} failed: {_cause(e)}") from e
+        with self._lock:
+            existing = self._logs.get(key)
+            if existing is not None:
+                plog.close_handles()
+                return existing
             self._logs[key] = plog
             self._dir_of[key] = dir
             return plog
@@ -183,10 +303,13 @@ class LogManager:
         with self._lock:
             key = (topic, partition)
             plog = self._logs.pop(key, None)
-            self._dir_of.pop(key, None)
+            dir = self._dir_of.pop(key, None)
             self.hw_checkpoints.pop(key, None)
         if plog is not None:
-            plog.delete()
+            try:
+                plog.delete()
+            except OSError as e:
+                self.fail_dir(dir, f"deleting {topic}-{partition} failed: {e}")
 
     def partitions(self) -> Iterable[PartitionLog]:
         return list(self._logs.values())
@@ -199,10 +322,10 @@ class LogManager:
     def run_retention(self, now_ms: int) -> None:
         for plog in self.partitions():
             try:
-                plog.enforce_retention(now_ms)
-            except KafkaStorageError as e:
-                if "closed" not in str(e):
-                    log.exception("retention of %r failed", plog)
+                with self.io(plog):
+                    plog.enforce_retention(now_ms)
+            except KafkaStorageError:
+                pass  # the directory went offline (logged once there), or the log was deleted meanwhile
             except Exception:  # noqa: BLE001 - one bad log must not stop the others
                 log.exception("retention of %r failed", plog)
 
@@ -214,11 +337,10 @@ class LogManager:
             if not plog.config.compact_enabled:
                 continue
             try:
-                result = self.cleaner.clean(plog, now_ms)
-            except KafkaStorageError as e:
-                if "closed" not in str(e):
-                    log.exception("cleaning of %r failed", plog)
-                continue
+                with self.io(plog):
+                    result = self.cleaner.clean(plog, now_ms)
+            except KafkaStorageError:
+                continue  # the directory went offline (logged once there), or the log was deleted meanwhile
             except Exception:  # noqa: BLE001 - one bad log must not stop the others
                 log.exception("cleaning of %r failed", plog)
                 continue
@@ -229,7 +351,10 @@ class LogManager:
     def run_flush(self, now_ms: int) -> None:
         for plog in self.partitions():
             try:
-                plog.maybe_flush(now_ms)
+                with self.io(plog):
+                    plog.maybe_flush(now_ms)
+            except KafkaStorageError:
+                pass  # the directory went offline (logged once there)
             except Exception:  # noqa: BLE001
                 log.exception("flush of %r failed", plog)
 
@@ -237,14 +362,17 @@ class LogManager:
         """Write the recovery points, log start offsets and high watermarks of every
         log directory."""
         with self._lock:
-            by_dir: dict[Path, list[tuple[TopicPartition, PartitionLog]]] = {d: [] for d in self.log_dirs}
+            by_dir: dict[Path, list[tuple[TopicPartition, PartitionLog]]] = {d: [] for d in self.online_dirs}
             for key, plog in self._logs.items():
                 by_dir[self._dir_of[key]].append((key, plog))
         for d, logs in by_dir.items():
-            write_offsets(d / RECOVERY_POINT_CHECKPOINT, {k: p.recovery_point for k, p in logs})
-            write_offsets(d / LOG_START_OFFSET_CHECKPOINT, {k: p.log_start_offset for k, p in logs})
-            write_offsets(d / REPLICATION_OFFSET_CHECKPOINT, {k: p.high_watermark for k, p in logs})
-            write_cleaner_offsets(d, {k: p.cleaner_offset for k, p in logs if p.config.compact_enabled})
+            try:
+                write_offsets(d / RECOVERY_POINT_CHECKPOINT, {k: p.recovery_point for k, p in logs})
+                write_offsets(d / LOG_START_OFFSET_CHECKPOINT, {k: p.log_start_offset for k, p in logs})
+                write_offsets(d / REPLICATION_OFFSET_CHECKPOINT, {k: p.high_watermark for k, p in logs})
+                write_cleaner_offsets(d, {k: p.cleaner_offset for k, p in logs if p.config.compact_enabled})
+            except OSError as e:
+                self.fail_dir(d, f"writing its checkpoints failed: {e}")
 
     def close(self) -> None:
         """Close every log, write the checkpoints and mark each directory whose logs
@@ -253,13 +381,28 @@ class LogManager:
         for key, plog in list(self._logs.items()):
             try:
                 plog.close()
+            except OSError as e:
+                log.error("closing %r failed: %s", plog, e)
+                failed_dirs.add(self._dir_of[key])
             except Exception:  # noqa: BLE001
                 log.exception("closing %r failed", plog)
                 failed_dirs.add(self._dir_of[key])
         self.checkpoint()
-        for d in self.log_dirs:
+        for d in self.online_dirs:
             if d not in failed_dirs:
-                write_atomically(d / CLEAN_SHUTDOWN_FILE, b"")
+                try:
+                    write_atomically(d / CLEAN_SHUTDOWN_FILE, b"")
+                except OSError as e:
+                    log.error("cannot mark %s as shut down cleanly: %s", d, e)
+
+
+def _cause(e: BaseException) -> str:
+    """The innermost reason: "[Errno 28] No space left on device" rather than a wrapper's words."""
+    for _ in range(10):
+        if e.__cause__ is None or e.__cause__ is e:
+            break
+        e = e.__cause__
+    return str(e)
 
 
 __all__ = ["LogManager", "InconsistentBrokerMetadataError"]

@@ -59,7 +59,7 @@ def test_walkthrough(topics, admin):
     r = topics("--alter", "--topic", "test", "--partitions", "2")
     line = one_error_line(r)
     assert line.startswith("Error while executing topic command : ")
-    assert "4 partitions" in line and "would not be an increase" in line
+    assert "4 partition(s)" in line and "would not be an increase" in line
 
     r = topics("--delete", "--topic", "test")
     assert (r.returncode, r.stdout, r.stderr) == (0, "", "")

@@ -233,6 +233,42 @@ def test_consume_transform_produce(broker):
         check.close()
 
 
+def test_version_2_back_to_back_transactions_with_offsets(broker):
+    """Against a broker that finalizes transaction.version 2 the producer sends no
+    AddPartitionsToTxn/AddOffsetsToTxn (Produce v12 and TxnOffsetCommit v5 add their partitions)
+    and goes on with the epoch each EndTxn v5 answers: transactions back to back, each with
+    records on three partitions and the group's offsets (both coordinators are this broker)."""
+    name = topic(broker, 3)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    p = txn_producer(broker)
+    core = p._core
+    assert core.txn.tv2
+    first_epoch = core.txn.epoch
+    committed = []
+    try:
+        for n in range(20):
+            p.begin_transaction()
+            batch = [b"t%d-p%d" % (n, k) for k in range(3)]
+            for k, v in enumerate(batch):
+                p.send(name, v, partition=k)
+            p.send_offsets_to_transaction({TopicPartition(name, 0): n + 1}, group, WAIT)
+            if n % 7 == 6:
+                p.abort_transaction(WAIT)
+            else:
+                p.commit_transaction(WAIT)
+                committed += batch
+        assert core.txn.epoch == first_epoch + 20  # one bump per EndTxn
+    finally:
+        p.close()
+    got = read(broker, name, "read_committed", len(committed), partitions=(0, 1, 2))
+    assert sorted(got) == sorted(committed)
+    check = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    try:
+        assert check.committed([TopicPartition(name, 0)], WAIT)[TopicPartition(name, 0)].offset == 20
+    finally:
+        check.close()
+
+
 def test_aiokafka_transactional_producer(broker):
     aiokafka = pytest.importorskip("aiokafka")
     name = topic(broker)

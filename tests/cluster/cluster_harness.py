@@ -28,13 +28,17 @@ CLUSTER_DEFAULTS = {
 
 class Cluster:
     def __init__(self, root: Path, size: int = 3, zookeeper: ZooKeeperProcess | None = None,
-                 client_config: dict | None = None, **overrides: object):
+                 client_config: dict | None = None, network=None, **overrides: object):
+        """With ``network`` (a ``nemesis.Network`` with nodes "zk", "b0", "b1", ...), ZooKeeper
+        and each broker run in their own network namespace, on their node's address."""
         self.root = Path(root)
         self.client_config = client_config or {}  # the harness's Admin: security.protocol, sasl.*, ssl.*
-        self.zk = zookeeper or ZooKeeperProcess(self.root / "zk").start()
+        self.network = network
+        node = (lambda name: network[name]) if network is not None else (lambda name: None)
+        self.zk = zookeeper or ZooKeeperProcess(self.root / "zk", netns=node("zk")).start()
         self.connect = f"{self.zk.connect}/samsa"
         settings = {**CLUSTER_DEFAULTS, **overrides}
-        self.brokers = {i: BrokerProcess(self.root / f"broker-{i}", **{
+        self.brokers = {i: BrokerProcess(self.root / f"broker-{i}", netns=node(f"b{i}"), **{
             **settings, "broker.id": i, "zookeeper.connect": self.connect}) for i in range(size)}
 
     def start(self) -> "Cluster":

@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from cli_tools import samsa
-from cluster_harness import Cluster
+from cluster_harness import Cluster, partition_states
 from samsa import Admin
 from samsa.client.types import NewTopic
 from waiting import wait_until
@@ -256,7 +256,9 @@ def test_broker_whose_session_expired_registers_again_without_loss(cluster_facto
     assert len(acked) == 150
     values = [v for _, v in read_all(cluster.bootstrap, "steady", 1, 150)[0]]
     assert sorted(values) == sorted(acked) and len(values) == 150
-    assert "registered broker" in cluster.brokers[victim].log_text().split("session expired", 1)[-1]
+    # The log line follows the registration that describe_cluster already saw: wait for it.
+    wait_until(lambda: "registered broker" in cluster.brokers[victim].log_text().split("session expired", 1)[-1],
+               "the victim to log its registration after the expiry", 20)
 
 
 # ---------------------------------------------------------------- 6. the group coordinator moves
@@ -299,3 +301,34 @@ def _committed(bootstrap: str, group: str) -> list:
                 if tp.offset >= 0]
     finally:
         c.close()
+
+
+# ---------------------------------------------------------------- ZooKeeper connection lost, session kept
+
+def test_brokers_hear_of_changes_after_reconnecting_in_their_session(cluster_factory):
+    """ZooKeeper restarts (same port, same data): every broker reconnects within its session.
+    ZooKeeper dropped their watches with the old connections (and kazoo does not set them
+    again), so the brokers must read the cluster again: here the controller must still see a
+    leader die and elect another (found by the network nemesis campaign, issue 24: a broker
+    whose connection blipped went on with a stale view, and partitions stayed under-replicated)."""
+    session_ms = 12000  # ZooKeeper restarts well within it, also on a loaded machine
+    cluster = cluster_factory(**{"zookeeper.session.timeout.ms": session_ms})
+    create(cluster, "after-reconnect", 1, 3)
+    connected = lambda b: b.log_text().count("state: CONNECTED")  # noqa: E731 - kazoo's line
+    before = {i: connected(b) for i, b in cluster.brokers.items()}
+    cluster.zk.stop()
+    cluster.zk.start()
+    assert cluster.zk.connect in cluster.connect  # the same address: the brokers reconnect to it
+    wait_until(lambda: all(connected(b) > before[i] for i, b in cluster.brokers.items()),
+               "every broker connected to ZooKeeper again")
+    assert not any("session expired" in b.log_text() for b in cluster.brokers.values()), "a session expired"
+    leader, _, _ = cluster.partition("after-reconnect", 0)
+    cluster.brokers[leader].kill()
+    zk = cluster.zookeeper()
+    try:
+        wait_until(lambda: partition_states(zk, "after-reconnect")[0]["leader"] not in (leader, -1),
+                   "a new leader elected once the killed broker's session expired",
+                   timeout=session_ms / 1000 + 20)
+    finally:
+        zk.stop()
+        zk.close()

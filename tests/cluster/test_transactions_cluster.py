@@ -1,6 +1,7 @@
 """Transactions on a three-broker ZooKeeper cluster: markers written at other brokers' leaders,
 and the transaction coordinator's broker SIGKILLed between commit_transaction() calls —
-nothing committed is lost, nothing aborted becomes visible."""
+nothing committed is lost, nothing aborted becomes visible; then Samsa's producer with
+transactions version 2 (partitions added by their leaders at the coordinator's broker)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import time
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
+from samsa.client.producer import Producer as SamsaProducer
 from samsa.client.types import NewTopic
+from samsa.client.types import TopicPartition as SamsaTopicPartition
 from waiting import wait_until
 
 pytestmark = pytest.mark.timeout(400)
@@ -71,8 +74,26 @@ def test_coordinator_killed_between_commits(cluster_factory):
             killed.append(victim)
             wait_until(lambda: coordinator_of(cluster, txn_id) != victim, "a new coordinator", 60)
             cluster.brokers[victim].start()
-    got = read_committed(cluster.bootstrap, "payments", len(committed))
-    assert sorted(got) == sorted(committed)
+    # Samsa's producer on the same cluster uses transactions version 2: its Produce v12 and
+    # TxnOffsetCommit v5 have the partitions' leaders add them at the coordinator, across
+    # brokers (AddPartitionsToTxn v5 between brokers), and each EndTxn v5 bumps its epoch.
+    samsa = SamsaProducer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "payments-v2"})
+    try:
+        samsa.init_transactions(60)
+        assert samsa._core.txn.tv2
+        v2: list[bytes] = []
+        for n in range(4):
+            samsa.begin_transaction()
+            values = [b"v2-%d-%d" % (n, k) for k in range(PARTITIONS)]
+            for k, v in enumerate(values):
+                samsa.send("payments", v, partition=k)
+            samsa.send_offsets_to_transaction({SamsaTopicPartition("payments", 0): n + 1}, "payments-v2-group", 60)
+            samsa.commit_transaction(60)
+            v2 += values
+    finally:
+        samsa.close()
+    got = read_committed(cluster.bootstrap, "payments", len(committed) + len(v2))
+    assert sorted(got) == sorted(committed + v2)
     assert not set(got) & set(aborted)
     assert killed
     try:

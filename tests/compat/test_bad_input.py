@@ -667,7 +667,7 @@ def test_half_sent_frame_is_closed_when_idle(tmp_path):
 
 
 def test_partitions_beyond_the_open_file_limit_are_refused(tmp_path, topic_name):
-    """With `ulimit -n` 512, CreateTopics of 2,000 partitions and a CreatePartitions to 32,516 are
+    """With `ulimit -n` 512, CreateTopics of 2,000 partitions and a CreatePartitions to 9,000 are
     refused with INVALID_PARTITIONS and a message, before a directory is made; the broker serves on."""
     b = BrokerProcess(tmp_path, nofile=512)
     start(b)
@@ -676,7 +676,7 @@ def test_partitions_beyond_the_open_file_limit_are_refused(tmp_path, topic_name)
         r = _create(c, topic_name, partitions=2000)
         assert r["error_code"] == INVALID_PARTITIONS and "open file limit 512" in r["error_message"]
         assert _create(c, topic_name, partitions=2)["error_code"] == NONE
-        r = c.call(37, 3, {"topics": [{"name": topic_name, "count": 32516, "assignments": None}],
+        r = c.call(37, 3, {"topics": [{"name": topic_name, "count": 9000, "assignments": None}],
                            "timeout_ms": 10000, "validate_only": False})
         assert r["results"][0]["error_code"] == INVALID_PARTITIONS
         dirs = [p.name for p in (tmp_path / "logs").iterdir() if p.name.startswith(topic_name)]

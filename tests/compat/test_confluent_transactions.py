@@ -171,6 +171,37 @@ def test_consume_transform_produce(broker, topic_name):
         c.close()
 
 
+def test_back_to_back_transactions_with_offsets_when_both_coordinators_share_the_broker(broker, topic_name):
+    """librdkafka's 0103 met a fatal INVALID_TXN_STATE from send_offsets_to_transaction when the
+    transaction's and the group's coordinators were one broker (as here) and the previous
+    transaction was still completing; Kafka answers the retriable CONCURRENT_TRANSACTIONS.
+    Transactions back to back, each with records on three partitions and the group's offsets,
+    the next begun as soon as the last commit returns."""
+    create_topic(broker.bootstrap, topic_name, partitions=3)
+    group = f"b2b-{uuid.uuid4().hex[:6]}"
+    c = consumer(broker.bootstrap, group_id=group)
+    p = txn_producer(broker.bootstrap, f"{group}-txn")
+    committed = []
+    try:
+        for n in range(20):
+            p.begin_transaction()
+            batch = [b"t%d-p%d" % (n, k) for k in range(3)]
+            for k, v in enumerate(batch):
+                p.produce(topic_name, value=v, partition=k)
+            p.send_offsets_to_transaction([TopicPartition(topic_name, 0, n + 1)], c.consumer_group_metadata(), WAIT)
+            if n % 7 == 6:
+                p.abort_transaction(WAIT)
+            else:
+                p.commit_transaction(WAIT)
+                committed += batch
+        assert c.committed([TopicPartition(topic_name, 0)], WAIT)[0].offset == 20
+    finally:
+        c.close()
+    out = [r for k in range(3) for r in consume(broker.bootstrap, topic_name, k, isolation_level="read_committed",
+                                                 count=len(committed) // 3)]
+    assert sorted(values(out)) == sorted(committed)
+
+
 # ---------------------------------------------------------------- bad input, raw requests
 
 def _find_coordinator(port: int, txn_id: str) -> None:

@@ -8,6 +8,7 @@ offsets have no gap, and the next produce lands at the old log end.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import threading
@@ -283,3 +284,29 @@ def test_topic_config_overrides_still_apply_after_restart(crash_broker, topic_na
     configs = a.describe_configs([res])[res].result(WAIT)
     assert configs["max.message.bytes"].value == "2000"          # the stored overrides are there...
     check(2)                                                     # ...and must be in force
+
+
+def test_segment_tail_damaged_at_rest_is_truncated_by_recovery(crash_broker, topic_name):
+    """After a SIGKILL the segment's last batch is cut short on disk and the one before has bytes
+    changed: recovery finds the first (by its CRC), truncates the log to the last valid batch before
+    it, as Kafka's log recovery does, and says so; every record before it reads back and the next
+    produce takes its offset. (With replicas, the follower fetches the rest again:
+    tests/cluster/test_log_dir_failure.py.)"""
+    b = start(crash_broker)
+    create_topic(b.bootstrap, topic_name)
+    values = [b"record-%02d-" % i + b"x" * 500 for i in range(20)]
+    for v in values:  # one batch per record
+        assert produce_values(b.bootstrap, topic_name, [v], acks="all")
+    b.kill()
+    seg = sorted((b.data_dir / "logs" / f"{topic_name}-0").glob("*.log"))[-1]
+    size = seg.stat().st_size
+    os.truncate(seg, size - 100)  # inside the last batch
+    with open(seg, "r+b") as f:
+        f.seek(size - 700)  # inside the batch before
+        f.write(b"damaged")
+    start(b)
+    assert [r.value for r in consume(b.bootstrap, topic_name)] == values[:-2]
+    assert produce_values(b.bootstrap, topic_name, [b"after"], acks="all") == [(0, 18)]
+    log = b.log_text()
+    assert "cut" in log and "bytes of invalid data" in log, log[-3000:]
+    assert "Traceback" not in log

@@ -222,3 +222,72 @@ def test_cdc_to_jdbc_sink_tables_equal_after_restart(pg, kafka, tmp_path):
     finally:
         worker.stop()
         db.close()
+
+
+def test_cdc_source_writes_avro_through_the_schema_registry(pg, kafka, tmp_path):
+    """Debezium's deployment with Confluent's AvroConverter: the CDC source writes Avro (ids from a
+    `samsa schema-registry`), confluent-kafka's AvroDeserializer reads it, and the JDBC sink reads
+    it back with the same converter into a copy of the table."""
+    import decimal
+
+    from confluent_kafka import Consumer
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroDeserializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+    from registry_process import RegistryProcess
+
+    registry = RegistryProcess(tmp_path / "registry", kafka.bootstrap,
+                               **{"schema.registry.group.session.timeout.ms": "10000"}).start()
+    db = psycopg.connect(pg.dsn, autocommit=True)
+    db.execute("CREATE TABLE payments (id int PRIMARY KEY, payer text NOT NULL, amount numeric(10,2), "
+               "paid date)")
+    db.execute("ALTER TABLE payments REPLICA IDENTITY FULL")
+    db.execute("INSERT INTO payments VALUES (1, 'ada', 12.50, '2024-03-04'), (2, 'bob', NULL, NULL)")
+    source = tmp_path / "pay-source.properties"
+    source.write_text(_cdc_props(pg, "pay-source", "avro", "public.payments", "cdc3"))
+    sink = tmp_path / "pay-sink.properties"
+    sink.write_text("name=pay-sink\nconnector.class=io.confluent.connect.jdbc.JdbcSinkConnector\n"
+                    f"topics=avro.public.payments\nconnection.url=jdbc:postgresql://127.0.0.1:{pg.port}/postgres\n"
+                    f"connection.user={pg.user}\ntable.name.format=payments_copy\ninsert.mode=upsert\n"
+                    "pk.mode=record_key\npk.fields=id\ndelete.enabled=true\nauto.create=true\n"
+                    "transforms=unwrap\ntransforms.unwrap.type=io.debezium.transforms.ExtractNewRecordState\n"
+                    "transforms.unwrap.drop.tombstones=false\n")
+    props = {**_worker_props(kafka, tmp_path),
+             "key.converter": "io.confluent.connect.avro.AvroConverter",
+             "value.converter": "io.confluent.connect.avro.AvroConverter",
+             "key.converter.schema.registry.url": registry.url, "value.converter.schema.registry.url": registry.url}
+    worker = WorkerProcess("standalone", tmp_path / "w1", props, [source, sink]).start()
+    consumer = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": "avro-cdc-reader",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        consumer.subscribe(["avro.public.payments"])
+        sr = SchemaRegistryClient({"url": registry.url})
+        de = AvroDeserializer(sr)
+        ctx = SerializationContext("avro.public.payments", MessageField.VALUE)
+        raw: list[bytes] = []
+
+        def read() -> list[bytes]:
+            raw.extend(m.value() for m in consumer.consume(10, 0.3) if not m.error() and m.value() is not None)
+            return raw
+        wait_until(lambda: len(read()) >= 2, "the snapshot, in Avro", 90)
+        db.execute("UPDATE payments SET amount = 3.25 WHERE id = 2")
+        wait_until(lambda: len(read()) >= 3, "the update, in Avro", 60)
+        events = [de(v, ctx) for v in raw]
+        assert [e["op"] for e in events[:3]] == ["r", "r", "u"]
+        assert events[0]["after"]["payer"] == "ada" and events[0]["after"]["amount"] == decimal.Decimal("12.50")
+        assert events[2]["before"]["amount"] is None and events[2]["after"]["amount"] == decimal.Decimal("3.25")
+        assert events[0]["source"]["table"] == "payments"
+        assert "avro.public.payments-value" in sr.get_subjects() and "avro.public.payments-key" in sr.get_subjects()
+
+        def copied() -> bool:
+            try:
+                return (db.execute("SELECT id, payer, amount, paid FROM payments ORDER BY id").fetchall()
+                        == db.execute("SELECT id, payer, amount, paid FROM payments_copy ORDER BY id").fetchall())
+            except psycopg.errors.UndefinedTable:
+                return False
+        wait_until(copied, "the JDBC sink's copy, read back through the AvroConverter", 60)
+    finally:
+        consumer.close()
+        worker.stop()
+        registry.stop()
+        db.close()

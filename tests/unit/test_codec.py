@@ -101,3 +101,29 @@ def test_truncated_message_is_invalid_request():
     from samsa.protocol.errors import InvalidRequestError
     with pytest.raises(InvalidRequestError):
         codec.decode("CreateTopicsRequest", 7, memoryview(full[:10]))
+
+
+def test_a_null_where_kafka_allows_none_is_refused_in_a_request():
+    """As Kafka's generated readers: a negative length for a non-nullable field, or an array longer
+    than the bytes left, refuses the request (INVALID_REQUEST) before anything is allocated."""
+    import struct as _struct
+
+    from samsa.protocol import codec as _codec
+    from samsa.protocol.errors import InvalidRequestError
+    with pytest.raises(InvalidRequestError, match="non-nullable field groupId was serialized as null"):
+        _codec.decode("AddOffsetsToTxnRequest", 0, b"\x00\x01t" + bytes(8) + b"\x00\x00" + b"\xff\xff")
+    with pytest.raises(InvalidRequestError, match="Tried to allocate a collection of size 1073741825"):
+        _codec.decode("MetadataRequest", 1, _struct.pack(">i", 0x40000001) + b"\x00\x01a")
+    with pytest.raises(InvalidRequestError, match="non-nullable field statesFilter"):
+        _codec.decode("ListGroupsRequest", 4, b"\x00\x00")
+    assert _codec.decode("ListGroupsRequest", 4, b"\x01\x00")[0]["states_filter"] == []
+
+
+def test_a_tagged_field_longer_than_the_message_is_refused():
+    """Found by the seeded fuzzer (seed 7): a tagged field's size near 2^63 moved the read position
+    past what Python can index (OverflowError, a traceback)."""
+    from samsa.protocol import codec as _codec
+    from samsa.protocol.errors import InvalidRequestError
+    frame = bytes.fromhex("02027400000001000101010100ffffffffffffffff7f000003e80000")
+    with pytest.raises(InvalidRequestError, match="tagged field runs past the end"):
+        _codec.decode("CreateTopicsRequest", 5, frame)

@@ -233,7 +233,10 @@ class ProducerCore:
         txn = self._transactional()
         if commit and txn.error is not None:
             raise txn.error
+        epoch = (txn.producer_id, txn.epoch)
         await txn.end(commit)
+        if (txn.producer_id, txn.epoch) != epoch:  # transactions version 2: a new epoch, sequences from 0
+            self.sender.reset_sequences()
 
     def start(self) -> None:
         """Start the sender (on the running loop)."""

@@ -210,6 +210,8 @@ class Sender:
             async with lock:
                 conn = await self.cluster.node(leader)
                 sent_at = time.monotonic()
+                # Produce v12 adds partitions to the transaction: only with transactions version 2.
+                max_version = 11 if self.txn is not None and not self.txn.tv2 else None
                 for batches in requests:
                     topics: dict[str, list] = {}
                     for b in batches:
@@ -217,7 +219,7 @@ class Sender:
                         topics.setdefault(b.topic, []).append({"index": b.partition, "records": b.data})
                     body = {"transactional_id": self.txn.transactional_id if self.txn else None, "acks": self.acks, "timeout_ms": self.request_timeout_ms,
                             "topic_data": [{"name": t, "partition_data": ps} for t, ps in topics.items()]}
-                    answers.append((batches, conn.send(ApiKey.PRODUCE, body, min_version=3,
+                    answers.append((batches, conn.send(ApiKey.PRODUCE, body, min_version=3, max_version=max_version,
                                                       expect_response=self.acks != 0)))
                     self._count_request(batches, sent_at)
                 await conn.drain()

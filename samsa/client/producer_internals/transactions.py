@@ -3,7 +3,10 @@ the partitions and groups of the open transaction, and the requests to the trans
 coordinator (and, for offsets, the group coordinator).
 
 States as Java's TransactionManager: UNINITIALIZED -> (init_transactions) READY ->
-(begin_transaction) IN_TRANSACTION -> (commit/abort) READY. A failed send or request in a
+(begin_transaction) IN_TRANSACTION -> (commit/abort) READY. With transactions version 2
+(KIP-890 part 2: the coordinator's broker finalizes ``transaction.version`` 2) no
+AddPartitionsToTxn or AddOffsetsToTxn is sent — Produce v12 and TxnOffsetCommit v5 add their
+partitions — and every EndTxn (v5) answers the producer's next epoch. A failed send or request in a
 transaction is an abortable error (the application aborts and goes on); a fenced producer
 (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH, TRANSACTIONAL_ID_AUTHORIZATION_FAILED) is fatal:
 every later call raises it, and the producer can only be closed.
@@ -50,6 +53,7 @@ class TransactionManager:
         self.offsets_added = False
         self.error: errors.KafkaError | None = None
         self._coordinator: int | None = None
+        self.tv2 = False  # transactions version 2, when the coordinator's broker finalized it
 
     # ---------------------------------------------------------------- states
 
@@ -117,6 +121,8 @@ class TransactionManager:
                 "producer_id": -1, "producer_epoch": -1})
             if resp["error_code"]:
                 raise errors.error_for(resp["error_code"], f"InitProducerId for {self.transactional_id}")
+            self.tv2 = (conn.finalized_features.get("transaction.version", 0) >= 2
+                        and conn.pick_version(ApiKey.END_TXN) >= 5)
             return resp
         try:
             resp = await self._deadline_loop("InitProducerId", attempt)
@@ -138,6 +144,9 @@ class TransactionManager:
         """AddPartitionsToTxn for partitions about to get their first batch; error code per partition."""
         wanted = sorted(set(partitions) - self.added)
         if not wanted:
+            return {}
+        if self.tv2:  # the Produce (v12) adds them
+            self.added.update(wanted)
             return {}
         topics: dict[str, list[int]] = {}
         for t, p in wanted:
@@ -190,7 +199,8 @@ class TransactionManager:
 
         async def commit() -> None:
             conn = await self._find(group.group_id, GROUP_KEY)
-            resp = await conn.request(ApiKey.TXN_OFFSET_COMMIT, {
+            resp = await conn.request(ApiKey.TXN_OFFSET_COMMIT, min_version=5 if self.tv2 else None,
+                                      max_version=None if self.tv2 else 4, body={
                 "transactional_id": self.transactional_id, "group_id": group.group_id,
                 "producer_id": self.producer_id, "producer_epoch": self.epoch,
                 "generation_id": group.generation_id, "member_id": group.member_id,
@@ -200,9 +210,9 @@ class TransactionManager:
             if code:
                 raise errors.error_for(code, f"TxnOffsetCommit for group {group.group_id}")
         try:
-            if not self.offsets_added:
+            if not self.offsets_added and not self.tv2:
                 await self._deadline_loop("AddOffsetsToTxn", add)
-                self.offsets_added = True
+            self.offsets_added = True
             await self._deadline_loop("TxnOffsetCommit", commit)
         except errors.KafkaError as e:
             self.fail(e)
@@ -215,15 +225,19 @@ class TransactionManager:
         else:
             self.check(IN_TRANSACTION, ABORTABLE_ERROR)
         if self.added or self.offsets_added:
-            async def attempt() -> None:
+            async def attempt() -> dict:
                 conn = await self._txn_coordinator()
                 resp = await conn.request(ApiKey.END_TXN, {
                     "transactional_id": self.transactional_id, "producer_id": self.producer_id,
-                    "producer_epoch": self.epoch, "committed": commit})
+                    "producer_epoch": self.epoch, "committed": commit},
+                    min_version=5 if self.tv2 else None, max_version=None if self.tv2 else 4)
                 if resp["error_code"]:
                     raise errors.error_for(resp["error_code"], f"EndTxn ({'commit' if commit else 'abort'})")
+                return resp
             try:
-                await self._deadline_loop("EndTxn", attempt)
+                resp = await self._deadline_loop("EndTxn", attempt)
+                if self.tv2:  # the epoch of the next transaction
+                    self.producer_id, self.epoch = resp["producer_id"], resp["producer_epoch"]
             except errors.KafkaError as e:
                 self.fail(e)
                 raise

@@ -35,6 +35,10 @@ from samsa.protocol.txn_records import TRANSACTION_STATE_TOPIC
 log = logging.getLogger(__name__)
 
 MAX_EPOCH = 32767
+#: The transactions version this coordinator serves (the ``transaction.version`` feature):
+#: 2 is KIP-890 part 2 (EndTxn v5 bumps the epoch, Produce v12 and TxnOffsetCommit v5 add
+#: their partitions). Clients of version 1 (EndTxn up to v4) are served as before.
+TRANSACTION_VERSION = 2
 MARKER_RETRY_S = 0.1
 #: Every broker config the transaction coordinator reads.
 CONFIG_KEYS = ("transaction.state.log.num.partitions", "transaction.state.log.replication.factor",
@@ -278,7 +282,8 @@ class TransactionCoordinator:
             pid, epoch = meta.producer_id, meta.producer_epoch + 1
         await self._transition(meta, TxnState.EMPTY, producer_id=pid, producer_epoch=epoch,
                                last_producer_epoch=meta.producer_epoch if pid == meta.producer_id else -1,
-                               timeout_ms=timeout_ms, partitions=set(), start_ms=-1, last_update_ms=now_ms())
+                               timeout_ms=timeout_ms, partitions=set(), start_ms=-1, last_update_ms=now_ms(),
+                               client_version=0, next_producer_id=-1)
         log.info("transactional id %s: producer id %d epoch %d", transactional_id, pid, epoch)
         return pid, epoch
 
@@ -287,6 +292,8 @@ class TransactionCoordinator:
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                              partitions: list[TopicPartition], verify_only: bool = False) -> dict[TopicPartition, int]:
         """An error code per partition (a request error is given for all of them)."""
+        if verify_only:
+            return self.verify(transactional_id, producer_id, producer_epoch, partitions)
         try:
             meta = self._get(transactional_id, producer_id, producer_epoch)
         except errors.KafkaError as e:
@@ -296,9 +303,6 @@ class TransactionCoordinator:
         if unknown:
             return {tp: errors.E_UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else errors.E_OPERATION_NOT_ATTEMPTED
                     for tp in partitions}
-        if verify_only:
-            ongoing = meta.state == TxnState.ONGOING
-            return {tp: 0 if ongoing and tp in meta.partitions else errors.E_INVALID_TXN_STATE for tp in partitions}
         new = set(partitions) - meta.partitions
         if not new and meta.state == TxnState.ONGOING:
             return {tp: 0 for tp in partitions}
@@ -323,27 +327,48 @@ class TransactionCoordinator:
         return (await self.add_partitions(transactional_id, producer_id, producer_epoch, [tp]))[tp]
 
     def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
-               partitions: list[TopicPartition]) -> int:
+               partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
         """KIP-890: may this producer write these partitions in its open transaction? An error
-        code (INVALID_TXN_STATE when a partition was not added), 0 if so."""
+        code per partition, as Kafka's coordinator answers a verify-only AddPartitionsToTxn:
+        0 if the partition is in it, TRANSACTION_ABORTABLE if not, CONCURRENT_TRANSACTIONS while
+        the transaction completes. A transition being written does not matter: partitions join
+        once written and leave once their markers are."""
         try:
-            meta = self._get(transactional_id, producer_id, producer_epoch)
-        except errors.ConcurrentTransactionsError:
-            return errors.E_INVALID_TXN_STATE
+            self._coordinator_epoch(transactional_id)
         except errors.KafkaError as e:
-            return e.code
-        if meta.state != TxnState.ONGOING or any(tp not in meta.partitions for tp in partitions):
-            return errors.E_INVALID_TXN_STATE
-        return 0
+            return dict.fromkeys(partitions, e.code)
+        meta = self.txns.get(transactional_id)
+        if meta is None or meta.producer_id != producer_id:
+            code = errors.E_INVALID_PRODUCER_ID_MAPPING
+        elif meta.producer_epoch != producer_epoch:
+            code = errors.E_PRODUCER_FENCED
+        elif meta.state in PREPARING:
+            code = errors.E_CONCURRENT_TRANSACTIONS
+        else:
+            return {tp: 0 if tp in meta.partitions else errors.E_TRANSACTION_ABORTABLE for tp in partitions}
+        return dict.fromkeys(partitions, code)
 
     # ---------------------------------------------------------------- EndTxn
 
-    async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> None:
+    async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                      client_version: int = 0) -> tuple[int, int]:
         """Decide the transaction (PrepareCommit/PrepareAbort, written), then write its markers
-        in the background. Raises the Kafka error a client should get."""
+        in the background; the producer id and epoch the producer goes on with. Raises the
+        Kafka error a client should get.
+
+        With transactions version 2 (``client_version`` 2, EndTxn v5) every EndTxn bumps the
+        producer's epoch: the decision carries epoch + 1, the markers are written with it (so
+        they fence the transaction's own late writes), and the client gets it back; an abort
+        with no transaction open bumps it too. A retry carries the epoch before the bump. An
+        exhausted epoch takes a new producer id (epoch 0) once the markers are written."""
         self._coordinator_epoch(transactional_id)
         meta = self.txns.get(transactional_id)
-        if meta is None or meta.producer_id != producer_id:
+        if meta is None:
+            raise errors.InvalidProducerIdMappingError(
+                f"producer id {producer_id} is not the one of transactional id {transactional_id}")
+        if client_version >= 2:
+            return await self._end_txn_v2(meta, producer_id, producer_epoch, commit)
+        if meta.producer_id != producer_id:
             raise errors.InvalidProducerIdMappingError(
                 f"producer id {producer_id} is not the one of transactional id {transactional_id}")
         if meta.producer_epoch != producer_epoch:
@@ -355,14 +380,74 @@ class TransactionCoordinator:
         want = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
         done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         if state == done:
-            return  # a retry of an EndTxn that completed
+            return -1, -1  # a retry of an EndTxn that completed
         if state == want:
             raise errors.ConcurrentTransactionsError(f"transaction {transactional_id} is completing")
         if state != TxnState.ONGOING:
-            raise errors.InvalidTxnStateError(
-                f"cannot {'commit' if commit else 'abort'} transaction {transactional_id} in state {state.display}")
-        await self._transition(meta, want, last_update_ms=now_ms())
+            raise self._invalid_end(meta, commit)
+        await self._transition(meta, want, last_update_ms=now_ms(), client_version=0)
         self._spawn(self._complete(meta, commit))
+        return -1, -1
+
+    async def _end_txn_v2(self, meta: TransactionMetadata, producer_id: int, producer_epoch: int,
+                          commit: bool) -> tuple[int, int]:
+        """EndTxn v5: Kafka's table — a retry (the epoch before the bump) of a completed EndTxn
+        is answered as it was, of another one INVALID_TXN_STATE; the current epoch commits an
+        open transaction, or aborts one open or not (bumping the epoch)."""
+        txn_id = meta.transactional_id
+        state = meta.state
+        retry_of_bump = meta.producer_epoch == producer_epoch + 1
+        retry_of_overflow = (meta.previous_producer_id == producer_id and producer_epoch == MAX_EPOCH - 1
+                             and meta.producer_epoch == 0)
+        current = producer_epoch == meta.producer_epoch
+        if meta.producer_id != producer_id and not retry_of_overflow:
+            raise errors.InvalidProducerIdMappingError(
+                f"producer id {producer_id} is not the one of transactional id {txn_id}")
+        if state in PREPARING:
+            valid = retry_of_bump
+        elif state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+            valid = retry_of_bump or retry_of_overflow or current
+        else:
+            valid = current
+        if not valid:
+            raise errors.ProducerFencedError(
+                f"producer epoch {producer_epoch} of {txn_id} is not the current {meta.producer_epoch}")
+        if meta.pending is not None:
+            raise errors.ConcurrentTransactionsError(f"transaction {txn_id} is changing state")
+        retry = retry_of_bump or retry_of_overflow
+        if state == TxnState.ONGOING:
+            return await self._bump_and_end(meta, commit)
+        if state in PREPARING:
+            if (state == TxnState.PREPARE_COMMIT) == commit:
+                raise errors.ConcurrentTransactionsError(f"transaction {txn_id} is completing")
+            raise self._invalid_end(meta, commit)
+        if state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+            if retry and (state == TxnState.COMPLETE_COMMIT) == commit:
+                return meta.producer_id, meta.producer_epoch  # a retry of an EndTxn that completed
+            if not retry and not commit:
+                return await self._bump_and_end(meta, commit)
+            raise self._invalid_end(meta, commit)
+        if state == TxnState.EMPTY and not commit:
+            return await self._bump_and_end(meta, commit)
+        raise self._invalid_end(meta, commit)
+
+    async def _bump_and_end(self, meta: TransactionMetadata, commit: bool) -> tuple[int, int]:
+        exhausted = meta.producer_epoch >= MAX_EPOCH - 1
+        now = now_ms()
+        await self._transition(meta, TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT,
+                               producer_epoch=meta.producer_epoch + 1, last_producer_epoch=meta.producer_epoch,
+                               next_producer_id=self.host.allocate_producer_id() if exhausted else -1,
+                               client_version=2, last_update_ms=now,
+                               start_ms=meta.start_ms if meta.state == TxnState.ONGOING else now)
+        self._spawn(self._complete(meta, commit))
+        if meta.next_producer_id >= 0:
+            return meta.next_producer_id, 0
+        return meta.producer_id, meta.producer_epoch
+
+    @staticmethod
+    def _invalid_end(meta: TransactionMetadata, commit: bool) -> errors.KafkaError:
+        return errors.InvalidTxnStateError(f"cannot {'commit' if commit else 'abort'} transaction "
+                                           f"{meta.transactional_id} in state {meta.state.display}")
 
     async def _fence_and_abort(self, meta: TransactionMetadata, why: str) -> None:
         """Bump the epoch (fencing the producer) and abort its open transaction."""
@@ -372,7 +457,8 @@ class TransactionCoordinator:
                  meta.producer_epoch, why)
         epoch = min(meta.producer_epoch + 1, MAX_EPOCH - 1)
         await self._transition(meta, TxnState.PREPARE_ABORT, producer_epoch=epoch,
-                               last_producer_epoch=meta.producer_epoch, last_update_ms=now_ms())
+                               last_producer_epoch=meta.producer_epoch, last_update_ms=now_ms(),
+                               client_version=0, next_producer_id=-1)  # not a bump its producer may retry
         await self._complete(meta, commit=False)
 
     async def _complete(self, meta: TransactionMetadata, commit: bool) -> None:
@@ -395,9 +481,13 @@ class TransactionCoordinator:
             if pending:
                 await asyncio.sleep(MARKER_RETRY_S)  # a leader is moving: try again
         to = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        changes: dict[str, Any] = {}
+        if meta.client_version >= 2 and meta.next_producer_id >= 0:  # the epoch was exhausted: a new id
+            changes = {"producer_id": meta.next_producer_id, "producer_epoch": 0, "next_producer_id": -1,
+                       "previous_producer_id": meta.producer_id, "last_producer_epoch": -1}
         while self.txns.get(meta.transactional_id) is meta:
             try:
-                await self._transition(meta, to, partitions=set(), last_update_ms=now_ms())
+                await self._transition(meta, to, partitions=set(), last_update_ms=now_ms(), **changes)
                 return
             except (errors.NotCoordinatorError, errors.InvalidTxnStateError):
                 return

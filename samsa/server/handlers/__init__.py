@@ -17,7 +17,7 @@ from samsa.cluster.metadata_cache import MetadataCache
 from samsa.cluster.replica_manager import ReplicaManager
 from samsa.cluster.topic_admin import TopicAdmin
 from samsa.coordinator.groups import GroupCoordinator
-from samsa.coordinator.transactions import TransactionCoordinator
+from samsa.coordinator.transactions import TransactionCoordinator, TransactionVerifier
 from samsa.protocol import api
 from samsa.protocol.api_keys import ApiKey
 from samsa.security.acl import Authorizer
@@ -42,6 +42,7 @@ class Services(Protocol):
     fetch_sessions: FetchSessionCache  # incremental fetch sessions (KIP-227)
     stats: BrokerTopicStats | None  # BrokerTopicMetrics, when the broker's metrics are on
     txn: TransactionCoordinator
+    verifier: TransactionVerifier  # KIP-890: Produce and TxnOffsetCommit ask it about the transaction
     authorizer: Authorizer | None  # None without authorizer.class.name: every check passes
     quotas: QuotaManager | None    # client quotas (producer/consumer byte rates, request percentage, mutations)
 

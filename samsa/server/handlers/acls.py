@@ -8,22 +8,39 @@ from samsa.protocol import errors
 from samsa.protocol.acl import AclOperation as Op
 from samsa.protocol.acl import ResourceType as RT
 from samsa.protocol.api_keys import ApiKey
-from samsa.security.acl import (ALLOW, ANY_PATTERN, ANY_PERMISSION, DENY, LITERAL, PREFIXED, AclBinding, AclFilter)
+from samsa.security.acl import (ALLOW, ANY_PATTERN, ANY_PERMISSION, DENY, LITERAL, MATCH, PREFIXED, AclBinding,
+                                AclFilter)
 from samsa.security.principal import KafkaPrincipal
 from samsa.server.handlers import handles
 from samsa.server.handlers.authz import allowed_cluster
 
-_DISABLED = "No Authorizer is configured on the broker"
+# Kafka's words: CreateAcls and DeleteAcls say one thing, DescribeAcls another
+_DISABLED = "No Authorizer is configured."
+_DESCRIBE_DISABLED = "No Authorizer is configured on the broker"
+
+
+_CONCRETE_OPERATIONS = frozenset(Op) - {Op.ANY, Op.UNKNOWN}
+_PERMISSION_NAMES = {ANY_PERMISSION: "ANY", DENY: "DENY", ALLOW: "ALLOW"}
+_PATTERN_NAMES = {ANY_PATTERN: "ANY", MATCH: "MATCH", LITERAL: "LITERAL", PREFIXED: "PREFIXED"}
+
+
+def _op_name(code: int) -> str:
+    """Kafka's name for an operation code; a code it does not know reads as UNKNOWN (AclOperation.fromCode)."""
+    return Op(code).name if code in Op._value2member_map_ else "UNKNOWN"
 
 
 def _binding(c: dict) -> AclBinding:
+    """A creation, validated as Kafka's controller validates a new ACL (INVALID_REQUEST and its message)."""
     pattern = c.get("resource_pattern_type", LITERAL)
-    if pattern not in (LITERAL, PREFIXED):
-        raise errors.InvalidRequestError("Resource pattern type must be LITERAL or PREFIXED")
     if c["resource_type"] not in (RT.TOPIC, RT.GROUP, RT.CLUSTER, RT.TRANSACTIONAL_ID, RT.DELEGATION_TOKEN, RT.USER):
-        raise errors.InvalidRequestError(f"Invalid resource type {c['resource_type']}")
-    if c["operation"] in (Op.ANY, Op.UNKNOWN) or c["permission_type"] not in (ALLOW, DENY):
-        raise errors.InvalidRequestError("An ACL needs a concrete operation and ALLOW or DENY")
+        name = RT(c["resource_type"]).name if c["resource_type"] in RT._value2member_map_ else "UNKNOWN"
+        raise errors.InvalidRequestError(f"Invalid resourceType {name}")
+    if pattern not in (LITERAL, PREFIXED):
+        raise errors.InvalidRequestError(f"Invalid patternType {_PATTERN_NAMES.get(pattern, 'UNKNOWN')}")
+    if c["operation"] not in _CONCRETE_OPERATIONS:
+        raise errors.InvalidRequestError(f"Invalid operation {_op_name(c['operation'])}")
+    if c["permission_type"] not in (ALLOW, DENY):
+        raise errors.InvalidRequestError(f"Invalid permissionType {_PERMISSION_NAMES.get(c['permission_type'], 'UNKNOWN')}")
     if c["resource_type"] == RT.CLUSTER and c["resource_name"] != "kafka-cluster":
         raise errors.InvalidRequestError("The only valid name for the CLUSTER resource is kafka-cluster")
     try:
@@ -34,6 +51,20 @@ def _binding(c: dict) -> AclBinding:
         raise errors.InvalidRequestError("Resource name must not be empty")
     return AclBinding(c["resource_type"], c["resource_name"], pattern, c["principal"], c["host"] or "*",
                       c["operation"], c["permission_type"])
+
+
+def _has_unknown(items: list[dict], fields: tuple[str, ...]) -> bool:
+    """A code 0 (UNKNOWN) in any of ``fields``: Kafka's request parser refuses such a CreateAcls or
+    DeleteAcls request and closes the connection."""
+    return any(item.get(f, 1) == 0 for item in items for f in fields)
+
+
+def _unknown_filter(f: AclFilter) -> str | None:
+    if f.resource_type not in RT._value2member_map_ or f.pattern_type not in _PATTERN_NAMES:
+        return "Unknown patternFilter."
+    if f.operation not in Op._value2member_map_ or f.permission not in _PERMISSION_NAMES:
+        return "Unknown entryFilter."
+    return None
 
 
 def _filter(f: dict, version: int) -> AclFilter:
@@ -51,8 +82,11 @@ def _save(broker, changed: set[tuple[str, str, str]]) -> None:
 
 
 @handles(ApiKey.CREATE_ACLS)
-def create_acls(ctx, req: dict) -> dict:
+def create_acls(ctx, req: dict) -> dict | None:
     broker = ctx.broker
+    if _has_unknown(req["creations"], ("resource_type", "resource_pattern_type", "operation", "permission_type")):
+        ctx.connection.close("CreatableAcls contain unknown elements")
+        return None
     if broker.authorizer is None:
         return {"throttle_time_ms": 0, "results": [{"error_code": errors.E_SECURITY_DISABLED, "error_message": _DISABLED}
                                                    for _ in req["creations"]]}
@@ -83,10 +117,13 @@ def _describe_resources(bindings) -> list[dict]:
 
 
 @handles(ApiKey.DESCRIBE_ACLS)
-def describe_acls(ctx, req: dict) -> dict:
+def describe_acls(ctx, req: dict) -> dict | None:
     broker = ctx.broker
+    if _has_unknown([req], ("resource_type_filter", "pattern_type_filter", "operation", "permission_type")):
+        ctx.connection.close("DescribeAclsRequest contains UNKNOWN elements")
+        return None
     if broker.authorizer is None:
-        return {"throttle_time_ms": 0, "error_code": errors.E_SECURITY_DISABLED, "error_message": _DISABLED,
+        return {"throttle_time_ms": 0, "error_code": errors.E_SECURITY_DISABLED, "error_message": _DESCRIBE_DISABLED,
                 "resources": []}
     if not allowed_cluster(ctx, Op.DESCRIBE):
         return {"throttle_time_ms": 0, "error_code": errors.E_CLUSTER_AUTHORIZATION_FAILED, "error_message": None,
@@ -99,8 +136,11 @@ def describe_acls(ctx, req: dict) -> dict:
 
 
 @handles(ApiKey.DELETE_ACLS)
-def delete_acls(ctx, req: dict) -> dict:
+def delete_acls(ctx, req: dict) -> dict | None:
     broker = ctx.broker
+    if _has_unknown(req["filters"], ("resource_type_filter", "pattern_type_filter", "operation", "permission_type")):
+        ctx.connection.close("Filters contain UNKNOWN elements")
+        return None
     if broker.authorizer is None:
         return {"throttle_time_ms": 0, "filter_results": [
             {"error_code": errors.E_SECURITY_DISABLED, "error_message": _DISABLED, "matching_acls": []}
@@ -112,6 +152,10 @@ def delete_acls(ctx, req: dict) -> dict:
     results, removed = [], set()
     for raw in req["filters"]:
         f = _filter(raw, ctx.version)
+        why = _unknown_filter(f)
+        if why:  # a code Kafka does not know reads as UNKNOWN: refused per filter, as its controller does
+            results.append({"error_code": errors.E_INVALID_REQUEST, "error_message": why, "matching_acls": []})
+            continue
         matched = [b for b in broker.authorizer.bindings if f.matches(b)]
         removed.update(matched)
         results.append({"error_code": 0, "error_message": None, "matching_acls": [

@@ -1,16 +1,18 @@
-"""DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44) for topics and brokers."""
+"""DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44) for topics, brokers and groups."""
 
 from __future__ import annotations
 
+from samsa.coordinator.groups.group_configs import GROUP_CONFIGS
+from samsa.coordinator.groups.group_configs import validate as validate_group_configs
 from samsa.protocol import errors
 from samsa.broker_config import BROKER_KEYS, BROKER_SYNONYMS, TOPIC_KEYS, format_value
 from samsa.protocol.api_keys import ApiKey
 from samsa.server.handlers import handles
 from samsa.server.handlers.authz import RT, Op, allowed, allowed_cluster
 
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 # ConfigSource
-TOPIC_CONFIG, DYNAMIC_BROKER, DYNAMIC_DEFAULT_BROKER, STATIC_BROKER, DEFAULT = 1, 2, 3, 4, 5
+TOPIC_CONFIG, DYNAMIC_BROKER, DYNAMIC_DEFAULT_BROKER, STATIC_BROKER, DEFAULT, GROUP_CONFIG = 1, 2, 3, 4, 5, 8
 CONFIG_TYPES = {"bool": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list": 7, "password": 9}
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
@@ -24,6 +26,8 @@ def _authorize(ctx, operation: int, rtype: int, rname: str) -> None:
             raise errors.TopicAuthorizationFailedError(f"Not authorized to access topic {rname}")
     elif rtype in (BROKER, BROKER_LOGGER) and not allowed_cluster(ctx, operation):
         raise errors.ClusterAuthorizationFailedError("Not authorized to access the cluster's configs")
+    elif rtype == GROUP and not allowed(ctx, operation, RT.GROUP, rname):
+        raise errors.GroupAuthorizationFailedError(f"Not authorized to access group {rname}")
 
 
 def broker_synonyms(broker, name: str) -> list[dict]:
@@ -38,11 +42,11 @@ def broker_synonyms(broker, name: str) -> list[dict]:
             out.append({"name": key, "value": cluster_default[key], "source": DYNAMIC_DEFAULT_BROKER})
         if key in broker.config.static:
             out.append({"name": key, "value": str(broker.config.static[key]), "source": STATIC_BROKER})
-    for key in BROKER_SYNONYMS.get(name, (name,)):
-        default = format_value(BROKER_KEYS[key].default)
-        if default is not None:
-            out.append({"name": key, "value": default, "source": DEFAULT})
-            break
+    # Kafka lists the default of the first synonym only (log.retention.ms's, null: none for retention.ms)
+    first = BROKER_SYNONYMS.get(name, (name,))[0]
+    default = format_value(BROKER_KEYS[first].default)
+    if default is not None:
+        out.append({"name": first, "value": default, "source": DEFAULT})
     return out
 
 
@@ -67,8 +71,7 @@ def topic_entries(broker, topic: str, keys: list[str] | None, with_synonyms: boo
         synonyms = [{"name": name, "value": overrides[name], "source": TOPIC_CONFIG}] if name in overrides else []
         if synonym is not None:
             synonyms += broker_synonyms(broker, synonym)
-        elif name not in overrides:
-            synonyms.append({"name": name, "value": format_value(key.default), "source": DEFAULT})
+        # a topic-only key at its default has no synonyms in Kafka's answer
         entry = _entry(name, effective[name], key.type, synonyms, read_only=False)
         if not with_synonyms:
             entry["synonyms"] = []
@@ -83,6 +86,23 @@ def broker_entries(broker, keys: list[str] | None, with_synonyms: bool) -> list[
             continue
         synonyms = broker_synonyms(broker, name)
         entry = _entry(name, broker.config[name], key.type, synonyms, read_only=not key.dynamic)
+        if not with_synonyms:
+            entry["synonyms"] = []
+        out.append(entry)
+    return out
+
+
+def group_entries(broker, group: str, keys: list[str] | None, with_synonyms: bool) -> list[dict]:
+    """A group's configs: its own value (GROUP_CONFIG) or the broker's key it overrides."""
+    own = broker.store.entity_configs(f"groups/{group}")
+    out = []
+    for name, (broker_key, _, _) in sorted(GROUP_CONFIGS.items()):
+        if keys is not None and name not in keys:
+            continue
+        synonyms = [{"name": name, "value": own[name], "source": GROUP_CONFIG}] if name in own else []
+        synonyms += broker_synonyms(broker, broker_key)
+        value = own[name] if name in own else broker.config[broker_key]
+        entry = _entry(name, value, BROKER_KEYS[broker_key].type, synonyms, read_only=False)
         if not with_synonyms:
             entry["synonyms"] = []
         out.append(entry)
@@ -108,18 +128,25 @@ def describe_configs(ctx, req: dict) -> dict:
     results = []
     for r in req["resources"]:
         rtype, rname = r["resource_type"], r["resource_name"]
-        result = {"error_code": 0, "error_message": None, "resource_type": rtype, "resource_name": rname,
+        # Kafka answers "" (not null) as the message of a described resource, and of an unknown topic
+        result = {"error_code": 0, "error_message": "", "resource_type": rtype, "resource_name": rname,
                   "configs": []}
         try:
             _authorize(ctx, Op.DESCRIBE_CONFIGS, rtype, rname)
             synonyms = req.get("include_synonyms", False)
             if rtype == TOPIC:
                 if rname not in broker.metadata.topics:
-                    raise errors.UnknownTopicOrPartitionError(f"Topic {rname} does not exist")
+                    result["error_code"] = errors.UnknownTopicOrPartitionError.code
+                    results.append(result)
+                    continue
                 result["configs"] = topic_entries(broker, rname, r["configuration_keys"], synonyms)
             elif rtype == BROKER:
                 _broker_target(broker, rname)
                 result["configs"] = broker_entries(broker, r["configuration_keys"], synonyms)
+            elif rtype == GROUP:
+                if not rname:
+                    raise errors.InvalidRequestError("Group name must not be empty")
+                result["configs"] = group_entries(broker, rname, r["configuration_keys"], synonyms)
             else:
                 raise errors.InvalidRequestError(f"Unsupported resource type {rtype}")
         except errors.KafkaError as e:
@@ -133,6 +160,11 @@ def _apply(broker, rtype: int, rname: str, new: dict[str, str], validate_only: b
         broker.admin.alter_topic_configs(rname, new, validate_only)
     elif rtype == BROKER:
         broker.admin.alter_broker_configs(_broker_target(broker, rname), new, validate_only)
+    elif rtype == GROUP:
+        validate_group_configs(new, broker.config.__getitem__)
+        if not validate_only:
+            broker.store.put_entity_configs(f"groups/{rname}", new)
+            broker.groups.group_configs_changed(rname)
     else:
         raise errors.InvalidRequestError(f"Unsupported resource type {rtype}")
 
@@ -144,6 +176,10 @@ def _current(broker, rtype: int, rname: str) -> dict[str, str]:
         return dict(broker.metadata.topics[rname].configs)
     if rtype == BROKER:
         return broker.store.broker_configs(_broker_target(broker, rname))
+    if rtype == GROUP:
+        if not rname:
+            raise errors.InvalidRequestError("Group name must not be empty")
+        return broker.store.entity_configs(f"groups/{rname}")
     raise errors.InvalidRequestError(f"Unsupported resource type {rtype}")
 
 
@@ -170,16 +206,23 @@ def _alter(ctx, req: dict, incremental: bool) -> dict:
 
 
 def _incremental(configs: dict[str, str], name: str, op: int, value: str | None, rtype: int) -> None:
-    key = (TOPIC_KEYS[name][1] if name in TOPIC_KEYS else None) if rtype == TOPIC else BROKER_KEYS.get(name)
+    if rtype == GROUP:
+        if name not in GROUP_CONFIGS:
+            raise errors.InvalidConfigError(f"Unknown group config name: {name}")
+        key = BROKER_KEYS[GROUP_CONFIGS[name][0]]
+    else:
+        key = (TOPIC_KEYS[name][1] if name in TOPIC_KEYS else None) if rtype == TOPIC else BROKER_KEYS.get(name)
     if key is None:
-        raise errors.InvalidConfigError(f"Unknown config name: {name}")
+        raise errors.InvalidConfigError(f"Unknown topic config name: {name}" if rtype == TOPIC else
+                                        f"Unknown config name: {name}")
     if op == SET:
         configs[name] = value
     elif op == DELETE:
         configs.pop(name, None)
     elif op in (APPEND, SUBTRACT):
         if key.type != "list":
-            raise errors.InvalidConfigError(f"Config value append/subtract is not allowed for config key: {name}")
+            raise errors.InvalidConfigError(
+                f"Can't {'APPEND' if op == APPEND else 'SUBTRACT'} to key {name} because its type is not LIST.")
         current = configs.get(name, format_value(key.default) or "")
         items = [x for x in current.split(",") if x]
         changes = [x for x in (value or "").split(",") if x]

@@ -18,10 +18,18 @@ async def create_topics(ctx, req: dict) -> dict:
     results = []
     quota = MutationQuota(ctx)
     validate_only = req.get("validate_only", False)
+    cluster_create = allowed_cluster(ctx, Op.CREATE)
+    authorized = {t["name"] for t in req["topics"] if cluster_create or allowed(ctx, Op.CREATE, RT.TOPIC, t["name"])}
+    try:  # before any topic is looked at, as Kafka's controller (on the topics the caller may create)
+        broker.admin.check_new_partitions([(t["num_partitions"], len(t["assignments"]))
+                                           for t in req["topics"] if t["name"] in authorized])
+    except errors.KafkaError as e:
+        return {"throttle_time_ms": 0, "topics": [
+            {"name": t["name"], "num_partitions": -1, "replication_factor": -1, **_fail(e)} for t in req["topics"]]}
     for t in req["topics"]:
         name = t["name"]
         try:
-            if not (allowed_cluster(ctx, Op.CREATE) or allowed(ctx, Op.CREATE, RT.TOPIC, name)):
+            if name not in authorized:
                 raise errors.TopicAuthorizationFailedError("Authorization failed.")
             if not validate_only:
                 quota.check()
@@ -77,6 +85,11 @@ def delete_topics(ctx, req: dict) -> dict:
 async def create_partitions(ctx, req: dict) -> dict:
     results = []
     quota = MutationQuota(ctx)
+    try:
+        ctx.broker.admin.check_added_partitions([(t["name"], t["count"]) for t in req["topics"]
+                                                 if allowed(ctx, Op.ALTER, RT.TOPIC, t["name"])])
+    except errors.KafkaError as e:
+        return {"throttle_time_ms": 0, "results": [{"name": t["name"], **_fail(e)} for t in req["topics"]]}
     for t in req["topics"]:
         try:
             if not allowed(ctx, Op.ALTER, RT.TOPIC, t["name"]):

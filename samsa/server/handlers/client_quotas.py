@@ -4,6 +4,8 @@ with ``<default>`` entities, kept as entity configs in the metadata store (ZooKe
 
 from __future__ import annotations
 
+import math
+
 from samsa.protocol import errors
 from samsa.protocol.api_keys import ApiKey
 from samsa.security.quotas import (CONTROLLER_MUTATION_RATE, DEFAULT, QUOTA_KEYS, REQUEST_PERCENTAGE, entity_path,
@@ -14,6 +16,7 @@ from samsa.server.handlers.authz import Op, allowed_cluster
 USER, CLIENT = "user", "client-id"
 EXACT, DEFAULT_MATCH, ANY = 0, 1, 2
 _DOUBLE_KEYS = (REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE)
+LONG_MAX = 2 ** 63 - 1
 
 
 def _components(path: str) -> dict[str, str | None]:
@@ -76,10 +79,14 @@ def _path(entity: list[dict]) -> str:
 def _value(key: str, value: float) -> str:
     if key not in QUOTA_KEYS:
         raise errors.InvalidRequestError(f"Invalid configuration key {key}")
+    if not math.isfinite(value):  # NaN passes every comparison below; infinity is no rate
+        raise errors.InvalidRequestError(f"Quota {key} must be a finite number")
     if value <= 0:
-        raise errors.InvalidRequestError(f"Quota {key} must be positive, got {value}")
+        raise errors.InvalidRequestError(f"Quota {key} must be greater than 0")
     if key in _DOUBLE_KEYS:
         return repr(float(value))
+    if value > LONG_MAX:
+        raise errors.InvalidRequestError(f"Proposed value for {key} is too large for a LONG.")
     if value != int(value):
         raise errors.InvalidRequestError(f"Quota {key} must be a whole number of bytes per second, got {value}")
     return str(int(value))

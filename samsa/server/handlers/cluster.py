@@ -40,6 +40,10 @@ def describe_log_dirs(ctx, req: dict) -> dict:
         wanted = {(t["topic"], p) for t in req["topics"] for p in t["partitions"]}
     results = []
     for log_dir in broker.logs.log_dirs:
+        if log_dir in broker.logs.offline_dirs:  # KIP-112: a failed directory, as Kafka lists it
+            results.append({"error_code": errors.E_KAFKA_STORAGE_ERROR, "log_dir": str(log_dir), "topics": [],
+                            "total_bytes": -1, "usable_bytes": -1})
+            continue
         topics: dict[str, list] = {}
         for (topic, index), partition in sorted(broker.replicas.partitions.items()):
             if broker.logs.log_dir_of(partition.log) != log_dir:

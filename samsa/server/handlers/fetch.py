@@ -89,8 +89,13 @@ def collect(broker, req: dict, version: int) -> tuple[list, int, list]:
                 entry["high_watermark"] = partition.high_watermark
                 entry["last_stable_offset"] = plog.last_stable_offset
             if offset < limit and remaining > 0:
-                data = plog.read(offset, min(p["partition_max_bytes"], remaining), max_offset=limit,
-                                 min_one_batch=(total == 0))
+                try:
+                    data = plog.read(offset, min(p["partition_max_bytes"], remaining), max_offset=limit,
+                                     min_one_batch=(total == 0))
+                except (OSError, errors.KafkaStorageError) as e:  # KIP-112: its log dir goes offline
+                    broker.logs.failed(plog, e)
+                    parts.append(_partition_error(index, errors.E_KAFKA_STORAGE_ERROR))
+                    continue
                 entry["records"] = data
                 if read_committed:
                     entry["aborted_transactions"] = aborted_in(plog, offset, data)

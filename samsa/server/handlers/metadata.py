@@ -19,8 +19,11 @@ def topic_entry(broker, name: str, topic_id: bytes | None = None, error: int = 0
                 "topic_authorized_operations": OPERATIONS_NOT_REQUESTED}
     alive = {b.id for b in broker.alive_brokers()}
     partitions = []
+    me = broker.broker_id
     for index, state in sorted(topic.partitions.items()):
-        leader_alive = state.leader in alive
+        # KIP-112: this broker's replica is offline when its log dir failed; leading from there, none leads
+        offline_here = broker.logs.is_offline(name, index)
+        leader_alive = state.leader in alive and not (offline_here and state.leader == me)
         partitions.append({
             "error_code": 0 if leader_alive else errors.E_LEADER_NOT_AVAILABLE,
             "partition_index": index,
@@ -28,7 +31,7 @@ def topic_entry(broker, name: str, topic_id: bytes | None = None, error: int = 0
             "leader_epoch": state.leader_epoch,
             "replica_nodes": state.replicas,
             "isr_nodes": state.isr,
-            "offline_replicas": [r for r in state.replicas if r not in alive],
+            "offline_replicas": [r for r in state.replicas if r not in alive or (offline_here and r == me)],
         })
     return {"error_code": 0, "name": name, "topic_id": topic.topic_id,
             "is_internal": name in INTERNAL_TOPICS, "partitions": partitions,
@@ -49,6 +52,13 @@ def metadata(ctx, req: dict) -> dict:
     if requested is None or (ctx.version == 0 and not requested):
         topics = [topic_entry(broker, name, operations=_ops(ctx, name, ops)) for name in sorted(broker.metadata.topics)
                   if not secured or quietly_allowed(ctx, Op.DESCRIBE, RT.TOPIC, name)]
+    elif ctx.version < 12 and any(t.get("name") is None or any(t.get("topic_id") or b"") for t in requested):
+        # Topic ids in a Metadata request (and so null names) only from v12: Kafka answers every topic
+        # INVALID_REQUEST, with no brokers ("Topic name can not be null for version 11")
+        return {"throttle_time_ms": 0, "brokers": [], "cluster_id": None, "controller_id": -1,
+                "topics": [{"error_code": errors.E_INVALID_REQUEST, "name": t.get("name") or "",
+                            "topic_id": t.get("topic_id") or bytes(16), "partitions": []} for t in requested],
+                "cluster_authorized_operations": authorized_operations(ResourceType.CLUSTER, False)}
     else:
         allow_create = req.get("allow_auto_topic_creation", True) if ctx.version >= 4 else True
         topics = []

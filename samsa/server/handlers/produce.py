@@ -19,8 +19,7 @@ from samsa.server.handlers.authz import RT, Op, allowed
 log = logging.getLogger(__name__)
 
 
-def append_partition(broker, topic: str, index: int, records, acks: int, now: int,
-                     transactional_id: str | None = None) -> tuple[dict, object]:
+def append_partition(broker, topic: str, index: int, records, acks: int, now: int) -> tuple[dict, object]:
     """Append one partition's records; (response entry, what an acks=all answer waits for, or None)."""
     try:
         if records is None or len(records) == 0:
@@ -29,8 +28,6 @@ def append_partition(broker, topic: str, index: int, records, acks: int, now: in
         config = partition.log.config
         topic_config = broker.metadata.topic_config(topic)
         batches = batch.validate(records)
-        if transactional_id is not None:
-            check_in_transaction(broker, transactional_id, topic, index, batches)
         for pos, header in batches:
             if header.size > config.max_message_bytes:
                 raise errors.MessageTooLargeError(
@@ -61,22 +58,6 @@ def append_partition(broker, topic: str, index: int, records, acks: int, now: in
         return {"index": index, "error_code": e.code, "base_offset": -1, "log_append_time_ms": -1,
                 "log_start_offset": -1, "error_message": e.message,
                 "record_errors": getattr(e, "record_errors", [])}, None
-
-
-def check_in_transaction(broker, transactional_id: str, topic: str, index: int, batches) -> None:
-    """KIP-890: a transactional batch goes only to a partition added to the producer's open
-    transaction (checked where this broker coordinates the id)."""
-    h = batches[0][1]
-    if not h.is_transactional or not broker.txn.is_local(transactional_id):
-        return
-    code = broker.txn.verify(transactional_id, h.producer_id, h.producer_epoch, [(topic, index)])
-    if code == errors.E_PRODUCER_FENCED:
-        raise errors.InvalidProducerEpochError(
-            f"producer epoch {h.producer_epoch} of {transactional_id} is fenced by a newer producer")
-    if code == errors.E_INVALID_TXN_STATE:
-        raise errors.InvalidTxnStateError("Partition was not added to the transaction")
-    if code:
-        raise errors.error_for(code, f"transactional produce to {topic}-{index} refused")
 
 
 def check_client_batch(data, pos: int, h: batch.BatchHeader) -> None:
@@ -143,19 +124,19 @@ def _check_keys(data, batches, topic: str, index: int) -> None:
                                f"in total, the first: {why}", keyless)
 
 
-# Answers of a coordinator's verification, as a Produce answers them (KIP-890): a coordinator
-# that is moving or busy is a retriable NOT_ENOUGH_REPLICAS for the producer.
-_VERIFY_AS = {errors.E_PRODUCER_FENCED: errors.E_INVALID_PRODUCER_EPOCH,
-              errors.E_NOT_COORDINATOR: errors.E_NOT_ENOUGH_REPLICAS,
-              errors.E_COORDINATOR_NOT_AVAILABLE: errors.E_NOT_ENOUGH_REPLICAS,
-              errors.E_COORDINATOR_LOAD_IN_PROGRESS: errors.E_NOT_ENOUGH_REPLICAS,
-              errors.E_CONCURRENT_TRANSACTIONS: errors.E_NOT_ENOUGH_REPLICAS}
+def _verify_then_produce(ctx, req: dict, transactional_id: str | None):
+    """KIP-890: a transactional Produce asks the id's coordinator (the verifier) about the
+    partitions where the producer has no open transaction yet, then appends."""
+    if transactional_id is not None:
+        need, producer = _unverified(ctx.broker, req)
+        if need:
+            return _verified_produce(ctx, req, transactional_id, producer, need)
+    return _produce(ctx, req, None)
 
 
-async def _verified_produce(ctx, req: dict, transactional_id: str):
-    """A transactional Produce whose coordinator is another broker: ask it (AddPartitionsToTxn
-    verify_only) about the partitions where the producer has no open transaction yet."""
-    broker = ctx.broker
+def _unverified(broker, req: dict) -> tuple[list[tuple[str, int]], tuple[int, int] | None]:
+    """The partitions of a transactional Produce whose producer has no transaction open there
+    (a partition with one was verified when it opened), and the batches' (producer id, epoch)."""
     need: list[tuple[str, int]] = []
     producer = None
     for t in req["topic_data"]:
@@ -174,35 +155,55 @@ async def _verified_produce(ctx, req: dict, transactional_id: str):
             entry = plog.producer_state.producers.get(h.producer_id)
             if entry is None or entry.epoch != h.producer_epoch or entry.txn_first_offset < 0:
                 need.append((t["name"], p["index"]))
-    refused: dict[tuple[str, int], int] = {}
-    coordinator = broker.txn.coordinator_id(transactional_id)
-    if need and producer is not None and coordinator is not None:
-        results = await broker.markers.verify(coordinator, transactional_id, *producer, need)
-        refused = {tp: _VERIFY_AS.get(code, code) for tp, code in results.items() if code}
+    return need, producer
+
+
+async def _verified_produce(ctx, req: dict, transactional_id: str, producer: tuple[int, int],
+                            need: list[tuple[str, int]]):
+    results = await ctx.broker.verifier.verify(ApiKey.PRODUCE, ctx.version, transactional_id, *producer, need)
+    refused = {tp: code for tp, code in results.items() if code}
     result = _produce(ctx, req, refused)
     return await result if asyncio.iscoroutine(result) else result
 
 
-@handles(ApiKey.PRODUCE, 0, 11)
+@handles(ApiKey.PRODUCE, 0, 12)
 def produce(ctx, req: dict):
     txn_id = req.get("transactional_id")
+    if txn_id is None and _has_transactional_batch(req):
+        # Kafka: transactional records need the request's transactional id (to authorize it)
+        return _refuse_all(req, errors.E_TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if ctx.broker.authorizer is not None:
         denied = _unauthorized(ctx, req, txn_id)
         if denied is not None:
             return denied
-    if txn_id is not None and not ctx.broker.txn.is_local(txn_id):
-        return _verified_produce(ctx, req, txn_id)
+    if txn_id is not None:
+        return _verify_then_produce(ctx, req, txn_id)
     return _produce(ctx, req, None)
+
+
+def _refuse_all(req: dict, code: int) -> dict:
+    return {"throttle_time_ms": 0, "responses": [
+        {"name": t["name"], "partition_responses": [{"index": p["index"], "error_code": code, "base_offset": -1,
+                                                     "log_start_offset": -1}
+                                                    for p in t["partition_data"]]} for t in req["topic_data"]]}
+
+
+def _has_transactional_batch(req: dict) -> bool:
+    """Whether a partition's records start with a transactional batch (what Kafka looks at)."""
+    for t in req["topic_data"]:
+        for p in t["partition_data"]:
+            records = p["records"]
+            if records is not None and len(records) >= batch.HEADER_SIZE and records[16] == batch.MAGIC and \
+                    records[22] & batch.TRANSACTIONAL_BIT:  # attributes: big-endian int16 at 21, its low byte
+                return True
+    return False
 
 
 def _unauthorized(ctx, req: dict, txn_id: str | None) -> dict | None:
     """WRITE on each topic (and on the transactional id): a refused topic's partitions get
     TOPIC_AUTHORIZATION_FAILED and the rest of the request is written, as Kafka does."""
     if txn_id is not None and not allowed(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, txn_id):
-        code = errors.E_TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-        return {"throttle_time_ms": 0, "responses": [
-            {"name": t["name"], "partition_responses": [{"index": p["index"], "error_code": code, "base_offset": -1}
-                                                        for p in t["partition_data"]]} for t in req["topic_data"]]}
+        return _refuse_all(req, errors.E_TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     denied = [t for t in req["topic_data"] if not allowed(ctx, Op.WRITE, RT.TOPIC, t["name"])]
     if not denied:
         return None
@@ -213,7 +214,7 @@ def _unauthorized(ctx, req: dict, txn_id: str | None) -> dict | None:
     if req["acks"] == 0:
         ctx.connection.close("an acks=0 produce was not authorized")
         return None
-    result = _produce(ctx, req, None) if req["topic_data"] else {"responses": [], "throttle_time_ms": 0}
+    result = _verify_then_produce(ctx, req, txn_id) if req["topic_data"] else {"responses": [], "throttle_time_ms": 0}
     if isinstance(result, dict):
         result["responses"] = refused + result["responses"]
         return result
@@ -245,8 +246,7 @@ def _produce(ctx, req: dict, refused: dict[tuple[str, int], int] | None):
                                "error_message": "Partition was not added to the transaction"
                                if code == errors.E_INVALID_TXN_STATE else errors.error_name(code)}, None
             else:
-                entry, wait = append_partition(broker, name, p["index"], p["records"], acks, now,
-                                               req.get("transactional_id"))
+                entry, wait = append_partition(broker, name, p["index"], p["records"], acks, now)
             if entry["error_code"]:
                 log.warning("produce to %s-%d from %s refused: %s", name, p["index"], ctx.connection.peer,
                             entry.get("error_message") or errors.error_name(entry["error_code"]))

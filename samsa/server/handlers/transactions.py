@@ -1,4 +1,4 @@
-"""Transaction APIs: AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26),
+"""Transaction APIs: AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26, v5: transactions version 2),
 WriteTxnMarkers (27), TxnOffsetCommit (28), DescribeProducers (61), DescribeTransactions (65),
 ListTransactions (66).
 
@@ -94,22 +94,26 @@ async def add_offsets_to_txn(ctx, req: dict) -> dict:
     return {"throttle_time_ms": 0, "error_code": fenced_as(code, ctx.version, 2)}
 
 
-@handles(ApiKey.END_TXN, 0, 4)
+@handles(ApiKey.END_TXN, 0, 5)
 async def end_txn(ctx, req: dict) -> dict:
+    """From v5 (transactions version 2) the coordinator bumps the epoch and answers it."""
     if not allowed(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, req["transactional_id"]):
-        return {"throttle_time_ms": 0, "error_code": errors.E_TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+        return {"throttle_time_ms": 0, "error_code": errors.E_TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                "producer_id": -1, "producer_epoch": -1}
     try:
-        await ctx.broker.txn.end_txn(req["transactional_id"], req["producer_id"], req["producer_epoch"],
-                                     req["committed"])
+        producer_id, producer_epoch = await ctx.broker.txn.end_txn(
+            req["transactional_id"], req["producer_id"], req["producer_epoch"], req["committed"],
+            client_version=2 if ctx.version >= 5 else 0)
         code = 0
     except errors.KafkaError as e:
-        code = e.code
-    return {"throttle_time_ms": 0, "error_code": fenced_as(code, ctx.version, 2)}
+        code, producer_id, producer_epoch = e.code, -1, -1
+    return {"throttle_time_ms": 0, "error_code": fenced_as(code, ctx.version, 2), "producer_id": producer_id,
+            "producer_epoch": producer_epoch}
 
 
 # ---------------------------------------------------------------- TxnOffsetCommit
 
-@handles(ApiKey.TXN_OFFSET_COMMIT, 0, 4)
+@handles(ApiKey.TXN_OFFSET_COMMIT, 0, 5)
 async def txn_offset_commit(ctx, req: dict) -> dict:
     broker = ctx.broker
     v = ctx.version
@@ -119,16 +123,11 @@ async def txn_offset_commit(ctx, req: dict) -> dict:
                for t in req["topics"] if t["name"] not in refused for p in t["partitions"]]
     if not entries:
         return _txn_commit_wire(req, {}, refused, v)
-    code = 0
-    # KIP-890: the offsets partition must be in the transaction (AddOffsetsToTxn came first).
-    txn_id, offsets_tp = req["transactional_id"], broker.txn.offsets_partition(req["group_id"])
-    if broker.txn.is_local(txn_id):
-        code = broker.txn.verify(txn_id, req["producer_id"], req["producer_epoch"], [offsets_tp])
-    elif (coordinator := broker.txn.coordinator_id(txn_id)) is not None:
-        code = (await broker.markers.verify(coordinator, txn_id, req["producer_id"], req["producer_epoch"],
-                                            [offsets_tp]))[offsets_tp]
-        if code in (errors.E_NOT_COORDINATOR, errors.E_COORDINATOR_NOT_AVAILABLE, errors.E_CONCURRENT_TRANSACTIONS):
-            code = errors.E_COORDINATOR_LOAD_IN_PROGRESS  # retriable for the producer
+    # KIP-890: the offsets partition must be in the transaction (AddOffsetsToTxn came first;
+    # from v5, transactions version 2, this adds it).
+    offsets_tp = broker.txn.offsets_partition(req["group_id"])
+    code = (await broker.verifier.verify(ApiKey.TXN_OFFSET_COMMIT, v, req["transactional_id"], req["producer_id"],
+                                         req["producer_epoch"], [offsets_tp]))[offsets_tp]
     if code:
         codes = [code] * len(entries)
     else:

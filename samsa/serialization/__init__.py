@@ -16,6 +16,18 @@ import struct
 from typing import Any, Protocol
 
 
+# Keys the Schema Registry serdes (samsa.serialization.avro, json_schema, protobuf) read from the
+# client's configs: a client given them logs no "isn't a known config" warning, as Java's does not
+# for keys its serializers use.
+SERDE_KEYS = frozenset({
+    "schema.registry.url", "basic.auth.credentials.source", "basic.auth.user.info", "auto.register.schemas",
+    "use.latest.version", "normalize.schemas", "key.subject.name.strategy", "value.subject.name.strategy",
+    "key.schema", "value.schema", "key.reader.schema", "value.reader.schema", "json.fail.invalid.schema",
+    "skip.known.types", "specific.protobuf.key.type", "specific.protobuf.value.type", "print.schema.ids",
+    "schema.id.separator",
+})
+
+
 class SerializationError(Exception):
     """A serializer or deserializer failed; the original exception is the cause."""
 

@@ -1,0 +1,193 @@
+"""Apache Kafka 4.4.0 and Samsa under the same loads, alternating, in one run; Samsa/Kafka ratios.
+
+    .venv/bin/python bench/kafka_compare.py [--records 200000] [--skip-cluster]
+
+Both brokers run side by side (one Kafka KRaft node started by tests/kafka_process.py with Kafka's
+heap; one Samsa broker as the tests start it), each idle while the other is measured; every load
+runs on Kafka then on Samsa (the order flipping from load to load) so that the machine's changing
+load falls on both. Loads: kcat and the confluent-kafka Python loop producing 100 B and 1 KB
+records to 1 and 8 partitions at acks=1 and acks=all; a consumer reading a 1,000-partition topic;
+end-to-end latency (delivery report) at a fixed 10,000 records/s, p50 and p99; then three Kafka
+nodes against three Samsa brokers (with ZooKeeper), replication factor 3, acks=all.
+Prints a Markdown table of throughput (records/s) and the Samsa/Kafka ratio. Not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "cluster")]
+PY = sys.executable
+
+from broker_process import BrokerProcess  # noqa: E402
+from kafka_process import KafkaProcess, start_cluster  # noqa: E402
+
+
+def create_topic(bootstrap: str, name: str, partitions: int, rf: int = 1) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, rf)], request_timeout=60)[name].result(90)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        md = admin.list_topics(name, timeout=10).topics.get(name)
+        if md is not None and md.error is None and len(md.partitions) == partitions and all(
+                p.leader >= 0 for p in md.partitions.values()):
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"{name} not ready on {bootstrap}")
+
+
+def data_file(workdir: Path, n: int, size: int) -> Path:
+    path = workdir / f"values-{n}-{size}.txt"
+    if not path.exists():
+        line = b"v" * size + b"\n"
+        with open(path, "wb") as f:
+            for _ in range(n // 1000):
+                f.write(line * 1000)
+            f.write(line * (n % 1000))
+    return path
+
+
+def kcat_produce(bootstrap: str, topic: str, data: Path, n: int, acks: str, timeout: float) -> dict:
+    t0 = time.perf_counter()
+    r = subprocess.run(["kcat", "-b", bootstrap, "-t", topic, "-P", "-l", str(data), "-X", f"acks={acks}",
+                        "-X", "linger.ms=5", "-X", "batch.num.messages=10000",
+                        "-X", "queue.buffering.max.messages=1000000", "-X", "queue.buffering.max.kbytes=1048576"],
+                       capture_output=True, timeout=timeout)
+    secs = time.perf_counter() - t0
+    return {"records": n, "seconds": secs, "rate": n / secs,
+            "error": None if r.returncode == 0 else r.stderr.decode(errors="replace")[-300:]}
+
+
+def client_load(*argv, size: int = 100, timeout: float = 300) -> dict:
+    env = dict(os.environ, SAMSA_BENCH_VALUE_BYTES=str(size))
+    r = subprocess.run([PY, str(BENCH / "client_load.py"), *map(str, argv), str(timeout)], capture_output=True,
+                       env=env, timeout=timeout + 60)
+    try:
+        out = json.loads(r.stdout.decode().strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"error": r.stderr.decode(errors="replace")[-300:]}
+    if "records" in out and out.get("seconds"):
+        out["rate"] = out["records"] / out["seconds"]
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--records", type=int, default=200_000, help="records per produce load")
+    ap.add_argument("--latency-seconds", type=float, default=5)
+    ap.add_argument("--skip-cluster", action="store_true", help="no three-node comparison")
+    ap.add_argument("--out", type=Path, help="write the results as JSON here")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="kafka-compare-"))
+    rows: list[dict] = []
+    load0 = os.getloadavg()
+    started = time.time()
+
+    def both(load: str, fn, brokers: dict, flip: list[bool]) -> None:
+        order = ["kafka", "samsa"] if not flip[0] else ["samsa", "kafka"]
+        flip[0] = not flip[0]
+        row = {"load": load}
+        for side in order:
+            res = fn(side, brokers[side])
+            row[side] = res
+            print(f"  {load:<42} {side:<6} {json.dumps({k: v for k, v in res.items() if k != 'histogram'})[:200]}",
+                  flush=True)
+        rows.append(row)
+
+    kafka = KafkaProcess(work / "kafka").start()
+    samsa = BrokerProcess(work / "samsa").start()
+    brokers = {"kafka": kafka.bootstrap, "samsa": samsa.bootstrap}
+    flip = [False]
+    try:
+        n = args.records
+        for bs in brokers.values():  # warm-up, not measured: Kafka's JIT, Samsa's first segment
+            create_topic(bs, "warm-up", 8)
+            kcat_produce(bs, "warm-up", data_file(work, n, 100), n, "1", 600)
+            client_load("produce", bs, "warm-up", n // 2, "1")
+        for size in (100, 1024):
+            data = data_file(work, n, size)
+            for parts in (1, 8):
+                for acks in ("1", "all"):
+                    for tool in ("kcat", "python"):
+                        topic = f"{tool}-{size}-p{parts}-a{acks}"
+
+                        def run(side, bs, tool=tool, topic=topic, parts=parts, acks=acks, size=size, data=data):
+                            create_topic(bs, topic, parts)
+                            if tool == "kcat":
+                                return kcat_produce(bs, topic, data, n, acks, 600)
+                            return client_load("produce", bs, topic, n // 2, acks, size=size)
+                        both(f"{tool} produce {size} B p{parts} acks={acks}", run, brokers, flip)
+
+        def consume_1000(side, bs):
+            create_topic(bs, "wide", 1000)
+            kcat_produce(bs, "wide", data_file(work, 50_000, 100), 50_000, "1", 600)
+            return client_load("consume", bs, "wide", 50_000, 1000)
+        both("consume 50,000 records from 1,000 partitions", consume_1000, brokers, flip)
+
+        for acks in ("1", "all"):
+            def latency(side, bs, acks=acks):
+                create_topic(bs, f"latency-{acks}", 1)
+                # warm-up: the first records to a new topic wait for metadata and (Kafka) the JIT
+                client_load("produce", bs, f"latency-{acks}", 20000, acks)
+                return client_load("latency", bs, f"latency-{acks}", 10000, args.latency_seconds, acks)
+            both(f"latency at 10,000 records/s acks={acks}", latency, brokers, flip)
+    finally:
+        kafka.stop()
+        samsa.stop()
+
+    if not args.skip_cluster:
+        from cluster_harness import Cluster
+        kafkas = start_cluster(work / "kafka3", 3)
+        cluster = Cluster(work / "samsa3", size=3).start()
+        brokers = {"kafka": ",".join(k.bootstrap for k in kafkas), "samsa": cluster.bootstrap}
+        try:
+            data = data_file(work, args.records, 100)
+            for tool in ("kcat", "python"):
+                def rf3(side, bs, tool=tool):
+                    create_topic(bs, f"rf3-{tool}", 8, rf=3)
+                    if tool == "kcat":
+                        return kcat_produce(bs, f"rf3-{tool}", data, args.records, "all", 600)
+                    return client_load("produce", bs, f"rf3-{tool}", args.records // 2, "all")
+                both(f"3 nodes RF 3 {tool} produce 100 B p8 acks=all", rf3, brokers, flip)
+        finally:
+            for k in kafkas:
+                k.stop()
+            cluster.stop()
+
+    print(f"\n{len(rows)} loads in {time.time() - started:.0f} s; load average before {load0}, after "
+          f"{os.getloadavg()}; {os.cpu_count()} CPUs\n")
+    print("| load | Kafka | Samsa | Samsa/Kafka |\n|---|---:|---:|---:|")
+    for row in rows:
+        k, s = row["kafka"], row["samsa"]
+        if "p50_ms" in k or "p50" in k:
+            key50 = "p50_ms" if "p50_ms" in k else "p50"
+            key99 = "p99_ms" if "p99_ms" in k else "p99"
+            for key in (key50, key99):
+                kv, sv = k.get(key), s.get(key)
+                ratio = f"{sv / kv:.2f}" if kv and sv else "-"
+                print(f"| {row['load']} {key} (ms, lower is better) | {kv} | {sv} | {ratio} |")
+            continue
+        kv, sv = k.get("rate"), s.get("rate")
+        err = k.get("error") or s.get("error")
+        ratio = f"{sv / kv:.2f}" if kv and sv and not err else f"error: {str(err)[:80]}"
+        print(f"| {row['load']} (records/s) | {kv or 0:,.0f} | {sv or 0:,.0f} | {ratio} |")
+    if args.out:
+        args.out.write_text(json.dumps({"rows": rows, "load_before": load0, "load_after": os.getloadavg()},
+                                       indent=1, default=str))
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
