@@ -90,7 +90,10 @@ def create_topic(raw: Raw, topic: str, partitions: int) -> uuid.UUID:
         t = meta["topics"][0]
         if t["error_code"] == 0 and len(t["partitions"]) == partitions and all(
                 p["leader_id"] >= 0 for p in t["partitions"]):
-            return t["topic_id"]
+            # led in the metadata; fetchable once the leader itself has taken over (Kafka: moments later)
+            ready = fetch(raw, 12, 0, -1, [{"topic": topic, "partitions": [_part(i) for i in range(partitions)]}])
+            if all(p["error_code"] == 0 for r in ready["responses"] for p in r["partitions"]):
+                return t["topic_id"]
         assert time.time() < deadline, meta
         time.sleep(0.1)
 
