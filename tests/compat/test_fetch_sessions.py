@@ -21,40 +21,6 @@ def test_session_steps_answer_as_kafka(broker, topic_name):
 # ---------------------------------------------------------------- clients reading through sessions
 
 SLOTS = 3
-KAFKA_LIBS = "/work/kafka-ref/libs"  # Apache Kafka 4.4.0's jars (kafka-clients), see tests/README.md
-JAVA_CONSUMER = """
-import java.time.Duration;
-import java.util.*;
-import org.apache.kafka.clients.consumer.*;
-import org.apache.kafka.common.TopicPartition;
-import org.apache.kafka.common.serialization.StringDeserializer;
-
-public class SessionConsumer {
-    public static void main(String[] a) {
-        Properties p = new Properties();
-        p.put("bootstrap.servers", a[0]);
-        p.put("key.deserializer", StringDeserializer.class.getName());
-        p.put("value.deserializer", StringDeserializer.class.getName());
-        p.put("fetch.max.wait.ms", "100");
-        p.put("enable.auto.commit", "false");
-        int partitions = Integer.parseInt(a[2]), half = Integer.parseInt(a[3]);
-        try (KafkaConsumer<String, String> c = new KafkaConsumer<>(p)) {
-            List<TopicPartition> tps = new ArrayList<>();
-            for (int i = 0; i < partitions; i++) tps.add(new TopicPartition(a[1], i));
-            c.assign(tps);
-            c.seekToBeginning(tps);
-            Set<String> seen = new TreeSet<>();
-            long deadline = System.currentTimeMillis() + 60000;
-            boolean said = false;
-            while (seen.size() < 2 * half && System.currentTimeMillis() < deadline) {
-                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(200))) seen.add(r.value());
-                if (!said && seen.size() >= half) { System.out.println("HALF"); System.out.flush(); said = true; }
-            }
-            System.out.println("DONE " + String.join(",", seen));
-        }
-    }
-}
-"""
 
 
 @pytest.fixture(scope="module")
@@ -91,16 +57,16 @@ def _create(bootstrap: str, topic: str, partitions: int) -> None:
         admin.create_topics([NewTopic(topic, partitions, 1)])
 
 
-def test_java_consumer_reads_through_a_session(session_broker, topic_name, tmp_path):
-    """Kafka's own consumer (kafka-clients 4.4.0, compiled here) reads through a session."""
-    import shutil
+def test_java_consumer_reads_through_a_session(session_broker, topic_name):
+    """Kafka's own consumer (kafka-clients 4.4.0; tests/java/SessionConsumer.java) reads through a session."""
     import subprocess
     from pathlib import Path
-    jars = [Path(KAFKA_LIBS, j) for j in ("kafka-clients-4.4.0.jar", "slf4j-api-2.0.17.jar")]
-    assert shutil.which("java") and all(j.exists() for j in jars), "java and kafka-clients 4.4.0"
+
+    import kafka_process
+    libs = kafka_process.ensure_jars()  # tests/kafka/pom.xml's jars (kafka-clients 4.4.0 among them)
+    jars = [libs / "kafka-clients-4.4.0.jar", *libs.glob("slf4j-api-*.jar")]
+    source = Path(__file__).resolve().parent.parent / "java" / "SessionConsumer.java"
     b = session_broker
-    source = tmp_path / "SessionConsumer.java"
-    source.write_text(JAVA_CONSUMER)
     _create(b.bootstrap, topic_name, 20)
     _produce(b.bootstrap, topic_name, 20, 2, "a")
     cached = _gauge(b, "numincrementalfetchpartitionscached")
