@@ -55,6 +55,17 @@ SSL_KEYS = (
 )
 
 
+# KIP-392's replica selectors, by Kafka's class names: the leader always, or the client's rack.
+LEADER_SELECTOR = "org.apache.kafka.common.replica.LeaderSelector"
+RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
+
+def _replica_selector(v: Any) -> str | None:
+    if v and v not in (LEADER_SELECTOR, RACK_AWARE_SELECTOR):
+        return f"Samsa's replica selectors are {LEADER_SELECTOR} and {RACK_AWARE_SELECTOR}"
+    return None
+
+
 BROKER_KEYS = keys(
     *SSL_KEYS,
     Key("sasl.jaas.config", "password", None),
@@ -143,6 +154,9 @@ BROKER_KEYS = keys(
     Key("replica.fetch.max.bytes", "int", 1048576, at_least(0)),
     Key("replica.fetch.response.max.bytes", "int", 10485760, at_least(0)),
     Key("replica.fetch.wait.max.ms", "int", 500),
+    Key("replica.selector.class", "string", None, _replica_selector),
+    Key("max.incremental.fetch.session.cache.slots", "int", 1000, at_least(0)),
+    Key("min.incremental.fetch.session.eviction.ms", "int", 120000, at_least(0)),
     Key("replica.fetch.min.bytes", "int", 1),
     Key("replica.fetch.backoff.ms", "int", 1000, at_least(0)),
     Key("replica.socket.timeout.ms", "int", 30000),
