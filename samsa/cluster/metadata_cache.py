@@ -44,4 +44,7 @@ class MetadataCache:
                 for name in TOPIC_KEYS}
 
     def log_config(self, topic: str) -> LogConfig:
-        return LogConfig.from_topic_values(self.topic_config(topic))
+        values = self.topic_config(topic)
+        if values.get("internal.segment.bytes") is not None:  # Kafka 4's test key wins over segment.bytes
+            values["segment.bytes"] = values["internal.segment.bytes"]
+        return LogConfig.from_topic_values(values)

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from samsa.broker_config import segment_bytes_config
 from samsa.cluster.metadata import BrokerInfo
 from samsa.coordinator.groups import persistence
 from samsa.coordinator.groups.offsets import OffsetStore, TopicPartition
@@ -238,7 +239,7 @@ class GroupCoordinator:
         ensure_internal_topic(self.host, OFFSETS_TOPIC, self.cfg("offsets.topic.num.partitions"),
                               "offsets.topic.replication.factor", {
                                   "cleanup.policy": "compact",
-                                  "segment.bytes": str(self.cfg("offsets.topic.segment.bytes")),
+                                  **segment_bytes_config(self.cfg("offsets.topic.segment.bytes")),
                                   "compression.type": "producer",
                               })
 
