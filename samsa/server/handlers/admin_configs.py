@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from samsa.protocol import errors
-from samsa.broker_config import BROKER_KEYS, BROKER_SYNONYMS, INTERNAL_TOPIC_KEYS, TOPIC_KEYS, format_value
+from samsa.broker_config import BROKER_KEYS, BROKER_SYNONYMS, HIDDEN_TOPIC_KEYS, TOPIC_KEYS, format_value
 from samsa.protocol.api_keys import ApiKey
 from samsa.server.handlers import handles
 from samsa.server.handlers.authz import RT, Op, allowed, allowed_cluster
@@ -62,7 +62,7 @@ def topic_entries(broker, topic: str, keys: list[str] | None, with_synonyms: boo
     effective = broker.metadata.topic_config(topic)
     out = []
     for name, (synonym, key) in sorted(TOPIC_KEYS.items()):
-        if (keys is not None and name not in keys) or name in INTERNAL_TOPIC_KEYS:
+        if (keys is not None and name not in keys) or name in HIDDEN_TOPIC_KEYS:
             continue
         synonyms = [{"name": name, "value": overrides[name], "source": TOPIC_CONFIG}] if name in overrides else []
         if synonym is not None:
@@ -155,10 +155,13 @@ def _current(broker, rtype: int, rname: str) -> dict[str, str]:
 def _alter(ctx, req: dict, incremental: bool) -> dict:
     broker = ctx.broker
     responses = []
+    seen = [(r["resource_type"], r["resource_name"]) for r in req["resources"]]
     for r in req["resources"]:
         rtype, rname = r["resource_type"], r["resource_name"]
         result = {"error_code": 0, "error_message": None, "resource_type": rtype, "resource_name": rname}
         try:
+            if seen.count((rtype, rname)) > 1:
+                raise errors.InvalidRequestError("Each resource must appear at most once.")
             _authorize(ctx, Op.ALTER_CONFIGS, rtype, rname)
             names = [c["name"] for c in r["configs"]]
             if len(set(names)) != len(names):
