@@ -17,28 +17,16 @@ ALLOW: dict[str, str] = {
     "test_kafka_tool[features]": "KRaft feature levels (metadata.version, kraft.version, ...) do not exist in a "
                                  "ZooKeeper cluster: Samsa finalizes none",
     "test_describe_topic_partitions": NO_DTP,
+    # CreateTopics v5 lists a new topic's configs: min.insync.replicas from KRaft's cluster default
+    "test_create_partition_count[-1]": KRAFT_MIN_ISR,
+    "test_create_replication_factor[-1]": KRAFT_MIN_ISR,
+    "test_create_validate_only_configs[valid]": KRAFT_MIN_ISR,
+    "test_create_validate_only_defaults": KRAFT_MIN_ISR,
 }
 
 KNOWN: dict[str, str] = {
-    # configs
-    "test_topic_config_keys_all": "Kafka 4.4 lists topic keys Samsa lacks (errors.deadletterqueue.group.enable, ...)",
-    "test_broker_config_default[fetch.max.bytes]": "Samsa does not describe the broker key fetch.max.bytes",
-    # topics
-    "test_kafka_tool[topics-create-bad]": "CreateTopics names: Kafka 4 says 'Topic name is invalid: ...'",
-    "test_create_partition_count[-1]": "CreateTopics v5 configs of a new topic: Kafka lists min.insync.replicas "
-                                       "from the KRaft cluster default, and keys Samsa lacks",
-    "test_create_replication_factor[-1]": "as test_create_partition_count[-1]",
-    "test_create_validate_only_configs[min-isr-2]": "as test_create_partition_count[-1]",
-    "test_create_validate_only_configs[valid]": "as test_create_partition_count[-1]",
-    "test_create_validate_only_defaults": "as test_create_partition_count[-1]",
     "test_metadata_auto_create": "auto-creation by Metadata: Kafka's first answer is an error other than "
                                  "LEADER_NOT_AVAILABLE, Samsa answers at once",
-    # records
-    "test_produce_too_large": "Produce error_message: Kafka null, Samsa explains",
     "test_produce_timestamp_too_old": "Kafka INVALID_TIMESTAMP with record_errors naming the record; Samsa "
                                       "refuses the batch whole (GAPS.md: per-record errors)",
-    # groups and admin
-    "test_alter_client_quotas_bad_entity": "message: Kafka 'Unhandled client quota entity type: planet'",
-    "test_alter_partition_reassignment_unknown_broker": "an unknown partition: Kafka UNKNOWN_TOPIC_OR_PARTITION, "
-                                                        "Samsa INVALID_REPLICA_ASSIGNMENT",
 }

@@ -317,7 +317,11 @@ def test_describe_cluster(diff):
 def test_describe_log_dirs(diff):
     def run(s):
         create_topic(s, "diff-logdirs", 2)
-        r = s.call(35, {"topics": [{"topic": "diff-logdirs", "partitions": [0, 1, 5]}]}, 4)
+        # Kafka lists a partition once its log exists, a moment after the leader is known
+        r = wait_until(lambda: (lambda r: r if any(t["name"] == "diff-logdirs" and len(t["partitions"]) == 2
+                                                   for d in r["results"] for t in d["topics"]) else None)(
+            s.call(35, {"topics": [{"topic": "diff-logdirs", "partitions": [0, 1, 5]}]}, 4)),
+            f"the partitions of diff-logdirs in {s.name}'s log dirs", 30)
         return r["error_code"], [(d["error_code"], [(t["name"], sorted((p["partition_index"], p["is_future_key"])
                                                                         for p in t["partitions"]))
                                                      for t in d["topics"]]) for d in r["results"]]

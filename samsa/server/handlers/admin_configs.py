@@ -57,9 +57,14 @@ def _entry(name: str, value, key_type: str, synonyms: list[dict], read_only: boo
             "config_type": CONFIG_TYPES[key_type], "documentation": None}
 
 
-def topic_entries(broker, topic: str, keys: list[str] | None, with_synonyms: bool) -> list[dict]:
-    overrides = broker.metadata.topics[topic].configs
-    effective = broker.metadata.topic_config(topic)
+def topic_entries(broker, topic: str, keys: list[str] | None, with_synonyms: bool,
+                  overrides: dict[str, str] | None = None) -> list[dict]:
+    """The described configs of ``topic``; of a topic not created (validate-only) with ``overrides``."""
+    if overrides is None:
+        overrides = broker.metadata.topics[topic].configs
+        effective = broker.metadata.topic_config(topic)
+    else:
+        effective = broker.metadata.effective(overrides)
     out = []
     for name, (synonym, key) in sorted(TOPIC_KEYS.items()):
         if (keys is not None and name not in keys) or name in HIDDEN_TOPIC_KEYS:

@@ -46,7 +46,6 @@ async def create_topics(ctx, req: dict) -> dict:
             topic = await broker.admin.create_topic_requested(
                 name, t["num_partitions"], t["replication_factor"], assignments, configs,
                 validate_only=validate_only)
-            created = name in broker.metadata.topics
             if not validate_only:
                 quota.record(len(topic.partitions))
             results.append({
@@ -54,7 +53,7 @@ async def create_topics(ctx, req: dict) -> dict:
                 "num_partitions": len(topic.partitions), "replication_factor": topic.replication_factor,
                 "configs": [{"name": c["name"], "value": c["value"], "read_only": False,
                              "config_source": c["config_source"], "is_sensitive": False}
-                            for c in topic_entries(broker, name, None, False)] if created else None,
+                            for c in topic_entries(broker, name, None, False, topic.configs)],
             })
         except errors.KafkaError as e:
             results.append({"name": name, "num_partitions": -1, "replication_factor": -1, **_fail(e)})
