@@ -44,7 +44,12 @@ class MetadataCache:
                 for name in TOPIC_KEYS}
 
     def log_config(self, topic: str) -> LogConfig:
-        values = self.topic_config(topic)
+        overrides = self.topics[topic].configs if topic in self.topics else {}
+        return self.log_config_of(overrides)
+
+    def log_config_of(self, overrides: dict[str, str]) -> LogConfig:
+        """The storage config of a topic with these overrides."""
+        values = self.effective(overrides)
         if values.get("internal.segment.bytes") is not None:  # Kafka 4's test key wins over segment.bytes
             values["segment.bytes"] = values["internal.segment.bytes"]
         return LogConfig.from_topic_values(values)
