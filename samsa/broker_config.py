@@ -478,6 +478,16 @@ def segment_bytes_config(size: int) -> dict[str, str]:
     return {"segment.bytes" if size >= 1048576 else "internal.segment.bytes": str(size)}
 
 
+def stored_topic_config(name: str, raw: Any) -> Any:
+    """A topic override as stored: parsed to its type, but a value a newer rule refuses (segment.bytes
+    below Kafka 4's 1 MiB, written by an older Samsa) is kept, not an error at start-up."""
+    try:
+        return parse_topic_config(name, raw)
+    except ConfigError:
+        key = TOPIC_KEYS[name][1]
+        return parse_value(Key(key.name, key.type, key.default), raw)
+
+
 def parse_topic_config(name: str, raw: Any) -> Any:
     """Validate one topic config value; ConfigError for an unknown key or a bad value."""
     entry = TOPIC_KEYS.get(name)

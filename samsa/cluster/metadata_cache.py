@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from samsa.broker_config import TOPIC_KEYS, BrokerConfig, parse_topic_config
+from samsa.broker_config import TOPIC_KEYS, BrokerConfig, stored_topic_config
 from samsa.cluster.metadata import TopicInfo
 from samsa.storage.config import LogConfig
 
@@ -39,7 +39,7 @@ class MetadataCache:
         return self.effective(overrides)
 
     def effective(self, overrides: dict[str, str]) -> dict[str, Any]:
-        return {name: (parse_topic_config(name, overrides[name]) if name in overrides
+        return {name: (stored_topic_config(name, overrides[name]) if name in overrides
                        else self.config.topic_default(name))
                 for name in TOPIC_KEYS}
 
