@@ -86,10 +86,13 @@ def real_kafka_path(where: Path) -> Path:
 
 
 def run_test(tests_dir: Path, name: str, conf: Path, timeout: float, kafka: Path,
-             bootstrap: str, log_dir: Path | None = None) -> tuple[str, float, str]:
-    env = dict(os.environ, TESTS=name[:4], TEST_KAFKA_VERSION="3.9.0", RDKAFKA_TEST_CONF=str(conf),
+             bootstrap: str, log_dir: Path | None = None, kafka_version: str = "3.9.0",
+             group_protocol: str | None = None) -> tuple[str, float, str]:
+    env = dict(os.environ, TESTS=name[:4], TEST_KAFKA_VERSION=kafka_version, RDKAFKA_TEST_CONF=str(conf),
                KAFKA_PATH=str(kafka), BROKERS=bootstrap, PYTHONPATH=str(ROOT),
                LD_LIBRARY_PATH=f"{tests_dir.parent / 'src'}:{tests_dir.parent / 'src-cpp'}")
+    if group_protocol:  # librdkafka's switch: its consumers use group.protocol=consumer (KIP-848)
+        env["TEST_CONSUMER_GROUP_PROTOCOL"] = group_protocol
     started = time.monotonic()
     try:
         r = subprocess.run(["./test-runner"], cwd=tests_dir, env=env, capture_output=True, text=True,
@@ -132,7 +135,12 @@ def main() -> int:
     ap.add_argument("--timeout-multiplier", type=float,
                     help="test.timeout.multiplier in the tests' config: their own timeouts scaled (a loaded machine, "
                          "Kafka's JVM tools)")
+    ap.add_argument("--group-protocol", choices=("classic", "consumer"),
+                    help="TEST_CONSUMER_GROUP_PROTOCOL: 'consumer' runs the tests' consumers with the consumer "
+                         "group protocol (KIP-848); TEST_KAFKA_VERSION is then 4.0.0 unless --kafka-version")
+    ap.add_argument("--kafka-version", help="TEST_KAFKA_VERSION (default 3.9.0, or 4.0.0 with --group-protocol consumer)")
     args = ap.parse_args()
+    kafka_version = args.kafka_version or ("4.0.0" if args.group_protocol == "consumer" else "3.9.0")
     config = {**HARNESS_CONFIG, **dict(o.split("=", 1) for o in args.override)}
     tests_dir = args.tests_dir.resolve()
     if not (tests_dir / "test-runner").exists():
@@ -156,7 +164,7 @@ def main() -> int:
         try:
             for name in names:
                 verdict, took, why = run_test(tests_dir, name, conf, args.timeout, kafka, broker.bootstrap,
-                                             args.log_dir)
+                                             args.log_dir, kafka_version, args.group_protocol)
                 results.append((name, verdict))
                 print(f"{name:<40} {verdict:<8} {took:6.1f} s  {why}", flush=True)
                 procs = [b.proc for b in broker.brokers.values()] if isinstance(broker, Cluster) else [broker.proc]

@@ -1,4 +1,4 @@
-"""``samsa configs``: kafka-configs.sh for topics and brokers, with Kafka's flags and output.
+"""``samsa configs``: kafka-configs.sh for topics, brokers and groups, with Kafka's flags and output.
 
     samsa configs --bootstrap-server localhost:9092 --entity-type topics --entity-name test \\
         --alter --add-config retention.ms=1000,cleanup.policy=[compact,delete]
@@ -20,12 +20,12 @@ from samsa.client.types import AlterConfigOp, ConfigEntry, ConfigResource
 from samsa.protocol import errors
 from samsa.protocol.names import validate_topic_name
 
-DESCRIPTION = "This tool helps to manipulate and describe entity config for a topic or a broker"
-SUPPORTED = {"topics": "topic", "brokers": "broker"}
-KAFKA_ONLY = ("broker-loggers", "ips", "client-metrics", "groups")
+DESCRIPTION = "This tool helps to manipulate and describe entity config for a topic, a broker or a group"
+SUPPORTED = {"topics": "topic", "brokers": "broker", "groups": "group"}
+KAFKA_ONLY = ("broker-loggers", "ips", "client-metrics")
 # Which source makes an entry "dynamic" for each kind of entity (what --describe shows).
 DYNAMIC_SOURCE = {"topics": "DYNAMIC_TOPIC_CONFIG", "brokers": "DYNAMIC_BROKER_CONFIG",
-                  "brokers-default": "DYNAMIC_DEFAULT_BROKER_CONFIG"}
+                  "brokers-default": "DYNAMIC_DEFAULT_BROKER_CONFIG", "groups": "DYNAMIC_GROUP_CONFIG"}
 _OUTSIDE_BRACKETS = r"(?=[^\]]*(?:\[|$))"
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 
@@ -70,7 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     a("--client", metavar="<String>", help="The client's ID.")
     a("--user-defaults", action="store_true", help="The config defaults for all users.")
     a("--client-defaults", action="store_true", help="The config defaults for all clients.")
-    for flag in ("--ip", "--group", "--client-metrics", "--broker-logger"):
+    a("--group", metavar="<String>", help="The group's ID.")
+    for flag in ("--ip", "--client-metrics", "--broker-logger"):
         a(flag, help=argparse.SUPPRESS)
     a("--ip-defaults", action="store_true", help=argparse.SUPPRESS)
     return p
@@ -80,8 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def entity(opts: argparse.Namespace) -> tuple[str, str | None]:
     """(entity type, entity name or "" for the default or None for all) after Kafka's checks."""
-    flags = [("topics", opts.topic), ("brokers", opts.broker), ("brokers", "" if opts.broker_defaults else None)]
-    for flag, kind in (("client", "clients"), ("user", "users"), ("ip", "ips"), ("group", "groups"),
+    flags = [("topics", opts.topic), ("brokers", opts.broker), ("brokers", "" if opts.broker_defaults else None),
+             ("groups", opts.group)]
+    for flag, kind in (("client", "clients"), ("user", "users"), ("ip", "ips"),
                        ("client_metrics", "client-metrics"), ("broker_logger", "broker-loggers"),
                        ("client_defaults", "clients"), ("user_defaults", "users"), ("ip_defaults", "ips")):
         if getattr(opts, flag):
@@ -94,9 +96,9 @@ def entity(opts: argparse.Namespace) -> tuple[str, str | None]:
         raise UsageError(f"Duplicate entity type(s) specified: {','.join(dupes)}")
     for t in types:
         if t in KAFKA_ONLY:
-            raise UsageError(f"Entity type {t} is not supported by Samsa; the entity type must be one of topics, brokers")
+            raise UsageError(f"Entity type {t} is not supported by Samsa; the entity type must be one of topics, brokers, groups")
         if t not in SUPPORTED:
-            raise UsageError(f"Invalid entity type {t}, the entity type must be one of topics, brokers "
+            raise UsageError(f"Invalid entity type {t}, the entity type must be one of topics, brokers, groups "
                              "with a --bootstrap-server argument")
     if not types:
         raise UsageError("At least one entity type must be specified")
@@ -113,14 +115,14 @@ def entity(opts: argparse.Namespace) -> tuple[str, str | None]:
             int(name)
         except ValueError:
             raise UsageError(f"The entity name for brokers must be a valid integer broker id, but it is: {name}") from None
-    if opts.describe and kind == "topics" and name == "":
-        raise UsageError("--entity-default must not be specified with --describe of topics")
+    if opts.describe and kind in ("topics", "groups") and name == "":
+        raise UsageError(f"--entity-default must not be specified with --describe of {kind}")
     if opts.alter:
         if name is None:
             raise UsageError("An entity-name or default entity must be specified with --alter of users, clients, brokers or ips"
                              if kind == "brokers" else f"An entity name must be specified with --alter of {kind}")
-        if kind == "topics" and name == "":
-            raise UsageError("An entity name must be specified with --alter of topics")
+        if kind in ("topics", "groups") and name == "":
+            raise UsageError(f"An entity name must be specified with --alter of {kind}")
     return kind, name
 
 
@@ -208,13 +210,15 @@ def describe(admin: Admin, kind: str, name: str | None, describe_all: bool) -> N
             if name not in admin.list_topics(include_internal=True):
                 print(f"The {singular} '{name}' doesn't exist and doesn't have dynamic config.")
                 return
-        elif name != "" and name not in {str(b.id) for b in admin.describe_cluster().brokers}:
+        elif kind == "brokers" and name != "" and name not in {str(b.id) for b in admin.describe_cluster().brokers}:
             print(f"The {singular} '{name}' doesn't exist and doesn't have dynamic config.")
             return
     if name is not None:
         entities = [name]
     elif kind == "topics":
         entities = list(admin.list_topics(include_internal=True))
+    elif kind == "groups":
+        entities = sorted(g.group_id for g in admin.list_consumer_groups())
     else:
         entities = [str(b.id) for b in admin.describe_cluster().brokers] + [""]
     for entity_name in entities:

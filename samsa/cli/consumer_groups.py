@@ -83,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
       help="When specified with '--describe', includes the state of the group. When specified with '--list', "
       "it displays the state of all groups. It can also be used to list groups with specific states, "
       "e.g. '--list --state Stable,Empty'.")
+    a("--type", metavar="<String>", nargs="?", const="", default=None,
+      help="When specified with '--list', it displays the types of all the groups. It can also be used to list "
+      "groups with specific types, e.g. '--list --type Classic,Consumer'.")
     a("--verbose", action="store_true", help="Provide additional information, if any, when describing the group "
       "(the partitions assigned to each member with '--members').")
     a("--dry-run", action="store_true", help="Only show results without executing changes on Consumer Groups. "
@@ -165,6 +168,10 @@ def check_args(o: argparse.Namespace) -> None:
         _cant(o, name, ("describe",))
     if o.state is not None and action not in ("list", "describe"):
         raise UsageError(f'Option "[state]" can\'t be used with option "{flag(action)}"')
+    if o.type is not None and action != "list":
+        raise UsageError(f'Option "[type]" can\'t be used with option "{flag(action)}"')
+    if o.type:
+        parse_types(o.type)
     for name in ("dry_run", "execute", "export") + SCENARIOS:
         _cant(o, name, ("reset_offsets",))
     # Values that can be wrong: found out before connecting to anything.
@@ -184,6 +191,17 @@ def parse_states(text: str) -> list[str]:
     if not all(n.lower() in by_lower for n in names):
         raise UsageError(f"Invalid state list '{text}'. Valid states are: {', '.join(STATES)}")
     return list(dict.fromkeys(by_lower[n.lower()] for n in names))
+
+
+TYPES = ("classic", "consumer")
+
+
+def parse_types(text: str) -> list[str]:
+    types = [t.strip().lower() for t in text.split(",") if t.strip()]
+    bad = [t for t in types if t not in TYPES]
+    if bad or not types:
+        raise UsageError(f"Invalid types list '{text}'. Valid types are: Classic, Consumer")
+    return types
 
 
 def parse_topics(values: list[str]) -> list[tuple[str, list[int] | None]]:
@@ -293,6 +311,14 @@ def _dash(value: object) -> str:
     return "-" if value is None else str(value)
 
 
+def _assignment(tps: list[TopicPartition]) -> str:
+    """``topic:0,1;other:2`` as Kafka 4's tool shows a consumer group member's partitions."""
+    by_topic: dict[str, list[int]] = {}
+    for tp in sorted(tps):
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    return ";".join(f"{t}:{','.join(map(str, ps))}" for t, ps in by_topic.items()) or "-"
+
+
 # ---------------------------------------------------------------------------- the tool
 
 class Tool:
@@ -340,11 +366,29 @@ class Tool:
     def list(self) -> int:
         states = parse_states(self.o.state) if self.o.state else None
         groups = self.admin.list_consumer_groups(states)
-        if self.o.state is None:
+        if self.o.type:
+            types = parse_types(self.o.type)
+            groups = [g for g in groups if (g.type or "classic") in types]
+        if self.o.state is None and self.o.type is None:
             for g in groups:
                 print(g.group_id)
-        else:
-            print_table(["GROUP", "STATE"], [[g.group_id, g.state or "Unknown"] for g in groups], [None, None])
+            return 0
+        header, widths = ["GROUP"], [31]
+        if self.o.state is not None:
+            header.append("STATE")
+            widths.append(20)
+        if self.o.type is not None:
+            header.append("TYPE")
+            widths.append(20)
+        rows = []
+        for g in groups:
+            row = [g.group_id]
+            if self.o.state is not None:
+                row.append(g.state or "Unknown")
+            if self.o.type is not None:
+                row.append((g.type or "classic").capitalize())
+            rows.append(row)
+        print_table(header, rows, widths if self.o.type is not None else [None, None])
         return 0
 
     # ---------------------------------------------------------------- --describe
@@ -401,13 +445,20 @@ class Tool:
             return
         header = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
         widths: list[int | None] = [None, None, None, None, 15]
-        if self.o.verbose:
+        consumer = d.type == "consumer"
+        if self.o.verbose and consumer:  # KIP-848: member epochs, current and target assignments
+            header += ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
+            widths += [15, 20, 15, 20]
+        elif self.o.verbose:
             header.append("ASSIGNMENT")
             widths.append(0)
         rows = []
         for m in d.members:
             row = [d.group_id, m.member_id, m.host, m.client_id, str(len(m.assignment))]
-            if self.o.verbose:
+            if self.o.verbose and consumer:
+                row += [_dash(m.member_epoch), _assignment(m.assignment), _dash(d.target_assignment_epoch),
+                        _assignment(m.target_assignment or [])]
+            elif self.o.verbose:
                 by_topic: dict[str, list[int]] = {}
                 for tp in sorted(m.assignment):
                     by_topic.setdefault(tp.topic, []).append(tp.partition)
@@ -417,14 +468,34 @@ class Tool:
         print_table(header, rows, widths)
 
     def print_states(self, found: list[ConsumerGroupDescription]) -> None:
-        rows = []
+        if all(d.type != "consumer" for d in found):  # classic groups: one table
+            rows = []
+            for d in found:
+                c = d.coordinator
+                coordinator = f"{c.host}:{c.port} ({c.id})" if c else "-"
+                rows.append([d.group_id, coordinator, d.partition_assignor, d.state, str(len(d.members))])
+            print()
+            print_table(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"], rows,
+                        [None, 25, 20, 15, 0])
+            return
         for d in found:
             c = d.coordinator
-            coordinator = f"{c.host}:{c.port} ({c.id})" if c else "-"
-            rows.append([d.group_id, coordinator, d.partition_assignor, d.state, str(len(d.members))])
-        print()
-        print_table(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"], rows,
-                    [None, 25, 20, 15, 0])
+            coordinator = f"{c.host}:{c.port}  ({c.id})" if c and d.type == "consumer" else \
+                f"{c.host}:{c.port} ({c.id})" if c else "-"
+            print()
+            if d.type == "consumer":  # Kafka 4's columns for consumer groups (KIP-848)
+                header = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE"]
+                row = [d.group_id, coordinator, d.partition_assignor, d.state]
+                widths: list[int | None] = [None, 25, 20, 20]
+                if self.o.verbose:
+                    header += ["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH"]
+                    row += [_dash(d.group_epoch), _dash(d.target_assignment_epoch)]
+                    widths += [15, 25]
+                print_table(header + ["#MEMBERS"], [row + [str(len(d.members))]], widths + [0])
+            else:
+                print_table(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
+                            [[d.group_id, coordinator, d.partition_assignor, d.state, str(len(d.members))]],
+                            [None, 25, 20, 15, 0])
 
     # ---------------------------------------------------------------- --reset-offsets
 

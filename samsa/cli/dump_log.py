@@ -97,6 +97,8 @@ def offsets_parser(record: Record) -> tuple[str | None, str | None]:
                                  "(message had a missing key)")
     try:
         key_version = _I16.unpack_from(record.key)[0]
+        if key_version in group_records.CONSUMER_RECORDS:
+            return _consumer_group_record(record)
         kind, group, topic, partition = group_records.parse_key(bytes(record.key))
         data = {"group": group, "topic": topic, "partition": partition} if kind == "offset" else {"group": group}
         key = _json({"type": str(key_version), "data": data})
@@ -118,8 +120,36 @@ def offsets_parser(record: Record) -> tuple[str | None, str | None]:
                 body["currentStateTimestamp"] = g.state_timestamp
             body["members"] = [_member(m, version) for m in g.members]
         return key, _json({"version": str(version), "data": body})
-    except (ValueError, struct.error, UnicodeDecodeError) as e:
+    except (ValueError, struct.error, UnicodeDecodeError, KafkaError) as e:
         return f"Error at offset {record.offset}, skipping. {e}", None
+
+
+def _camel(obj):
+    """A decoded record as Kafka's generated JSON converters print it: camelCase names,
+    topic ids as Kafka's base64 Uuid strings."""
+    if isinstance(obj, dict):
+        out = {}
+        for k, v in obj.items():
+            head, *rest = k.split("_")
+            out[head + "".join(w.capitalize() for w in rest)] = _camel(v)
+        return out
+    if isinstance(obj, list):
+        return [_camel(v) for v in obj]
+    if isinstance(obj, (bytes, bytearray, memoryview)):
+        raw = bytes(obj)
+        return base64.urlsafe_b64encode(raw).decode().rstrip("=") if len(raw) == 16 else base64.b64encode(raw).decode()
+    return obj
+
+
+def _consumer_group_record(record: Record) -> tuple[str | None, str | None]:
+    """A consumer group record of the new protocol (key versions 3 to 8)."""
+    kind, group, member = group_records.parse_consumer_key(bytes(record.key))
+    data = {"groupId": group} if member is None else {"groupId": group, "memberId": member}
+    key = _json({"type": str(_I16.unpack_from(record.key)[0]), "data": data})
+    if record.value is None:
+        return key, "<DELETE>"
+    body = group_records.parse_consumer_value(kind, bytes(record.value))
+    return key, _json({"version": "0", "data": _camel(body)})
 
 
 def transaction_log_parser(record: Record) -> tuple[str | None, str | None]:

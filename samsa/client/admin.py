@@ -69,6 +69,17 @@ _ISOLATION = {"read_uncommitted": 0, "read_committed": 1}
 _FENCE_RETRY = COORDINATOR_MOVED | {errors.E_CONCURRENT_TRANSACTIONS}
 
 
+def _consumer_group(g: dict, node: Node) -> ConsumerGroupDescription:
+    """A ConsumerGroupDescribe entry as a description (members with epochs and target assignments)."""
+    def tps(assignment: dict) -> list[TopicPartition]:
+        return sorted(TopicPartition(t["topic_name"], p) for t in assignment["topic_partitions"] for p in t["partitions"])
+    members = [MemberDescription(m["member_id"], m["instance_id"], m["client_id"], m["client_host"],
+                                 tps(m["assignment"]), m["member_epoch"], tps(m["target_assignment"]))
+               for m in g["members"]]
+    return ConsumerGroupDescription(g["group_id"], False, g["group_state"], "consumer", g["assignor_name"], node,
+                                    members, "consumer", g["group_epoch"], g["assignment_epoch"])
+
+
 def decode_assignment(data: bytes | None) -> list[TopicPartition]:
     """The partitions of a consumer-protocol member assignment (empty if there is none)."""
     if not data or len(data) < 2:
@@ -399,10 +410,26 @@ class AsyncAdmin(SecurityAdmin):
         group_ids = list(dict.fromkeys(group_ids))
 
         async def send(node: Node, conn: BrokerConnection, groups: list[str]) -> dict[str, Any]:
+            out: dict[str, Any] = {}
+            if ApiKey.CONSUMER_GROUP_DESCRIBE in conn.api_versions:
+                # Consumer groups (KIP-848) first, as Java's admin does; the rest are classic groups.
+                resp = await conn.request(ApiKey.CONSUMER_GROUP_DESCRIBE,
+                                          {"group_ids": groups, "include_authorized_operations": False})
+                assert resp is not None
+                for g in resp["groups"]:
+                    if g["error_code"] == errors.E_GROUP_ID_NOT_FOUND:
+                        continue
+                    if g["error_code"]:
+                        out[g["group_id"]] = _group_error(g["error_code"], g.get("error_message"),
+                                                          f"Describing group {g['group_id']}")
+                        continue
+                    out[g["group_id"]] = _consumer_group(g, node)
+                groups = [gid for gid in groups if gid not in out]
+                if not groups:
+                    return out
             resp = await conn.request(ApiKey.DESCRIBE_GROUPS,
                                       {"groups": groups, "include_authorized_operations": False})
             assert resp is not None
-            out: dict[str, Any] = {}
             for g in resp["groups"]:
                 if g["error_code"]:
                     out[g["group_id"]] = _group_error(g["error_code"], g.get("error_message"),

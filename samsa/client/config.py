@@ -81,7 +81,8 @@ CONSUMER_KEYS = keys(
     *COMMON,
     Key("group.id", "string", None),
     Key("group.instance.id", "string", None),
-    Key("group.protocol", "string", "classic", one_of("classic")),
+    Key("group.protocol", "string", "classic", one_of("classic", "consumer")),
+    Key("group.remote.assignor", "string", None),  # group.protocol=consumer: the broker's assignor to ask for
     Key("key.deserializer", "class", None),
     Key("value.deserializer", "class", None),
     Key("interceptor.classes", "list", []),

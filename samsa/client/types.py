@@ -14,7 +14,7 @@ from typing import NamedTuple
 ZERO_UUID = bytes(16)
 
 # Kafka's ConfigResource.Type ids, and ConfigEntry.ConfigSource ids -> names.
-RESOURCE_TYPES = {"topic": 2, "broker": 4, "broker_logger": 8}
+RESOURCE_TYPES = {"topic": 2, "broker": 4, "broker_logger": 8, "group": 32}
 CONFIG_SOURCES = {
     0: "UNKNOWN",
     1: "DYNAMIC_TOPIC_CONFIG",
@@ -24,7 +24,7 @@ CONFIG_SOURCES = {
     5: "DEFAULT_CONFIG",
     6: "DYNAMIC_BROKER_LOGGER_CONFIG",
     7: "CLIENT_METRICS_CONFIG",
-    8: "GROUP_CONFIG",
+    8: "DYNAMIC_GROUP_CONFIG",
 }
 ALTER_OPS = {"set": 0, "delete": 1, "append": 2, "subtract": 3}
 # ListOffsets special timestamps.
@@ -115,8 +115,8 @@ class TopicListing:
 
 @dataclass(frozen=True)
 class ConfigResource:
-    type: str  # "topic" | "broker" | "broker_logger"
-    name: str  # topic name, broker id, or "" for the cluster-wide broker default
+    type: str  # "topic" | "broker" | "broker_logger" | "group"
+    name: str  # topic name, broker id ("" for the cluster-wide broker default), or group id
 
     def __post_init__(self) -> None:
         if self.type not in RESOURCE_TYPES:
@@ -216,17 +216,23 @@ class MemberDescription:
     client_id: str
     host: str
     assignment: list[TopicPartition] = field(default_factory=list)
+    # members of a consumer group (KIP-848): their epoch and target assignment; None for classic groups
+    member_epoch: int | None = None
+    target_assignment: list[TopicPartition] | None = None
 
 
 @dataclass
 class ConsumerGroupDescription:
     group_id: str
     is_simple: bool
-    state: str  # Empty, PreparingRebalance, CompletingRebalance, Stable, Dead (= no such group)
+    state: str  # Empty, PreparingRebalance, CompletingRebalance, Assigning, Reconciling, Stable, Dead (= no such group)
     protocol_type: str
-    partition_assignor: str  # the selected protocol ("range", ...); "" unless Stable
+    partition_assignor: str  # the selected protocol ("range", ...) or server assignor ("uniform"); "" unless Stable
     coordinator: Node | None
     members: list[MemberDescription] = field(default_factory=list)
+    type: str = "classic"  # "classic" or "consumer" (KIP-848)
+    group_epoch: int | None = None  # consumer groups: the group epoch and the target assignment's epoch
+    target_assignment_epoch: int | None = None
 
 
 @dataclass(frozen=True)

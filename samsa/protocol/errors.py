@@ -173,6 +173,19 @@ E_UNKNOWN_SUBSCRIPTION_ID = 117
 E_TELEMETRY_TOO_LARGE = 118
 E_INVALID_REGISTRATION = 119
 E_TRANSACTION_ABORTABLE = 120
+E_INVALID_RECORD_STATE = 121
+E_SHARE_SESSION_NOT_FOUND = 122
+E_INVALID_SHARE_SESSION_EPOCH = 123
+E_FENCED_STATE_EPOCH = 124
+E_INVALID_VOTER_KEY = 125
+E_DUPLICATE_VOTER = 126
+E_VOTER_NOT_FOUND = 127
+E_INVALID_REGULAR_EXPRESSION = 128
+E_REBOOTSTRAP_REQUIRED = 129
+E_STREAMS_INVALID_TOPOLOGY = 130
+E_STREAMS_INVALID_TOPOLOGY_EPOCH = 131
+E_STREAMS_TOPOLOGY_FENCED = 132
+E_SHARE_SESSION_LIMIT_REACHED = 133
 
 
 class UnknownServerError(KafkaError):
@@ -778,6 +791,71 @@ class InvalidRegistrationError(KafkaError):
 class TransactionAbortableError(KafkaError):
     """TRANSACTION_ABORTABLE (120), not retriable."""
     code, error_name, retriable = 120, 'TRANSACTION_ABORTABLE', False
+
+
+class InvalidRecordStateError(KafkaError):
+    """INVALID_RECORD_STATE (121), not retriable."""
+    code, error_name, retriable = 121, 'INVALID_RECORD_STATE', False
+
+
+class ShareSessionNotFoundError(KafkaError):
+    """SHARE_SESSION_NOT_FOUND (122), retriable."""
+    code, error_name, retriable = 122, 'SHARE_SESSION_NOT_FOUND', True
+
+
+class InvalidShareSessionEpochError(KafkaError):
+    """INVALID_SHARE_SESSION_EPOCH (123), retriable."""
+    code, error_name, retriable = 123, 'INVALID_SHARE_SESSION_EPOCH', True
+
+
+class FencedStateEpochError(KafkaError):
+    """FENCED_STATE_EPOCH (124), not retriable."""
+    code, error_name, retriable = 124, 'FENCED_STATE_EPOCH', False
+
+
+class InvalidVoterKeyError(KafkaError):
+    """INVALID_VOTER_KEY (125), not retriable."""
+    code, error_name, retriable = 125, 'INVALID_VOTER_KEY', False
+
+
+class DuplicateVoterError(KafkaError):
+    """DUPLICATE_VOTER (126), not retriable."""
+    code, error_name, retriable = 126, 'DUPLICATE_VOTER', False
+
+
+class VoterNotFoundError(KafkaError):
+    """VOTER_NOT_FOUND (127), not retriable."""
+    code, error_name, retriable = 127, 'VOTER_NOT_FOUND', False
+
+
+class InvalidRegularExpressionError(KafkaError):
+    """INVALID_REGULAR_EXPRESSION (128), not retriable."""
+    code, error_name, retriable = 128, 'INVALID_REGULAR_EXPRESSION', False
+
+
+class RebootstrapRequiredError(KafkaError):
+    """REBOOTSTRAP_REQUIRED (129), not retriable."""
+    code, error_name, retriable = 129, 'REBOOTSTRAP_REQUIRED', False
+
+
+class StreamsInvalidTopologyError(KafkaError):
+    """STREAMS_INVALID_TOPOLOGY (130), not retriable."""
+    code, error_name, retriable = 130, 'STREAMS_INVALID_TOPOLOGY', False
+
+
+class StreamsInvalidTopologyEpochError(KafkaError):
+    """STREAMS_INVALID_TOPOLOGY_EPOCH (131), not retriable."""
+    code, error_name, retriable = 131, 'STREAMS_INVALID_TOPOLOGY_EPOCH', False
+
+
+class StreamsTopologyFencedError(KafkaError):
+    """STREAMS_TOPOLOGY_FENCED (132), not retriable."""
+    code, error_name, retriable = 132, 'STREAMS_TOPOLOGY_FENCED', False
+
+
+class ShareSessionLimitReachedError(KafkaError):
+    """SHARE_SESSION_LIMIT_REACHED (133), not retriable."""
+    code, error_name, retriable = 133, 'SHARE_SESSION_LIMIT_REACHED', False
 
 
 ERROR_CLASSES: dict[int, type[KafkaError]] = {cls.code: cls for cls in KafkaError.__subclasses__()}

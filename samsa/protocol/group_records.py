@@ -8,7 +8,8 @@ Two kinds of record, told apart by the key's version prefix:
 - offset commit: key v1 ``(group, topic, partition)``, value v3
   ``(offset, leader_epoch, metadata, commit_timestamp)``;
 - group metadata: key v2 ``(group)``, value v3 ``(protocol_type, generation, protocol,
-  leader, state_timestamp, members[...])``.
+  leader, state_timestamp, members[...])``;
+- consumer groups of the new protocol (KIP-848): keys v3 to v8, see :data:`CONSUMER_RECORDS`.
 
 A null value is a tombstone: the offset or the group was deleted. The topic is compacted,
 so the latest record per key is the state.
@@ -19,6 +20,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from typing import TypedDict
+
+from samsa.protocol import codec
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -181,3 +184,44 @@ def parse_group_value(value: bytes) -> GroupRecord:
                                     session_timeout=r.i32(), subscription=r.bytes() or b"",
                                     assignment=r.bytes() or b""))
     return GroupRecord(protocol_type, generation, protocol, leader, state_ts, members)
+
+
+# ---------------------------------------------------------------- consumer groups (KIP-848)
+# Key versions 3 to 8, in Kafka's schemas (schema/messages.json, ``ConsumerGroup*Key``/``Value``):
+# each key is its version then the key struct; each value is version 0 then a flexible struct.
+
+CONSUMER_RECORDS = {
+    3: "ConsumerGroupMetadata",                 # the group epoch
+    4: "ConsumerGroupPartitionMetadata",        # the subscribed topics' ids, names and partition counts
+    5: "ConsumerGroupMemberMetadata",           # a member's subscription and client details
+    6: "ConsumerGroupTargetAssignmentMetadata",  # the assignment epoch
+    7: "ConsumerGroupTargetAssignmentMember",   # a member's target assignment
+    8: "ConsumerGroupCurrentMemberAssignment",  # a member's epoch, state, partitions and pending revocation
+}
+_CONSUMER_KINDS = {name: version for version, name in CONSUMER_RECORDS.items()}
+
+
+def consumer_key(kind: str, group: str, member: str | None = None) -> bytes:
+    """The key of a consumer group record (``kind`` as in :data:`CONSUMER_RECORDS`)."""
+    version = _CONSUMER_KINDS[kind]
+    body = {"group_id": group} if member is None else {"group_id": group, "member_id": member}
+    return _I16.pack(version) + codec.encode_bytes(kind + "Key", version, body)
+
+
+def consumer_value(kind: str, value: dict) -> bytes:
+    return _I16.pack(0) + codec.encode_bytes(kind + "Value", 0, value)
+
+
+def parse_consumer_key(key: bytes) -> tuple[str, str, str | None] | None:
+    """(kind, group, member id or None) for a consumer group record's key, None for another kind."""
+    (version,) = _I16.unpack_from(key, 0)
+    kind = CONSUMER_RECORDS.get(version)
+    if kind is None:
+        return None
+    body, _ = codec.decode(kind + "Key", version, memoryview(key), 2)
+    return kind, body["group_id"], body.get("member_id")
+
+
+def parse_consumer_value(kind: str, value: bytes) -> dict:
+    body, _ = codec.decode(kind + "Value", 0, memoryview(value), 2)
+    return body

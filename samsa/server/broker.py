@@ -347,6 +347,9 @@ class GroupCoordinatorHost:
     def alive_brokers(self) -> list[BrokerInfo]:
         return self._server.alive_brokers()
 
+    def group_configs(self, group_id: str) -> dict[str, str]:
+        return self._server.store.entity_configs(f"groups/{group_id}")
+
     def create_topic(self, name: str, num_partitions: int, replication_factor: int, *,
                      configs: dict[str, str] | None = None) -> TopicInfo:
         return self._server.admin.create_topic(name, num_partitions, replication_factor, configs=configs)

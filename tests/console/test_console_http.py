@@ -61,3 +61,28 @@ def test_bad_input_gives_one_sentence(console):
         assert status == code and sentence in page, (path, status)
     status, page = get(console.url + "/topics", {"name": "bad-partitions", "partitions": "many"})
     assert status == 400 and "The number of partitions must be a whole number, not &#39;many&#39;." in page
+
+
+def test_a_consumer_group_shows_its_type_and_epochs(console_broker):
+    """A consumer group of the KIP-848 protocol: its type, group epoch and its members' epochs and
+    target assignments on the group's page, its type in the list."""
+    from samsa import Admin, Consumer
+    from samsa.client.types import NewTopic
+    topic, group = "kip848-console", "kip848-console-group"
+    with Admin({"bootstrap.servers": console_broker.bootstrap}) as admin:
+        admin.create_topics([NewTopic(topic, 2, 1)])
+    c = ConsoleProcess(console_broker.bootstrap)
+    consumer = Consumer({"bootstrap.servers": console_broker.bootstrap, "group.id": group,
+                         "group.protocol": "consumer"})
+    try:
+        consumer.subscribe([topic])
+        wait_until(lambda: consumer.poll(0.1) == [] and len(consumer.assignment()) == 2, "the assignment")
+        status, page = wait_until(lambda: (r := get(c.url + f"/groups/{group}")) and "Stable" in r[1] and r,
+                                  "the group Stable in the console")
+        assert status == 200 and '<span id="type">Consumer</span> group' in page
+        assert 'class="num member-epoch">' in page and f"{topic}-0, {topic}-1" in page
+        status, page = get(c.url + "/groups")
+        assert status == 200 and "<td>Consumer</td><td>Stable</td>" in page
+    finally:
+        consumer.close()
+        c.stop()

@@ -445,7 +445,7 @@ def test_alter_partition_reassignment_unknown_broker(diff):
 
 def test_describe_transactions_unknown(diff):
     def run(s):
-        from test_diff_records import _txn_setup
+        from test_record_offsets import _txn_setup
         _txn_setup(s, "diff-dt", "diff-dt-id")  # the transaction state topic exists and is loaded
         _coordinator(s, "diff-no-txn", key_type=1)
         return [(t["transactional_id"], t["error_code"]) for t in s.call(

@@ -41,13 +41,23 @@ from broker_process import BrokerProcess, free_port  # noqa: E402,F401  (used by
 from waiting import wait_until  # noqa: F401  (the shared wait; test modules import it from here too)
 
 # Broker settings of the group tests: quick session expiry allowed, no initial delay.
-GROUP_BROKER = {"group.min.session.timeout.ms": 1000, "group.initial.rebalance.delay.ms": 0}
+GROUP_BROKER = {"group.min.session.timeout.ms": 1000, "group.initial.rebalance.delay.ms": 0,
+                # the consumer group protocol (KIP-848): sessions and heartbeats are the broker's
+                "group.consumer.min.session.timeout.ms": 1000, "group.consumer.session.timeout.ms": 3000,
+                "group.consumer.min.heartbeat.interval.ms": 100, "group.consumer.heartbeat.interval.ms": 300,
+                "group.consumer.max.size": 8}
 
 # Consumer settings: short session and heartbeat so that rebalances are quick.
 FAST = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 300, "fetch.wait.max.ms": 100,
         "auto.offset.reset": "earliest", "enable.auto.commit": False, "enable.partition.eof": False,
         "reconnect.backoff.ms": 20, "reconnect.backoff.max.ms": 250, "retry.backoff.ms": 20,
         "retry.backoff.max.ms": 250, "log_level": 2}
+
+
+# Consumer settings with group.protocol=consumer: no session or heartbeat settings (the
+# broker's), no assignment strategy (the broker assigns).
+KIP848 = {"group.protocol": "consumer",
+          **{k: v for k, v in FAST.items() if k not in ("session.timeout.ms", "heartbeat.interval.ms")}}
 
 
 def cconf(**conf) -> dict:
@@ -199,16 +209,17 @@ class Member(threading.Thread):
     synchronously (``commit=True``), log everything. ``stop()`` closes it (LeaveGroup)."""
 
     def __init__(self, bootstrap: str, group: str, topics: list[str], log: EventLog, name: str,
-                 commit: bool = True, **conf):
+                 commit: bool = True, base: dict | None = None, **conf):
         super().__init__(daemon=True, name=name)
-        self.conf = {"bootstrap.servers": bootstrap, "group.id": group, "client.id": name, **FAST,
+        self.conf = {"bootstrap.servers": bootstrap, "group.id": group, "client.id": name, **(base or FAST),
                      **cconf(**conf)}
         self.topics, self.log, self.commit_each = topics, log, commit
         self.assignment: set[tuple[str, int]] = set()
         self.assigns: list[list[tuple[str, int]]] = []   # every on_assign list, as given
         self.revokes: list[list[tuple[str, int]]] = []   # every on_revoke list, as given
         self.not_incremental: list = []   # cooperative on_assign lists naming partitions already owned
-        self.cooperative = "cooperative" in str(self.conf.get("partition.assignment.strategy", ""))
+        self.cooperative = ("cooperative" in str(self.conf.get("partition.assignment.strategy", ""))
+                            or self.conf.get("group.protocol") == "consumer")  # KIP-848 is incremental
         self._halt = threading.Event()
         self.error: BaseException | None = None
         self.closed = threading.Event()
@@ -390,10 +401,10 @@ class ProcMember:
     prints one JSON event per line; a thread collects them."""
 
     def __init__(self, bootstrap: str, group: str, topics: list[str], name: str, conf: dict | None = None,
-                 commit: str = "each"):
+                 commit: str = "each", base: dict | None = None):
         self.name = name
         args = {"bootstrap": bootstrap, "group": group, "topics": topics, "name": name, "commit": commit,
-                "conf": {**FAST, **(conf or {})}}
+                "conf": {**(base or FAST), **(conf or {})}}
         self.proc = subprocess.Popen([sys.executable, str(HERE / "member_proc.py"), json.dumps(args)],
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=ROOT)
         self.events: list[dict] = []

@@ -125,3 +125,21 @@ def test_listener_key_is_checked():
     assert BrokerConfig({"log.dirs": "/tmp/x", "prometheus.listener": "http://:9404"})["prometheus.listener"]
     with pytest.raises(ConfigError, match="prometheus.listener"):
         BrokerConfig({"log.dirs": "/tmp/x", "prometheus.listener": "localhost:9404"})
+
+
+def test_consumer_group_protocol_metrics(metered_broker):
+    """Consumer groups of the KIP-848 protocol, counted per protocol and per state as Kafka 4's
+    group-coordinator-metrics name them."""
+    b = metered_broker
+    topic, group = "kip848-metered", "kip848-metered-group"
+    with Admin({"bootstrap.servers": b.bootstrap}) as admin:
+        admin.create_topics([NewTopic(topic, 2, 1)])
+    with Consumer({"bootstrap.servers": b.bootstrap, "group.id": group, "group.protocol": "consumer",
+                   "auto.offset.reset": "earliest"}) as consumer:
+        consumer.subscribe([topic])
+        wait_until(lambda: consumer.poll(0.1) == [] and len(consumer.assignment()) == 2, "the assignment")
+        m = wait_until(lambda: (s := scrape(b.metrics_url)) and value(
+            s, "kafka_server_group_coordinator_metrics_consumer_group_count", state="stable") >= 1 and s,
+            "a stable consumer group in the metrics")
+    assert value(m, "kafka_server_group_coordinator_metrics_group_count", protocol="consumer") >= 1
+    assert value(m, "kafka_server_group_coordinator_metrics_consumer_group_rebalance_total") >= 1

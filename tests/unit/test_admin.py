@@ -179,7 +179,7 @@ def test_broker_configs(admin, topic):
 
 def test_config_types_validate():
     with pytest.raises(ValueError):
-        ConfigResource("group", "g")
+        ConfigResource("client_metrics", "g")
     with pytest.raises(ValueError):
         AlterConfigOp("x", "1", "replace")
 

@@ -11,7 +11,7 @@ import pytest
 
 from samsa.cluster.metadata import BrokerInfo, PartitionState, TopicInfo
 from samsa.coordinator.groups import GroupCoordinator, GroupState, OffsetCommitEntry, OffsetCommitRequest
-from samsa.coordinator.groups.coordinator import CONFIG_KEYS
+from samsa.coordinator.groups.coordinator import CONFIG_KEYS, GroupCoordinatorHost
 from samsa.coordinator.groups.persistence import GroupLoaded, OffsetLoaded, decode_entry
 from samsa.coordinator.host import CoordinatorHost
 from samsa.protocol import errors, records
@@ -31,7 +31,7 @@ class FakePartition:
 
 
 class FakeHost:
-    """Exactly the members of CoordinatorHost."""
+    """Exactly the members of GroupCoordinatorHost (CoordinatorHost's and group_configs)."""
 
     broker_id = 1
 
@@ -52,6 +52,9 @@ class FakeHost:
 
     def alive_brokers(self) -> list[BrokerInfo]:
         return [BrokerInfo(1, "localhost", 9092)]
+
+    def group_configs(self, group_id: str) -> dict[str, str]:
+        return {}
 
     def create_topic(self, name: str, num_partitions: int, replication_factor: int, *, configs=None) -> TopicInfo:
         topic = TopicInfo(name, b"\0" * 16, {p: PartitionState([1], 1, isr=[1]) for p in range(num_partitions)},
@@ -136,9 +139,9 @@ def _members(protocol: type) -> dict[str, object]:
 
 @pytest.mark.parametrize("host", [FakeHost(), BrokerServer(BrokerConfig({})).groups.host], ids=["fake", "broker"])
 def test_the_host_has_every_member_coordinator_host_names(host):
-    members = _members(CoordinatorHost)
+    members = {**_members(CoordinatorHost), **_members(GroupCoordinatorHost)}
     assert set(members) == {"broker_id", "config", "topics", "partition", "wait_for_high_watermark",
-                            "alive_brokers", "create_topic"}
+                            "alive_brokers", "create_topic", "group_configs"}
     for name, declared in members.items():
         assert hasattr(host, name), name
         if inspect.isfunction(declared):

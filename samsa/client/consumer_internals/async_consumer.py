@@ -26,6 +26,7 @@ from samsa.client.connection import KafkaConnectionError, KafkaTimeoutError
 from samsa.client.consumer_internals.assignors import load_assignors
 from samsa.client.consumer_internals.consumer_metrics import ConsumerMetrics
 from samsa.client.consumer_internals.fetcher import EARLIEST, LATEST, Fetcher, NoOffsetForPartitionError
+from samsa.client.consumer_internals.consumer_protocol import ConsumerProtocolMember
 from samsa.client.consumer_internals.group import EAGER, CommitFailedError, GroupMember
 from samsa.client.consumer_internals.records import ConsumerRecord, OffsetAndMetadata
 from samsa.client.consumer_internals.subscription import IllegalStateError, SubscriptionState
@@ -100,6 +101,12 @@ class AsyncConsumer:
                 raise ConfigError("enable.auto.commit cannot be set to true when default group id (null) is used.")
             if c["group.instance.id"]:
                 raise ConfigError("group.instance.id needs a group.id")
+        if c["group.protocol"] == "consumer":
+            # The broker assigns and times sessions (KIP-848): Java refuses these keys too.
+            for key in ("session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy"):
+                if key in c.originals:
+                    raise ConfigError(f"{key} is not supported when group.protocol=consumer (the broker's "
+                                      f"group.consumer.* settings apply)")
         self.auto_commit = bool(c["enable.auto.commit"] and self.group_id)
         self.auto_commit_interval = c["auto.commit.interval.ms"] / 1000
         self.max_poll_records = c["max.poll.records"]
@@ -129,7 +136,9 @@ class AsyncConsumer:
                                value_deserializer=self.value_deserializer, request_metadata=self.request_metadata,
                                metrics=sensors)
         self.fetcher.data_ready = self._wake  # new data wakes poll()
-        self.group = GroupMember(self) if self.group_id else None
+        self.group: GroupMember | None = None
+        if self.group_id:
+            self.group = (ConsumerProtocolMember if c["group.protocol"] == "consumer" else GroupMember)(self)
         self._invoke = invoke or call_listener
         self._start_task: asyncio.Task | None = None
         self._metadata_task: asyncio.Task | None = None

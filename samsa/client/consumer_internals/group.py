@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 PROTOCOL_TYPE = "consumer"
 _NETWORK = NETWORK_ERRORS
 _COORDINATOR_MOVED = COORDINATOR_MOVED
-_RETRY_LATER = RETRY_LATER
+_RETRY_LATER = RETRY_LATER | {errors.E_STALE_MEMBER_EPOCH}  # a consumer-protocol member's commit while its epoch moves
 
 
 class CommitFailedError(Exception):
@@ -74,6 +74,8 @@ class ConsumerSide(Protocol):
 
 class GroupMember(GroupMembership):
     protocol_type = PROTOCOL_TYPE
+    #: OffsetCommit's highest version for this protocol (v9 carries a member epoch, KIP-848)
+    commit_max_version: int | None = 8
 
     def __init__(self, core: ConsumerSide):
         c = core.config
@@ -226,7 +228,7 @@ class GroupMember(GroupMembership):
                     "group_instance_id": self.instance_id if generation >= 0 else None, "retention_time_ms": -1,
                     "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
             try:
-                resp, _ = await within(self.request(ApiKey.OFFSET_COMMIT, body, max_version=8),
+                resp, _ = await within(self.request(ApiKey.OFFSET_COMMIT, body, max_version=self.commit_max_version),
                                                  max(deadline - loop.time(), 0.001))
             except asyncio.TimeoutError:
                 raise KafkaTimeoutError(f"Timeout of {int(timeout * 1000)}ms expired before successfully "

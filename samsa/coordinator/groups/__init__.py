@@ -6,6 +6,10 @@
 - :mod:`.offsets` — committed offsets in memory: commit, fetch, delete, retention;
 - :mod:`.persistence` — both stored in ``__consumer_offsets``: which partition holds a
   group, writing records, replaying a partition on becoming its leader;
+- :mod:`.modern`, :mod:`.assignors` — the core of the new protocols (KIP-848): group and
+  member epochs, target assignment, reconciliation; the server-side assignors;
+- :mod:`.consumer_groups` — consumer groups on that core: ConsumerGroupHeartbeat, timers,
+  their records in ``__consumer_offsets``;
 - :mod:`.coordinator` — :class:`GroupCoordinator`, the service the request handlers call, on
   the typed requests and results exported here.
 """
@@ -13,10 +17,12 @@
 from samsa.coordinator.groups.coordinator import (GroupCoordinator, GroupDescription, GroupListing,
                                                   MemberDescription, OffsetCommitEntry, OffsetCommitRequest,
                                                   TxnOffsetCommitRequest)
+from samsa.coordinator.groups.consumer_groups import (ConsumerGroupDescription, ConsumerHeartbeat,
+                                                      ConsumerHeartbeatResult)
 from samsa.coordinator.groups.rebalance import (HeartbeatRequest, JoinedMember, JoinRequest, JoinResult,
                                                 LeavingMember, SyncRequest, SyncResult)
 from samsa.coordinator.groups.state import GroupState
 
-__all__ = ["GroupCoordinator", "GroupDescription", "GroupListing", "GroupState", "HeartbeatRequest", "JoinRequest",
+__all__ = ["ConsumerGroupDescription", "ConsumerHeartbeat", "ConsumerHeartbeatResult", "GroupCoordinator", "GroupDescription", "GroupListing", "GroupState", "HeartbeatRequest", "JoinRequest",
            "JoinResult", "JoinedMember", "LeavingMember", "MemberDescription", "OffsetCommitEntry",
            "OffsetCommitRequest", "SyncRequest", "SyncResult", "TxnOffsetCommitRequest"]

@@ -14,16 +14,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from samsa.broker_config import segment_bytes_config
 from samsa.cluster.metadata import BrokerInfo
 from samsa.coordinator.groups import persistence
 from samsa.coordinator.groups.offsets import OffsetStore, TopicPartition
-from samsa.coordinator.groups.persistence import (GroupLoaded, MarkerLoaded, OffsetLoaded, OffsetsTopicWriter,
-                                                  partition_for)
+from samsa.coordinator.groups.consumer_groups import CONFIG_KEYS as CONSUMER_CONFIG_KEYS
+from samsa.coordinator.groups.consumer_groups import (ConsumerGroupDescription, ConsumerGroups,
+                                                      ConsumerHeartbeat, ConsumerHeartbeatResult)
+from samsa.coordinator.groups.persistence import (ConsumerGroupLoaded, GroupLoaded, MarkerLoaded, OffsetLoaded,
+                                                  OffsetsTopicWriter, partition_for)
 from samsa.coordinator.groups.rebalance import CONFIG_KEYS as REBALANCE_CONFIG_KEYS
 from samsa.coordinator.groups.rebalance import (HeartbeatRequest, JoinRequest, JoinResult, LeavingMember, Rebalancer,
                                                 SyncRequest, SyncResult)
@@ -35,8 +39,10 @@ from samsa.protocol.group_records import OFFSETS_TOPIC, OffsetAndMetadata
 
 log = logging.getLogger(__name__)
 
+GROUP_CONFIG_TTL = 5.0  # s: another broker's change of a group config is seen this late at most
+
 #: Every broker config the group coordinator reads, through ``host.config[key]``.
-CONFIG_KEYS = (*REBALANCE_CONFIG_KEYS, "offsets.topic.num.partitions", "offsets.topic.replication.factor",
+CONFIG_KEYS = (*REBALANCE_CONFIG_KEYS, *CONSUMER_CONFIG_KEYS, "offsets.topic.num.partitions", "offsets.topic.replication.factor",
                "offsets.topic.segment.bytes", "offsets.commit.timeout.ms", "offset.metadata.max.bytes",
                "offsets.retention.minutes", "offsets.retention.check.interval.ms")
 
@@ -60,6 +66,7 @@ class OffsetCommitRequest:
     generation_id: int = -1                       # -1: a consumer committing without group management
     member_id: str = ""
     group_instance_id: str | None = None
+    api_version: int | None = None                # OffsetCommit's version (consumer group members need v9+)
 
 
 @dataclass(frozen=True)
@@ -78,7 +85,8 @@ class TxnOffsetCommitRequest:
 class GroupListing:
     group_id: str
     protocol_type: str
-    state: GroupState
+    state: GroupState | str
+    group_type: str = "classic"                   # "classic" or "consumer" (KIP-848)
 
 
 @dataclass(frozen=True)
@@ -99,6 +107,7 @@ class GroupDescription:
     protocol_type: str = ""
     protocol: str = ""                            # the selected protocol, once Stable
     members: list[MemberDescription] = field(default_factory=list)
+    message: str | None = None
 
 
 class _RunningLoop:
@@ -114,12 +123,25 @@ class _RunningLoop:
         return asyncio.get_running_loop().create_future()
 
 
+class GroupCoordinatorHost(CoordinatorHost, Protocol):
+    """What the group coordinator asks of the broker beyond any coordinator's needs."""
+
+    def group_configs(self, group_id: str) -> dict[str, str]:
+        """A group's configs (IncrementalAlterConfigs on a GROUP resource), from the metadata store."""
+        ...
+
+
 class GroupCoordinator:
-    def __init__(self, host: CoordinatorHost):
+    def __init__(self, host: GroupCoordinatorHost):
         self.host = host
         self.rebalancer = Rebalancer(_RunningLoop(), self.cfg, now_ms, self._persist_group)
         self.offsets = OffsetStore()
         self.offsets_topic = OffsetsTopicWriter(host, lambda: self.num_partitions)
+        # Group configs (consumer.session.timeout.ms, ...), read from the metadata store at most
+        # every GROUP_CONFIG_TTL seconds: group id -> (read at, key -> value).
+        self._group_configs: dict[str, tuple[float, dict[str, str]]] = {}
+        self.consumer = ConsumerGroups(_RunningLoop(), self.cfg, lambda: self.host.topics, self._write_later,
+                                       lambda group_id, key: self.group_configs(group_id).get(key))
         self._expiry_task: asyncio.Task | None = None
         self._loaded: list[int] | None = None  # [partitions, records] taken over since the last report
         # Transactional commits awaiting their marker: producer id -> group -> partition -> offset.
@@ -132,10 +154,11 @@ class GroupCoordinator:
     def metrics(self) -> GroupMetrics:
         """A snapshot of the groups and committed offsets for the broker's metrics."""
         offsets = self.offsets
-        return GroupMetrics([g.state.value for g in list(self.groups.values())],
+        return GroupMetrics([g.state.value for g in list(self.groups.values()) if g.group_id not in self.consumer.groups],
                             {gid: {tp: o.offset for tp, o in offsets.committed(gid).items()}
                              for gid in offsets.group_ids()},
-                            self.rebalancer.completed_rebalances)
+                            self.rebalancer.completed_rebalances,
+                            [g.state.value for g in list(self.consumer.groups.values())], self.consumer.rebalances)
 
     # ---------------------------------------------------------------- config
 
@@ -157,6 +180,7 @@ class GroupCoordinator:
         if self._expiry_task:
             self._expiry_task.cancel()
         self.rebalancer.stop()
+        self.consumer.stop()
 
     def on_leader(self, topic: str, index: int) -> None:
         """This broker now leads an offsets partition: load its groups and offsets."""
@@ -166,8 +190,15 @@ class GroupCoordinator:
         count = 0
         latest: dict[str, GroupLoaded] = {}  # a group's last record is the one that counts
         offsets_after: set[str] = set()  # groups with offset records after their last group record
+        consumer: dict[tuple[str, str, str | None], dict] = {}  # consumer group records, latest per key
         for loaded in persistence.read_partition(self.host.partition(topic, index)):
-            if isinstance(loaded, GroupLoaded):
+            if isinstance(loaded, ConsumerGroupLoaded):
+                key = (loaded.kind, loaded.group_id, loaded.member_id)
+                if loaded.value is None:
+                    consumer.pop(key, None)
+                else:
+                    consumer[key] = loaded.value
+            elif isinstance(loaded, GroupLoaded):
                 latest[loaded.group_id] = loaded
                 offsets_after.discard(loaded.group_id)
             else:
@@ -181,6 +212,10 @@ class GroupCoordinator:
                 self.rebalancer.restore(persistence.group_from_record(loaded.group_id, loaded.record))
             elif loaded.group_id in offsets_after:  # deleted, then offsets committed without a group
                 self.groups.setdefault(loaded.group_id, Group(loaded.group_id))
+        self.consumer.load(consumer)
+        for group_id in self.consumer.groups:  # a consumer group replaced an empty classic one
+            if (classic := self.groups.get(group_id)) is not None and not classic.members:
+                self.rebalancer.forget(group_id)
         log.debug("loaded %d records of %s-%d", count, OFFSETS_TOPIC, index)
         self._report_loaded(count)
 
@@ -207,8 +242,10 @@ class GroupCoordinator:
         if topic != OFFSETS_TOPIC:
             return
         n = self.num_partitions
-        for group_id in [g for g in set(self.groups) | set(self.offsets.group_ids()) if partition_for(g, n) == index]:
+        for group_id in [g for g in set(self.groups) | set(self.offsets.group_ids()) | set(self.consumer.groups)
+                         if partition_for(g, n) == index]:
             self.rebalancer.forget(group_id)
+            self.consumer.forget(group_id)
             self.offsets.drop_group(group_id)
         for pid, by_group in list(self.pending_txn.items()):
             for group_id in [g for g in by_group if partition_for(g, n) == index]:
@@ -230,7 +267,8 @@ class GroupCoordinator:
                     (loaded.topic, loaded.partition)] = loaded.offset
             return set()
         self.offsets.load(group_id, (loaded.topic, loaded.partition), loaded.offset)
-        self.groups.setdefault(group_id, Group(group_id))
+        if group_id not in self.consumer.groups:
+            self.groups.setdefault(group_id, Group(group_id))
         return {group_id}
 
     # ---------------------------------------------------------------- routing
@@ -274,6 +312,14 @@ class GroupCoordinator:
 
     # ---------------------------------------------------------------- persistence
 
+    def _write_later(self, group_id: str, entries: list) -> None:
+        """Store records of a change no request waits for (a member's session expired)."""
+        if not entries:
+            return
+        task = asyncio.ensure_future(self.offsets_topic.write(group_id, entries))
+        task.add_done_callback(lambda t: t.cancelled() or t.exception() and log.warning(
+            "could not store consumer group %s: %s", group_id, t.exception()))
+
     def _persist_group(self, group: Group) -> None:
         task = asyncio.ensure_future(self.offsets_topic.write(group.group_id, [persistence.group_entry(group)]))
         task.add_done_callback(lambda t: t.cancelled() or t.exception() and log.warning(
@@ -285,6 +331,15 @@ class GroupCoordinator:
         """The JoinGroup answer now, or a parked one the rebalance sets."""
         if code := self._coordinator_error(req.group_id):
             return JoinResult(code, req.member_id)
+        modern = self.consumer.groups.get(req.group_id)
+        if modern is not None:
+            if modern.members or self.cfg("group.consumer.migration.policy") not in ("downgrade", "bidirectional"):
+                # Kafka lets classic members into a live consumer group (KIP-848's online
+                # migration); Samsa does not yet, and answers as Kafka does with the policy disabled.
+                return JoinResult(errors.E_INCONSISTENT_GROUP_PROTOCOL, req.member_id)
+            # An empty consumer group becomes a classic group (its offsets stay).
+            self.consumer.forget(req.group_id)
+            self._write_later(req.group_id, self.consumer.tombstones(modern))
         return self.rebalancer.join(req)
 
     def sync(self, req: SyncRequest) -> SyncResult | Reply[SyncResult]:
@@ -295,6 +350,69 @@ class GroupCoordinator:
 
     def heartbeat(self, req: HeartbeatRequest) -> int:
         return self._coordinator_error(req.group_id) or self.rebalancer.heartbeat(req)
+
+    # ---------------------------------------------------------------- the consumer group protocol (KIP-848)
+
+    async def consumer_heartbeat(self, req: ConsumerHeartbeat) -> ConsumerHeartbeatResult:
+        """ConsumerGroupHeartbeat: the answer once the records of what changed are stored."""
+        if code := self._coordinator_error(req.group_id):
+            return ConsumerHeartbeatResult(code)
+        entries = []
+        classic = self.groups.get(req.group_id)
+        if classic is not None and req.group_id not in self.consumer.groups:
+            if classic.members or classic.state not in (EMPTY, DEAD):
+                if classic.protocol_type != "consumer":
+                    return ConsumerHeartbeatResult(errors.E_GROUP_ID_NOT_FOUND, (
+                        f"Cannot upgrade classic group {req.group_id} to consumer group because the group does "
+                        f"not use the consumer embedded protocol."))
+                # Kafka converts a live classic group of consumers (online migration); Samsa
+                # converts only empty ones.
+                return ConsumerHeartbeatResult(errors.E_GROUP_ID_NOT_FOUND, (
+                    f"Cannot upgrade classic group {req.group_id} to consumer group because it has members "
+                    f"(Samsa converts only empty classic groups)."))
+            if req.member_epoch != 0:
+                return ConsumerHeartbeatResult(errors.E_UNKNOWN_MEMBER_ID,
+                                               f"Member {req.member_id} is not a member of group {req.group_id}.")
+            if self.cfg("group.consumer.migration.policy") not in ("upgrade", "bidirectional") and classic.protocol_type:
+                return ConsumerHeartbeatResult(errors.E_GROUP_ID_NOT_FOUND,
+                                               f"Group {req.group_id} is not a consumer group.")
+            # An empty classic group becomes a consumer group (its offsets stay).
+            self.rebalancer.forget(req.group_id)
+            if classic.protocol_type:
+                entries.append(persistence.group_tombstone(req.group_id))
+        result, more = self.consumer.heartbeat(req)
+        log.debug("ConsumerGroupHeartbeat %s %s epoch %d names %s regex %r owned %s -> error %d epoch %d assignment %s",
+                 req.group_id, req.member_id, req.member_epoch, req.subscribed_topic_names, req.subscribed_topic_regex,
+                 None if req.owned is None else sum(map(len, req.owned.values())), result.error, result.member_epoch,
+                 None if result.assignment is None else sum(map(len, result.assignment.values())))
+        entries += more
+        if entries:
+            try:
+                await self.offsets_topic.write(req.group_id, entries)
+            except errors.KafkaError as e:
+                return ConsumerHeartbeatResult(errors.E_NOT_COORDINATOR if isinstance(
+                    e, errors.NotLeaderOrFollowerError) else e.code, e.message)
+        return result
+
+    def consumer_describe(self, group_id: str) -> ConsumerGroupDescription:
+        if code := self._coordinator_error(group_id):
+            return ConsumerGroupDescription(group_id, code)
+        if group_id not in self.consumer.groups and group_id in self.groups:
+            return ConsumerGroupDescription(group_id, errors.E_GROUP_ID_NOT_FOUND,
+                                            f"Group {group_id} is not a consumer group.")
+        return self.consumer.describe(group_id)
+
+    def group_configs(self, group_id: str) -> dict[str, str]:
+        """The group's own configs (cached for GROUP_CONFIG_TTL s: heartbeats read them)."""
+        now = time.monotonic()
+        cached = self._group_configs.get(group_id)
+        if cached is None or now - cached[0] > GROUP_CONFIG_TTL:
+            cached = self._group_configs[group_id] = (now, dict(self.host.group_configs(group_id)))
+        return cached[1]
+
+    def group_configs_changed(self, group_id: str) -> None:
+        """This broker altered the group's configs: read them again at the next heartbeat."""
+        self._group_configs.pop(group_id, None)
 
     def leave(self, group_id: str, leaving: list[LeavingMember]) -> tuple[int, list[int]]:
         """(group error, one error per leaving member)."""
@@ -307,8 +425,8 @@ class GroupCoordinator:
     async def commit(self, req: OffsetCommitRequest) -> list[int]:
         """Store the offsets; one error code per entry of ``req.offsets``, in order."""
         group_id = req.group_id
-        error = self._coordinator_error(group_id) or self.rebalancer.check_commit(
-            group_id, req.generation_id, req.member_id, req.group_instance_id)
+        error = self._coordinator_error(group_id) or self._check_commit(
+            group_id, req.generation_id, req.member_id, req.group_instance_id, req.api_version)
         ts = now_ms()
         codes, writes, updates = self._offset_records(group_id, req.offsets, error, ts)
         if writes:
@@ -318,8 +436,15 @@ class GroupCoordinator:
                 codes = [code or e.code for code in codes]
                 updates = []
             self.offsets.commit(group_id, updates)
-            self.groups.setdefault(group_id, Group(group_id, state_timestamp=ts))
+            if group_id not in self.consumer.groups:
+                self.groups.setdefault(group_id, Group(group_id, state_timestamp=ts))
         return codes
+
+    def _check_commit(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
+                      api_version: int | None = None) -> int:
+        if group_id in self.consumer.groups:  # the generation is the member epoch
+            return self.consumer.check_commit(group_id, member_id, generation, api_version)
+        return self.rebalancer.check_commit(group_id, generation, member_id, instance_id)
 
     def _offset_records(self, group_id: str, offsets: list, error: int, ts: int
                         ) -> tuple[list[int], list, list[tuple[TopicPartition, OffsetAndMetadata]]]:
@@ -361,9 +486,9 @@ class GroupCoordinator:
         group_id = req.group_id
         error = self._coordinator_error(group_id)
         if not error and req.generation_id >= 0:
-            error = self.rebalancer.check_commit(group_id, req.generation_id, req.member_id, req.group_instance_id)
+            error = self._check_commit(group_id, req.generation_id, req.member_id, req.group_instance_id)
         if not error and req.generation_id < 0 and req.member_id:
-            error = self.rebalancer.check_commit(group_id, -1, req.member_id, req.group_instance_id)
+            error = self._check_commit(group_id, -1, req.member_id, req.group_instance_id)
         ts = now_ms()
         codes, writes, updates = self._offset_records(group_id, req.offsets, error, ts)
         if writes:
@@ -374,7 +499,8 @@ class GroupCoordinator:
                 return [code or e.code for code in codes]
             pending = self.pending_txn.setdefault(req.producer_id, {}).setdefault(group_id, {})
             pending.update(updates)
-            self.groups.setdefault(group_id, Group(group_id, state_timestamp=ts))
+            if group_id not in self.consumer.groups:
+                self.groups.setdefault(group_id, Group(group_id, state_timestamp=ts))
         return codes
 
     def complete_txn(self, producer_id: int, commit: bool, offsets_partition: int) -> None:
@@ -398,13 +524,21 @@ class GroupCoordinator:
     def list_groups(self, states: list[str] | None) -> list[GroupListing]:
         """The live groups, by id; only those in ``states`` (Kafka's names, any case) if given."""
         wanted = {s.lower() for s in states or []}
-        return [GroupListing(g.group_id, g.protocol_type or "", g.state)
-                for g in sorted(self.groups.values(), key=lambda g: g.group_id)
-                if g.state != DEAD and not (wanted and g.state.value.lower() not in wanted)]
+        out = [GroupListing(g.group_id, g.protocol_type or "", g.state)
+               for g in self.groups.values() if g.group_id not in self.consumer.groups]
+        out += [GroupListing(g.group_id, "consumer", g.state.value, "consumer") for g in self.consumer.groups.values()]
+        return sorted((g for g in out if str(g.state) != DEAD.value and not (wanted and str(g.state).lower() not in wanted)),
+                      key=lambda g: g.group_id)
 
     def describe(self, group_id: str) -> GroupDescription:
         if code := self._coordinator_error(group_id):
             return GroupDescription(group_id, code)
+        if (modern := self.consumer.groups.get(group_id)) is not None:
+            # A consumer group through the classic DescribeGroups: Kafka answers
+            # GROUP_ID_NOT_FOUND ("not a classic group"); the admin client asks
+            # ConsumerGroupDescribe instead.
+            return GroupDescription(group_id, errors.E_GROUP_ID_NOT_FOUND, state=DEAD.value,
+                                    message=f"Group {group_id} is not a classic group.")
         g = self.groups.get(group_id)
         if g is None:
             return GroupDescription(group_id, state=DEAD.value)
@@ -421,6 +555,17 @@ class GroupCoordinator:
         for group_id in group_ids:
             try:
                 self._check_coordinator(group_id)
+                if (modern := self.consumer.groups.get(group_id)) is not None:
+                    if modern.members:
+                        raise errors.NonEmptyGroupError(f"group {group_id} has members")
+                    tombstones = [persistence.offset_entry(group_id, t, p, None)
+                                  for t, p in self.offsets.committed(group_id)]
+                    await self.offsets_topic.write(group_id, tombstones + self.consumer.tombstones(modern))
+                    self.consumer.forget(group_id)
+                    self.offsets.drop_group(group_id)
+                    self.groups.pop(group_id, None)
+                    out.append((group_id, 0))
+                    continue
                 g = self.groups.get(group_id)
                 if g is None:
                     raise errors.GroupIdNotFoundError(f"group {group_id} does not exist")
@@ -442,12 +587,16 @@ class GroupCoordinator:
         not subscribe to (or any offsets of an Empty group) can be deleted."""
         if code := self._coordinator_error(group_id):
             return code, []
+        modern = self.consumer.groups.get(group_id)
         g = self.groups.get(group_id)
-        if g is None:
+        if modern is not None:  # a consumer group (KIP-848): its members' resolved subscriptions
+            subscribed = self.consumer.subscribed_topic_names(group_id)
+        elif g is None:
             return errors.E_GROUP_ID_NOT_FOUND, []
-        if g.state != EMPTY and g.protocol_type != "consumer":
+        elif g.state != EMPTY and g.protocol_type != "consumer":
             return errors.E_NON_EMPTY_GROUP, []  # only a consumer group's subscriptions are known
-        subscribed = g.subscribed_topics() if g.state != EMPTY else set()
+        else:
+            subscribed = g.subscribed_topics() if g.state != EMPTY else set()
         committed = self.offsets.committed(group_id)
         codes = [errors.E_GROUP_SUBSCRIBED_TO_TOPIC if topic in subscribed else 0 for topic, _ in partitions]
         tombstones = [tp for tp, code in zip(partitions, codes) if code == 0 and tp in committed]
@@ -472,6 +621,8 @@ class GroupCoordinator:
         retention = self.cfg("offsets.retention.minutes") * 60_000
         for group_id in self.offsets.group_ids():
             g = self.groups.get(group_id)
+            if (modern := self.consumer.groups.get(group_id)) is not None and modern.members:
+                continue  # a live consumer group keeps its offsets
             expired = self.offsets.expired(group_id, g, now, retention)
             if not expired or self._coordinator_error(group_id):
                 continue
@@ -488,6 +639,8 @@ class GroupCoordinator:
 class GroupMetrics:
     """The group coordinator's state as the broker's metrics show it (GroupMetadataManager)."""
 
-    states: list[str]  # each group's state name
+    states: list[str]  # each classic group's state name
     committed: dict[str, dict[tuple[str, int], int]]  # group -> (topic, partition) -> committed offset
     completed_rebalances: int
+    consumer_states: list[str] = field(default_factory=list)  # each consumer group's (KIP-848) state name
+    consumer_rebalances: int = 0  # target assignments computed for consumer groups

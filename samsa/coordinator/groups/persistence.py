@@ -8,6 +8,7 @@ format itself is :mod:`samsa.protocol.group_records`.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
@@ -15,7 +16,7 @@ from samsa.cluster.partition import Partition
 from samsa.coordinator.groups.state import EMPTY, STABLE, Group, Member
 from samsa.clock import now_ms
 from samsa.coordinator.host import CoordinatorHost
-from samsa.protocol import batch, records
+from samsa.protocol import batch, errors, records
 from samsa.protocol.control import COMMIT, control_type
 from samsa.protocol import group_records as gr
 from samsa.protocol.group_records import OFFSETS_TOPIC, GroupRecord, MemberRecord, OffsetAndMetadata
@@ -100,20 +101,34 @@ class GroupLoaded:
     record: GroupRecord | None              # None: deleted
 
 
-def decode_entry(key: bytes | None, value: bytes | None) -> OffsetLoaded | GroupLoaded | None:
+@dataclass(frozen=True)
+class ConsumerGroupLoaded:
+    """A record of a consumer group of the new protocol (key versions 3 to 8)."""
+    kind: str                               # as in group_records.CONSUMER_RECORDS
+    group_id: str
+    member_id: str | None
+    value: dict | None                      # None: deleted
+
+
+def decode_entry(key: bytes | None, value: bytes | None) -> OffsetLoaded | GroupLoaded | ConsumerGroupLoaded | None:
     """One record of the topic, or None for a key this coordinator does not know."""
     if key is None:
         return None
     try:
+        consumer = gr.parse_consumer_key(key)
+        if consumer is not None:
+            ckind, cgroup, cmember = consumer
+            return ConsumerGroupLoaded(ckind, cgroup, cmember,
+                                       None if value is None else gr.parse_consumer_value(ckind, value))
         kind, group_id, topic, partition = gr.parse_key(key)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, struct.error, errors.KafkaError):
         return None
     if kind == "offset":
         return OffsetLoaded(group_id, topic, partition, None if value is None else gr.parse_offset_value(value))
     return GroupLoaded(group_id, None if value is None else gr.parse_group_value(value))
 
 
-def read_partition(partition: Partition) -> Iterator[OffsetLoaded | GroupLoaded | MarkerLoaded]:
+def read_partition(partition: Partition) -> Iterator[OffsetLoaded | GroupLoaded | ConsumerGroupLoaded | MarkerLoaded]:
     """Every group and offset record and transaction marker of a partition, oldest first."""
     plog = partition.log
     offset = plog.log_start_offset

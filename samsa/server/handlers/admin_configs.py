@@ -1,16 +1,18 @@
-"""DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44) for topics and brokers."""
+"""DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44) for topics, brokers and groups."""
 
 from __future__ import annotations
 
+from samsa.coordinator.groups.group_configs import GROUP_CONFIGS
+from samsa.coordinator.groups.group_configs import validate as validate_group_configs
 from samsa.protocol import errors
 from samsa.broker_config import BROKER_KEYS, BROKER_SYNONYMS, HIDDEN_TOPIC_KEYS, TOPIC_KEYS, format_value
 from samsa.protocol.api_keys import ApiKey
 from samsa.server.handlers import handles
 from samsa.server.handlers.authz import RT, Op, allowed, allowed_cluster
 
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 # ConfigSource
-TOPIC_CONFIG, DYNAMIC_BROKER, DYNAMIC_DEFAULT_BROKER, STATIC_BROKER, DEFAULT = 1, 2, 3, 4, 5
+TOPIC_CONFIG, DYNAMIC_BROKER, DYNAMIC_DEFAULT_BROKER, STATIC_BROKER, DEFAULT, GROUP_CONFIG = 1, 2, 3, 4, 5, 8
 CONFIG_TYPES = {"bool": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list": 7, "password": 9}
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
@@ -24,6 +26,8 @@ def _authorize(ctx, operation: int, rtype: int, rname: str) -> None:
             raise errors.TopicAuthorizationFailedError(f"Not authorized to access topic {rname}")
     elif rtype in (BROKER, BROKER_LOGGER) and not allowed_cluster(ctx, operation):
         raise errors.ClusterAuthorizationFailedError("Not authorized to access the cluster's configs")
+    elif rtype == GROUP and not allowed(ctx, operation, RT.GROUP, rname):
+        raise errors.GroupAuthorizationFailedError(f"Not authorized to access group {rname}")
 
 
 def broker_synonyms(broker, name: str) -> list[dict]:
@@ -93,6 +97,23 @@ def broker_entries(broker, keys: list[str] | None, with_synonyms: bool) -> list[
     return out
 
 
+def group_entries(broker, group: str, keys: list[str] | None, with_synonyms: bool) -> list[dict]:
+    """A group's configs: its own value (GROUP_CONFIG) or the broker's key it overrides."""
+    own = broker.store.entity_configs(f"groups/{group}")
+    out = []
+    for name, (broker_key, _, _) in sorted(GROUP_CONFIGS.items()):
+        if keys is not None and name not in keys:
+            continue
+        synonyms = [{"name": name, "value": own[name], "source": GROUP_CONFIG}] if name in own else []
+        synonyms += broker_synonyms(broker, broker_key)
+        value = own[name] if name in own else broker.config[broker_key]
+        entry = _entry(name, value, BROKER_KEYS[broker_key].type, synonyms, read_only=False)
+        if not with_synonyms:
+            entry["synonyms"] = []
+        out.append(entry)
+    return out
+
+
 def _broker_target(broker, resource_name: str, describe: bool = False) -> int | None:
     """None for the cluster-wide default (empty name); else this broker's id or an error, worded
     as Kafka words it for DescribeConfigs (``describe``) and for the alters."""
@@ -130,6 +151,10 @@ def describe_configs(ctx, req: dict) -> dict:
             elif rtype == BROKER:
                 _broker_target(broker, rname, describe=True)
                 result["configs"] = broker_entries(broker, r["configuration_keys"], synonyms)
+            elif rtype == GROUP:
+                if not rname:
+                    raise errors.InvalidRequestError("Group name must not be empty")
+                result["configs"] = group_entries(broker, rname, r["configuration_keys"], synonyms)
             else:
                 raise errors.InvalidRequestError(f"Unsupported resource type {rtype}")
         except errors.KafkaError as e:
@@ -143,6 +168,11 @@ def _apply(broker, rtype: int, rname: str, new: dict[str, str], validate_only: b
         broker.admin.alter_topic_configs(rname, new, validate_only)
     elif rtype == BROKER:
         broker.admin.alter_broker_configs(_broker_target(broker, rname), new, validate_only)
+    elif rtype == GROUP:
+        validate_group_configs(new, broker.config.__getitem__)
+        if not validate_only:
+            broker.store.put_entity_configs(f"groups/{rname}", new)
+            broker.groups.group_configs_changed(rname)
     else:
         raise errors.InvalidRequestError(f"Unsupported resource type {rtype}")
 
@@ -154,6 +184,10 @@ def _current(broker, rtype: int, rname: str) -> dict[str, str]:
         return dict(broker.metadata.topics[rname].configs)
     if rtype == BROKER:
         return broker.store.broker_configs(_broker_target(broker, rname))
+    if rtype == GROUP:
+        if not rname:
+            raise errors.InvalidRequestError("Group name must not be empty")
+        return broker.store.entity_configs(f"groups/{rname}")
     raise errors.InvalidRequestError(f"Unsupported resource type {rtype}")
 
 
@@ -188,7 +222,12 @@ def _alter(ctx, req: dict, incremental: bool) -> dict:
 
 
 def _incremental(configs: dict[str, str], name: str, op: int, value: str | None, rtype: int) -> None:
-    key = (TOPIC_KEYS[name][1] if name in TOPIC_KEYS else None) if rtype == TOPIC else BROKER_KEYS.get(name)
+    if rtype == GROUP:
+        if name not in GROUP_CONFIGS:
+            raise errors.InvalidConfigError(f"Unknown group config name: {name}")
+        key = BROKER_KEYS[GROUP_CONFIGS[name][0]]
+    else:
+        key = (TOPIC_KEYS[name][1] if name in TOPIC_KEYS else None) if rtype == TOPIC else BROKER_KEYS.get(name)
     if key is None:
         raise errors.InvalidConfigError(f"Unknown topic config name: {name}" if rtype == TOPIC else
                                         f"Unknown config name: {name}")

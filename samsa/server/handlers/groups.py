@@ -1,6 +1,7 @@
 """Consumer group APIs: FindCoordinator (10), JoinGroup (11), Heartbeat (12), LeaveGroup (13),
 SyncGroup (14), DescribeGroups (15), ListGroups (16), OffsetCommit (8), OffsetFetch (9),
-DeleteGroups (42), OffsetDelete (47).
+DeleteGroups (42), OffsetDelete (47); the consumer group protocol (KIP-848):
+ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69).
 
 Each handler turns the request's wire dict into the typed request of
 :mod:`samsa.coordinator.groups`, calls the group coordinator (``ctx.broker.groups``) and
@@ -12,7 +13,7 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from samsa.coordinator.groups import (GroupDescription, HeartbeatRequest, JoinRequest, JoinResult, LeavingMember,
+from samsa.coordinator.groups import (ConsumerHeartbeat, ConsumerHeartbeatResult, GroupDescription, HeartbeatRequest, JoinRequest, JoinResult, LeavingMember,
                                       OffsetCommitEntry, OffsetCommitRequest, SyncRequest, SyncResult)
 from samsa.protocol import errors
 from samsa.protocol.acl import ResourceType, authorized_operations
@@ -156,7 +157,7 @@ async def offset_commit(ctx, req: dict) -> dict:
                for t in req["topics"] for p in t["partitions"]]
     codes = iter(await ctx.broker.groups.commit(OffsetCommitRequest(
         req["group_id"], entries, req.get("generation_id_or_member_epoch", -1), req.get("member_id", ""),
-        req.get("group_instance_id"))))
+        req.get("group_instance_id"), ctx.version)))
     return {"throttle_time_ms": 0, "topics": [
         {"name": t["name"], "partitions": [{"partition_index": p["partition_index"], "error_code": next(codes)}
                                            for p in t["partitions"]]} for t in req["topics"]]}
@@ -220,18 +221,19 @@ def offset_fetch(ctx, req: dict) -> dict:
 @handles(ApiKey.LIST_GROUPS)
 def list_groups(ctx, req: dict) -> dict:
     types = {t.lower() for t in req.get("types_filter") or []}
-    if types and "classic" not in types:  # every group here is a classic group (no KIP-848, no share groups)
-        return {"throttle_time_ms": 0, "error_code": 0, "groups": []}
-    groups = ctx.broker.groups.list_groups(req.get("states_filter"))
+    groups = [g for g in ctx.broker.groups.list_groups(req.get("states_filter"))
+              if not types or g.group_type in types]
     if ctx.broker.authorizer is not None and not quietly_allowed(ctx, Op.DESCRIBE, RT.CLUSTER, CLUSTER_NAME):
         groups = [g for g in groups if quietly_allowed(ctx, Op.DESCRIBE, RT.GROUP, g.group_id)]  # as Kafka filters
     return {"throttle_time_ms": 0, "error_code": 0, "groups": [
-        {"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state.value,
-         "group_type": "classic"} for g in groups]}
+        {"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": str(g.state),
+         "group_type": g.group_type} for g in groups]}
 
 
-def _describe_wire(d: GroupDescription, operations: int) -> dict:
-    out = {"error_code": d.error, "group_id": d.group_id, "group_state": d.state, "protocol_type": d.protocol_type,
+def _describe_wire(d: GroupDescription, operations: int, version: int = 6) -> dict:
+    if version < 6 and d.error == errors.E_GROUP_ID_NOT_FOUND:
+        d = GroupDescription(d.group_id, 0, d.state)  # before v6 Kafka answers a consumer group as Dead, no error
+    out = {"error_code": d.error, "error_message": d.message, "group_id": d.group_id, "group_state": d.state, "protocol_type": d.protocol_type,
            "protocol_data": d.protocol,
            "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
                         "client_id": m.client_id, "client_host": m.client_host, "member_metadata": m.metadata,
@@ -246,7 +248,7 @@ def describe_groups(ctx, req: dict) -> dict:
     requested = req.get("include_authorized_operations", False)
     if ctx.broker.authorizer is None:
         ops = authorized_operations(ResourceType.GROUP, requested)
-        return {"throttle_time_ms": 0, "groups": [_describe_wire(ctx.broker.groups.describe(g), ops)
+        return {"throttle_time_ms": 0, "groups": [_describe_wire(ctx.broker.groups.describe(g), ops, ctx.version)
                                                   for g in req["groups"]]}
     out = []
     for g in req["groups"]:
@@ -256,7 +258,7 @@ def describe_groups(ctx, req: dict) -> dict:
             continue
         ops = operations(ctx, RT.GROUP, g, requested)
         out.append(_describe_wire(ctx.broker.groups.describe(g),
-                                  authorized_operations(ResourceType.GROUP, False) if ops is None else ops))
+                                  authorized_operations(ResourceType.GROUP, False) if ops is None else ops, ctx.version))
     return {"throttle_time_ms": 0, "groups": out}
 
 
@@ -299,3 +301,64 @@ async def offset_delete(ctx, req: dict) -> dict:
         entry["partitions"].append({"partition_index": index, "error_code": code})
     return {"error_code": 0, "throttle_time_ms": 0,
             "topics": [by_name[t["name"]] for t in req["topics"] if t["name"] in by_name]}
+
+
+# ---------------------------------------------------------------- the consumer group protocol (KIP-848)
+
+def _heartbeat_wire(r: ConsumerHeartbeatResult) -> dict:
+    out = {"throttle_time_ms": 0, "error_code": r.error, "error_message": r.message, "member_id": r.member_id,
+           "member_epoch": r.member_epoch, "heartbeat_interval_ms": r.heartbeat_interval_ms, "assignment": None}
+    if r.assignment is not None:
+        out["assignment"] = {"topic_partitions": [{"topic_id": t, "partitions": sorted(ps)}
+                                                  for t, ps in sorted(r.assignment.items())]}
+    return out
+
+
+@handles(ApiKey.CONSUMER_GROUP_HEARTBEAT)
+async def consumer_group_heartbeat(ctx, req: dict) -> dict:
+    if not allowed(ctx, Op.READ, RT.GROUP, req["group_id"]):
+        return _heartbeat_wire(ConsumerHeartbeatResult(errors.E_GROUP_AUTHORIZATION_FAILED))
+    owned = req.get("topic_partitions")
+    result = await ctx.broker.groups.consumer_heartbeat(ConsumerHeartbeat(
+        group_id=req["group_id"], member_id=req["member_id"], member_epoch=req["member_epoch"],
+        instance_id=req.get("instance_id"), rack_id=req.get("rack_id"),
+        rebalance_timeout_ms=req.get("rebalance_timeout_ms", -1),
+        subscribed_topic_names=req.get("subscribed_topic_names"),
+        subscribed_topic_regex=req.get("subscribed_topic_regex"), server_assignor=req.get("server_assignor"),
+        owned=None if owned is None else {tp["topic_id"]: frozenset(tp["partitions"]) for tp in owned
+                                          if tp["partitions"]},
+        client_id=ctx.header.client_id or "", client_host=_client_host(ctx), version=ctx.version))
+    return _heartbeat_wire(result)
+
+
+def _assignment_wire(a: dict, names: dict) -> dict:
+    return {"topic_partitions": [{"topic_id": t, "topic_name": names.get(t, ""), "partitions": sorted(ps)}
+                                 for t, ps in sorted(a.items(), key=lambda kv: names.get(kv[0], ""))]}
+
+
+@handles(ApiKey.CONSUMER_GROUP_DESCRIBE)
+def consumer_group_describe(ctx, req: dict) -> dict:
+    requested = req.get("include_authorized_operations", False)
+    out = []
+    for group_id in req["group_ids"]:
+        if not allowed(ctx, Op.DESCRIBE, RT.GROUP, group_id):
+            out.append({"error_code": errors.E_GROUP_AUTHORIZATION_FAILED, "error_message": None,
+                        "group_id": group_id, "group_state": "", "group_epoch": 0, "assignment_epoch": 0,
+                        "assignor_name": "", "members": []})
+            continue
+        d = ctx.broker.groups.consumer_describe(group_id)
+        ops = (authorized_operations(ResourceType.GROUP, requested) if ctx.broker.authorizer is None
+               else operations(ctx, RT.GROUP, group_id, requested))
+        out.append({
+            "error_code": d.error, "error_message": d.message, "group_id": group_id, "group_state": d.state,
+            "group_epoch": d.group_epoch, "assignment_epoch": d.assignment_epoch, "assignor_name": d.assignor,
+            "members": [{"member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
+                         "member_epoch": m.member_epoch, "client_id": m.client_id, "client_host": m.client_host,
+                         "subscribed_topic_names": m.subscribed_topic_names,
+                         "subscribed_topic_regex": m.subscribed_topic_regex,
+                         "assignment": _assignment_wire(m.assigned, d.topic_names),
+                         "target_assignment": _assignment_wire(target, d.topic_names),
+                         "member_type": 1}  # a member of the consumer protocol (0: classic)
+                        for m, target in d.members],
+            "authorized_operations": -2147483648 if ops is None or d.error else ops})
+    return {"throttle_time_ms": 0, "groups": out}

@@ -178,6 +178,20 @@ class BrokerCollector(Collector):
         yield CounterMetricFamily("kafka_server_group_coordinator_metrics_group_completed_rebalance",
                                   "Rebalances completed (a new generation) by this coordinator",
                                   value=groups.completed_rebalances)
+        # The consumer group protocol (KIP-848), as Kafka 4's group-coordinator-metrics name them.
+        by_protocol = GaugeMetricFamily("kafka_server_group_coordinator_metrics_group_count",
+                                        "Groups this broker coordinates, per protocol", labels=["protocol"])
+        by_protocol.add_metric(["classic"], len(groups.states))
+        by_protocol.add_metric(["consumer"], len(groups.consumer_states))
+        yield by_protocol
+        by_state = GaugeMetricFamily("kafka_server_group_coordinator_metrics_consumer_group_count",
+                                     "Consumer groups (KIP-848) this broker coordinates, per state", labels=["state"])
+        for state in ("Empty", "Assigning", "Reconciling", "Stable", "Dead"):
+            by_state.add_metric([state.lower()], groups.consumer_states.count(state))
+        yield by_state
+        yield CounterMetricFamily("kafka_server_group_coordinator_metrics_consumer_group_rebalance",
+                                  "Target assignments computed for consumer groups (KIP-848)",
+                                  value=groups.consumer_rebalances)
         yield from self._lag(groups.committed, replicas)
 
     @staticmethod

@@ -1,0 +1,120 @@
+"""Server-side assignors of the new group protocols (KIP-848): ``uniform`` and ``range``.
+
+Pure functions from a group's subscriptions to a target assignment, with no I/O and no
+group state: the coordinator (:mod:`.consumer_groups`, and share groups later) calls
+:func:`assign` with each member's subscribed topic ids and the partitions it holds in the
+current target (for stickiness), and the partition counts of the subscribed topics.
+
+- ``uniform`` (Kafka's UniformAssignor): every member gets as close to the same number of
+  partitions as the subscriptions allow, keeping the partitions it has where it can;
+- ``range`` (Kafka's RangeAssignor): for each topic, its subscribers (by member id) get
+  contiguous ranges of its partitions, the first ones one more when they do not divide.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+TopicId = bytes
+#: topic id -> the partitions of that topic (a member's assignment, a target's, a group's)
+Assignment = dict[TopicId, frozenset[int]]
+
+
+@dataclass(frozen=True)
+class MemberSpec:
+    """What an assignor knows of one member."""
+    topics: frozenset[TopicId]                       # the subscribed topics that exist
+    current: Mapping[TopicId, frozenset[int]] = field(default_factory=dict)  # its partitions in the current target
+    rack: str | None = None
+    instance_id: str | None = None
+
+
+Assignor = Callable[[Mapping[str, MemberSpec], Mapping[TopicId, int]], dict[str, Assignment]]
+
+
+def _finish(owned: dict[str, dict[TopicId, set[int]]]) -> dict[str, Assignment]:
+    return {m: {t: frozenset(ps) for t, ps in by_topic.items() if ps} for m, by_topic in owned.items()}
+
+
+def uniform(members: Mapping[str, MemberSpec], partitions: Mapping[TopicId, int]) -> dict[str, Assignment]:
+    """Balanced and sticky: keep what each member holds, give out the rest to the least loaded
+    eligible member, then move partitions from the most to the least loaded until no member
+    has two more than another member that could take one of them."""
+    order = sorted(members)
+    owned: dict[str, dict[TopicId, set[int]]] = {m: {} for m in order}
+    count = {m: 0 for m in order}
+    taken: set[tuple[TopicId, int]] = set()
+    for m in order:
+        spec = members[m]
+        for t, ps in sorted(spec.current.items()):
+            if t not in spec.topics or t not in partitions:
+                continue
+            for p in sorted(ps):
+                if p < partitions[t] and (t, p) not in taken:
+                    taken.add((t, p))
+                    owned[m].setdefault(t, set()).add(p)
+                    count[m] += 1
+    subscribers = {t: [m for m in order if t in members[m].topics] for t in partitions}
+    for t in sorted(partitions):
+        for p in range(partitions[t]):
+            if (t, p) in taken or not subscribers[t]:
+                continue
+            m = min(subscribers[t], key=lambda x: (count[x], x))
+            owned[m].setdefault(t, set()).add(p)
+            count[m] += 1
+            taken.add((t, p))
+    # Balance: a member two above an eligible one gives it a partition, until none is.
+    moved = True
+    while moved:
+        moved = False
+        for donor in sorted(order, key=lambda x: (-count[x], x)):
+            for receiver in sorted(order, key=lambda x: (count[x], x)):
+                if count[receiver] > count[donor] - 2:
+                    break
+                movable = [(t, p) for t in sorted(owned[donor]) if t in members[receiver].topics
+                           for p in sorted(owned[donor][t])]
+                if not movable:
+                    continue
+                t, p = movable[-1]
+                owned[donor][t].discard(p)
+                owned[receiver].setdefault(t, set()).add(p)
+                count[donor] -= 1
+                count[receiver] += 1
+                moved = True
+                break
+            if moved:
+                break
+    return _finish(owned)
+
+
+def range_(members: Mapping[str, MemberSpec], partitions: Mapping[TopicId, int]) -> dict[str, Assignment]:
+    """Per topic: its subscribers in member-id order take contiguous ranges of partitions."""
+    owned: dict[str, dict[TopicId, set[int]]] = {m: {} for m in sorted(members)}
+    for t in sorted(partitions):
+        subs = [m for m in sorted(members) if t in members[m].topics]
+        if not subs:
+            continue
+        n = partitions[t]
+        per, extra = divmod(n, len(subs))
+        start = 0
+        for i, m in enumerate(subs):
+            size = per + (1 if i < extra else 0)
+            if size:
+                owned[m][t] = set(range(start, start + size))
+            start += size
+    return _finish(owned)
+
+
+#: The server-side assignors by the names clients choose them with (``group.remote.assignor``),
+#: and Kafka's class names for them in ``group.consumer.assignors``.
+ASSIGNORS: dict[str, Assignor] = {"uniform": uniform, "range": range_}
+CLASS_NAMES = {"org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+               "org.apache.kafka.coordinator.group.api.assignor.UniformAssignor": "uniform",
+               "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range",
+               "org.apache.kafka.coordinator.group.api.assignor.RangeAssignor": "range"}
+
+
+def assignor_name(configured: str) -> str:
+    """A ``group.consumer.assignors`` entry as an assignor name (a short name or Kafka's class)."""
+    return CLASS_NAMES.get(configured, configured)
