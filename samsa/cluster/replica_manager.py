@@ -25,7 +25,6 @@ from samsa.cluster.partition import Partition
 from samsa.cluster.replica_fetcher import ReplicaFetcherManager
 from samsa.protocol import errors
 from samsa.protocol.batch import BatchHeader
-from samsa.storage.config import LogConfig
 from samsa.storage.log import AppendInfo
 from samsa.storage.manager import LogManager
 from samsa.timeouts import within
@@ -151,7 +150,7 @@ class ReplicaManager:
         """:meth:`apply_topic`, the files of partitions new to this broker made on a worker
         thread first: thousands of partition directories take seconds, and the event loop
         serves every other client meanwhile."""
-        config = LogConfig.from_topic_values(self.cache.effective(topic.configs))
+        config = self.cache.log_config_of(topic.configs)
         missing = [i for i, state in sorted(topic.partitions.items())
                    if self.broker_id in state.replicas and self.logs.get(topic.name, i) is None]
         if missing:

@@ -74,8 +74,8 @@ def collect(broker, req: dict, version: int) -> tuple[list, int, list]:
                      "last_stable_offset": lso, "log_start_offset": plog.log_start_offset,
                      "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}
             if offset < plog.log_start_offset or offset > plog.log_end_offset:
-                entry["error_code"] = errors.E_OFFSET_OUT_OF_RANGE
-                parts.append(entry)
+                # Kafka answers an out-of-range fetch with no watermarks (-1): ListOffsets tells where to go
+                parts.append(_partition_error(index, errors.E_OFFSET_OUT_OF_RANGE))
                 continue
             if rack:
                 preferred = preferred_read_replica(broker, partition, rack, offset)
