@@ -181,6 +181,9 @@ BROKER_KEYS = keys(
     Key("transaction.state.log.segment.bytes", "int", 104857600, at_least(1)),
     Key("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10000, at_least(1)),
     Key("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3600000, at_least(1)),
+    # KIP-890 part 1: a leader asks the coordinator whether a transactional batch's partition is in
+    # the transaction before it appends the first batch of one (Produce below v12).
+    Key("transaction.partition.verification.enable", "bool", True, dynamic=True),
     Key("producer.id.expiration.ms", "int", 86400000, at_least(1), dynamic=True),
     Key("group.initial.rebalance.delay.ms", "int", 3000, at_least(0)),
     Key("group.min.session.timeout.ms", "int", 6000),

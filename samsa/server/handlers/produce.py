@@ -137,7 +137,8 @@ def _check_keys(data, batches, topic: str, index: int) -> None:
 def _verify_then_produce(ctx, req: dict, transactional_id: str | None):
     """KIP-890: a transactional Produce asks the id's coordinator (the verifier) about the
     partitions where the producer has no open transaction yet, then appends."""
-    if transactional_id is not None:
+    if transactional_id is not None and (ctx.version >= 12 or  # v12+: the verification adds the partitions
+                                         ctx.broker.config["transaction.partition.verification.enable"]):
         need, producer = _unverified(ctx.broker, req)
         if need:
             return _verified_produce(ctx, req, transactional_id, producer, need)
