@@ -32,6 +32,22 @@ def at_least(n: int) -> Callable[[Any], str | None]:
     return lambda v: None if v is None or v >= n else f"Value must be at least {n}"
 
 
+def _num(n: float) -> str:
+    return str(int(n)) if float(n).is_integer() else str(n)
+
+
+def between(lo: float, hi: float, *, also: Any = None) -> Callable[[Any], str | None]:
+    """Kafka's Range.between: "at least lo" / "no more than hi"; with ``also`` (a value allowed
+    outside the range, e.g. gzip's -1) Kafka's "between lo and hi or equal to also"."""
+    def check(v: Any) -> str | None:
+        if v is None or lo <= v <= hi or (also is not None and v == also):
+            return None
+        if also is not None:
+            return f"Value must be between {_num(lo)} and {_num(hi)} or equal to {_num(also)}"
+        return f"Value must be at least {_num(lo)}" if v < lo else f"Value must be no more than {_num(hi)}"
+    return check
+
+
 def one_of(*choices: str) -> Callable[[Any], str | None]:
     def check(v: Any) -> str | None:
         values = v if isinstance(v, list) else [v]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from samsa.broker_config import TOPIC_KEYS, BrokerConfig, parse_topic_config
+from samsa.broker_config import TOPIC_KEYS, BrokerConfig, stored_topic_config
 from samsa.cluster.metadata import TopicInfo
 from samsa.storage.config import LogConfig
 
@@ -39,9 +39,17 @@ class MetadataCache:
         return self.effective(overrides)
 
     def effective(self, overrides: dict[str, str]) -> dict[str, Any]:
-        return {name: (parse_topic_config(name, overrides[name]) if name in overrides
+        return {name: (stored_topic_config(name, overrides[name]) if name in overrides
                        else self.config.topic_default(name))
                 for name in TOPIC_KEYS}
 
     def log_config(self, topic: str) -> LogConfig:
-        return LogConfig.from_topic_values(self.topic_config(topic))
+        overrides = self.topics[topic].configs if topic in self.topics else {}
+        return self.log_config_of(overrides)
+
+    def log_config_of(self, overrides: dict[str, str]) -> LogConfig:
+        """The storage config of a topic with these overrides."""
+        values = self.effective(overrides)
+        if values.get("internal.segment.bytes") is not None:  # Kafka 4's test key wins over segment.bytes
+            values["segment.bytes"] = values["internal.segment.bytes"]
+        return LogConfig.from_topic_values(values)

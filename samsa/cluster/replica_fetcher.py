@@ -19,6 +19,7 @@ from typing import Callable
 
 from samsa.broker_config import BrokerConfig
 from samsa.client.connection import BrokerConnection
+from samsa.client.fetch_session import FetchSessionHandler
 from samsa.cluster.metadata import BrokerInfo
 from samsa.cluster.partition import Partition
 from samsa.cluster.inter_broker import inter_broker_security
@@ -59,6 +60,7 @@ class ReplicaFetcher:
         self.followed: dict[tuple[str, int], Followed] = {}
         self._changed = asyncio.Event()
         self._conn: BrokerConnection | None = None
+        self.session = FetchSessionHandler()  # KIP-227: after the first fetch, only what changed
         self._task = asyncio.ensure_future(self._run())
 
     def add(self, partition: Partition) -> None:
@@ -107,6 +109,7 @@ class ReplicaFetcher:
             pass
 
     def _drop_connection(self) -> None:
+        self.session.failed()
         if self._conn is not None:
             self._conn.close()
             self._conn = None
@@ -176,23 +179,25 @@ class ReplicaFetcher:
         if not ready:
             await self._sleep(config["replica.fetch.backoff.ms"] / 1000)
             return
-        topics: dict[str, list[dict]] = {}
+        max_bytes = config["replica.fetch.max.bytes"]
+        wanted = {}
         for f in ready:
             p = f.partition
-            topics.setdefault(p.topic, []).append({
+            wanted[(p.topic, p.index)] = {
                 "partition": p.index, "current_leader_epoch": f.leader_epoch,
                 "fetch_offset": p.log.log_end_offset, "last_fetched_epoch": -1,
-                "log_start_offset": p.log.log_start_offset,
-                "partition_max_bytes": config["replica.fetch.max.bytes"]})
+                "log_start_offset": p.log.log_start_offset, "partition_max_bytes": max_bytes}
         wait_ms = config["replica.fetch.wait.max.ms"]
+        session = self.session
         resp = await conn.request(ApiKey.FETCH, {
             "replica_id": self.broker_id, "max_wait_ms": wait_ms,
             "min_bytes": config["replica.fetch.min.bytes"],
             "max_bytes": config["replica.fetch.response.max.bytes"], "isolation_level": 0,
-            "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-            "forgotten_topics_data": [], "rack_id": config["broker.rack"] or ""},
+            **session.build(wanted), "rack_id": config["broker.rack"] or ""},
             version=FETCH_VERSION, timeout_ms=wait_ms + config["replica.socket.timeout.ms"])
+        if not session.handle_response(resp):
+            log.info("[%s] fetch session: %s; a full fetch next", self.name, errors.error_name(resp["error_code"]))
+            return
         if resp["error_code"]:
             raise errors.error_for(resp["error_code"], f"fetch from broker {self.leader_id} failed")
         asked = {(f.partition.topic, f.partition.index): f for f in ready}
@@ -227,7 +232,10 @@ class ReplicaFetcher:
                     p.log.append_as_follower(chunk, whole)
             if r["log_start_offset"] > p.log.log_start_offset:
                 p.log.delete_records_before(min(r["log_start_offset"], p.log.log_end_offset))
-            p.log.set_high_watermark(min(r["high_watermark"], p.log.log_end_offset))
+            hw = min(r["high_watermark"], p.log.log_end_offset)
+            if data or hw != p.log.high_watermark:
+                p.log.set_high_watermark(hw)
+                p.wake()  # consumers long-polling this follower (KIP-392)
 
     async def _reset_out_of_range(self, conn: BrokerConnection, p: Partition) -> None:
         """Our log end is outside the leader's log: past its end, or below its start."""

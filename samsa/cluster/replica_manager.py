@@ -25,7 +25,6 @@ from samsa.cluster.partition import Partition
 from samsa.cluster.replica_fetcher import ReplicaFetcherManager
 from samsa.protocol import errors
 from samsa.protocol.batch import BatchHeader
-from samsa.storage.config import LogConfig
 from samsa.storage.log import AppendInfo
 from samsa.storage.manager import LogManager
 from samsa.timeouts import within
@@ -123,6 +122,16 @@ class ReplicaManager:
             raise errors.NotLeaderOrFollowerError(f"broker {self.broker_id} is not the leader of {topic}-{index}")
         return p
 
+    def readable_partition(self, topic: str, index: int) -> Partition:
+        """A partition a consumer may read here (KIP-392): led here, or followed here (a
+        follower serves consumers up to its high watermark); else the Kafka error."""
+        p = self.partitions.get((topic, index))
+        if p is None:
+            raise errors.UnknownTopicOrPartitionError(f"{topic}-{index} is not hosted here")
+        if not p.is_leader and (p.state.leader < 0 or self.broker_id not in p.state.replicas):
+            raise errors.NotLeaderOrFollowerError(f"broker {self.broker_id} is not a replica of {topic}-{index}")
+        return p
+
     # ---------------------------------------------------------------- applying cluster state
 
     def apply_topic(self, topic: TopicInfo) -> None:
@@ -141,7 +150,7 @@ class ReplicaManager:
         """:meth:`apply_topic`, the files of partitions new to this broker made on a worker
         thread first: thousands of partition directories take seconds, and the event loop
         serves every other client meanwhile."""
-        config = LogConfig.from_topic_values(self.cache.effective(topic.configs))
+        config = self.cache.log_config_of(topic.configs)
         missing = [i for i, state in sorted(topic.partitions.items())
                    if self.broker_id in state.replicas and self.logs.get(topic.name, i) is None]
         if missing:
@@ -315,9 +324,20 @@ class ReplicaManager:
     async def wait_for_change(partitions: list[Partition], timeout_s: float) -> None:
         """Until the next append, high-watermark or role change of any of ``partitions``
         (a long-poll fetch, a parked acks=all produce); asyncio.TimeoutError after ``timeout_s``."""
+        await ReplicaManager.wait_watched(ReplicaManager.watch_changes(partitions), partitions, timeout_s)
+
+    @staticmethod
+    def watch_changes(partitions: list[Partition]) -> asyncio.Future:
+        """A future resolved by the next change of any of ``partitions``, watching from now on
+        (a handler registers it before it returns its parked part, so no change falls between)."""
         fut = asyncio.get_running_loop().create_future()
         for p in partitions:
             p.watch(fut)
+        return fut
+
+    @staticmethod
+    async def wait_watched(fut: asyncio.Future, partitions: list[Partition], timeout_s: float) -> None:
+        """Wait for ``fut`` of :meth:`watch_changes`; asyncio.TimeoutError after ``timeout_s``."""
         try:
             await within(fut, timeout_s)
         finally:

@@ -99,16 +99,18 @@ class TopicAdmin:
     def _new_topic(self, name: str, num_partitions: int, replication_factor: int,
                    assignments: dict[int, list[int]] | None, configs: dict[str, str] | None) -> TopicInfo:
         """The topic to create, validated as Kafka validates it; nothing written yet."""
-        validate_topic_name(name)
+        validate_topic_name(name, controller=True)
         if name in self.cache.topics:
             raise errors.TopicAlreadyExistsError(f"Topic '{name}' already exists.")
         configs = dict(configs or {})
         validate_topic_configs(configs)
         if assignments:
-            if num_partitions not in (-1, len(assignments)) or replication_factor != -1:
+            if replication_factor != -1:
                 raise errors.InvalidRequestError(
-                    "Both numPartitions or replicationFactor and replicasAssignments were set. "
-                    "Both cannot be used at the same time.")
+                    "A manual partition assignment was specified, but replication factor was not set to -1.")
+            if num_partitions != -1:
+                raise errors.InvalidRequestError(
+                    "A manual partition assignment was specified, but numPartitions was not set to -1.")
             replicas = self._check_assignments(assignments, start=0)
         else:
             if num_partitions == -1:
@@ -126,7 +128,8 @@ class TopicAdmin:
                 raise errors.InvalidReplicationFactorError(
                     f"Unable to replicate the partition {replication_factor} time(s): "
                     f"The target replication factor of {replication_factor} cannot be reached because "
-                    f"only {len(alive)} broker(s) are registered.")
+                    f"only {len(alive)} broker(s) are registered or some brokers have all their log "
+                    "directories cordoned.")
             replicas = self.assign_replicas(num_partitions, replication_factor, start=0)
         topic = TopicInfo(name, new_topic_id(),
                           {p: PartitionState(replicas=r, leader=r[0], isr=list(r)) for p, r in replicas.items()},
@@ -157,7 +160,7 @@ class TopicAdmin:
         if not self.config["delete.topic.enable"]:
             raise errors.TopicDeletionDisabledError("Topic deletion is disabled.")
         if name not in self.cache.topics:
-            raise errors.UnknownTopicOrPartitionError(f"Topic {name} does not exist")
+            raise errors.UnknownTopicOrPartitionError("This server does not host this topic-partition.")
         self.store.delete_topic(name)
         self.replicas.remove_topic(name)
 
@@ -215,16 +218,21 @@ class TopicAdmin:
 
     def _check_assignments(self, assignments: dict[int, list[int]], start: int) -> dict[int, list[int]]:
         alive = {b.id for b in self.alive_brokers()}
-        sizes = {len(r) for r in assignments.values()}
-        if len(sizes) != 1 or 0 in sizes:
+        for r in assignments.values():  # worded as Kafka 4's controller words them
+            if not r:
+                raise errors.InvalidReplicaAssignmentError("The manual partition assignment includes an empty replica list.")
+            twice = next((b for b in sorted(r) if r.count(b) > 1), None)
+            if twice is not None:
+                raise errors.InvalidReplicaAssignmentError(
+                    f"The manual partition assignment includes the broker {twice} more than once.")
+            unknown = next((b for b in r if b not in alive), None)
+            if unknown is not None:
+                raise errors.InvalidReplicaAssignmentError(
+                    f"The manual partition assignment includes broker {unknown}, but no such broker is registered.")
+        if len({len(r) for r in assignments.values()}) != 1:
             raise errors.InvalidReplicaAssignmentError("All partitions should have the same number of replicas")
-        for r in assignments.values():
-            if len(set(r)) != len(r):
-                raise errors.InvalidReplicaAssignmentError(f"Duplicate brokers not allowed in replica assignment: {r}")
-            if not set(r) <= alive:
-                raise errors.InvalidReplicaAssignmentError(f"Unknown broker(s) in replica assignment: {r}")
         if sorted(assignments) != list(range(start, start + len(assignments))):
-            raise errors.InvalidReplicaAssignmentError("Partitions should be a consecutive 0-based integer sequence")
+            raise errors.InvalidReplicaAssignmentError("partitions should be a consecutive 0-based integer sequence")
         return assignments
 
     # ---------------------------------------------------------------- configs
@@ -242,14 +250,18 @@ class TopicAdmin:
         self.replicas.update_log_configs([name])
 
     def alter_broker_configs(self, broker_id: int | None, configs: dict[str, str], validate_only: bool) -> None:
+        # Kafka answers INVALID_REQUEST for a broker key it refuses, naming every static key asked.
+        static = [key for key in configs if key in BROKER_KEYS and not BROKER_KEYS[key].dynamic]
+        if static:
+            raise errors.InvalidRequestError(f"Cannot update these configs dynamically: [{', '.join(static)}]")
         for key, raw in configs.items():
             spec = BROKER_KEYS.get(key)
-            if spec is None or not spec.dynamic:
-                raise errors.InvalidConfigError(f"Cannot update these configs dynamically: {{{key}}}")
+            if spec is None:
+                raise errors.InvalidConfigError(f"Unknown config name: {key}")
             try:
                 parse_value(spec, raw)
             except ConfigError as e:
-                raise errors.InvalidConfigError(str(e)) from None
+                raise errors.InvalidRequestError(str(e)) from None
         if validate_only:
             return
         self.store.put_broker_configs(broker_id, configs)

@@ -32,6 +32,7 @@ from samsa.cluster.topic_admin import TopicAdmin
 from samsa.coordinator.groups import GroupCoordinator
 from samsa.coordinator.transactions import TransactionCoordinator, TransactionVerifier
 from samsa.server.dispatcher import Dispatcher
+from samsa.server.fetch_sessions import FetchSessionCache
 from samsa.server.metrics.counters import BrokerTopicStats
 from samsa.security.acl import AclBinding, Authorizer
 from samsa.security.quotas import ConnectionQuotas, QuotaManager
@@ -64,6 +65,8 @@ class BrokerServer:
         self.admin: TopicAdmin
         self.cluster: LocalCluster | ZooKeeperCluster
         self.dispatcher = Dispatcher(self)
+        self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"],
+                                                config["min.incremental.fetch.session.eviction.ms"])
         self.groups = GroupCoordinator(GroupCoordinatorHost(self))
         self.markers = MarkerSender(self)
         self.txn = TransactionCoordinator(TransactionCoordinatorHost(self))

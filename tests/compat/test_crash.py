@@ -118,7 +118,7 @@ def assert_produce_continues(bootstrap: str, topic: str, ends: dict[int, int]) -
 def test_restart_during_produce_load(crash_broker, topic_name, how, segment_bytes):
     b = start(crash_broker)
     create_topic(b.bootstrap, topic_name, partitions=PARTITIONS,
-                 config={"segment.bytes": str(segment_bytes)} if segment_bytes else None)
+                 config={"internal.segment.bytes": str(segment_bytes)} if segment_bytes else None)
     n = 4000
     load = Load(b.bootstrap, topic_name, n, at=n // 3, action=b.kill if how == "kill" else b.stop)
     load.start()
@@ -137,7 +137,7 @@ def test_restart_during_produce_load(crash_broker, topic_name, how, segment_byte
 
 def test_clean_restart_keeps_everything(crash_broker, topic_name):
     b = start(crash_broker)
-    create_topic(b.bootstrap, topic_name, partitions=PARTITIONS, config={"segment.bytes": "20000"})
+    create_topic(b.bootstrap, topic_name, partitions=PARTITIONS, config={"internal.segment.bytes": "20000"})
     load = Load(b.bootstrap, topic_name, 2000)
     load.start()
     load.finish()

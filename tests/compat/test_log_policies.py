@@ -41,7 +41,7 @@ def _segments(log_dir: str, topic: str) -> list[str]:
 def test_segments_roll_and_time_retention_deletes_old_ones():
     with samsa.embedded.Broker({"log.retention.check.interval.ms": 200}) as b:
         admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
-        admin.create_topics([NewTopic("ret", 1, 1, config={"segment.bytes": "300", "retention.ms": "1500"})])["ret"].result()
+        admin.create_topics([NewTopic("ret", 1, 1, config={"internal.segment.bytes": "300", "retention.ms": "1500"})])["ret"].result()
         _produce(b.bootstrap_servers, "ret", [(None, b"x" * 100) for _ in range(10)])
         names = _segments(b.config.log_dirs[0], "ret")
         assert len(names) > 3 and all(len(n) == len("00000000000000000000.log") for n in names)
@@ -55,7 +55,7 @@ def test_segments_roll_and_time_retention_deletes_old_ones():
 def test_size_retention_keeps_the_newest():
     with samsa.embedded.Broker({"log.retention.check.interval.ms": 200}) as b:
         admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
-        admin.create_topics([NewTopic("size", 1, 1, config={"segment.bytes": "400", "retention.bytes": "800"})])[
+        admin.create_topics([NewTopic("size", 1, 1, config={"internal.segment.bytes": "400", "retention.bytes": "800"})])[
             "size"].result()
         _produce(b.bootstrap_servers, "size", [(None, b"%03d" % i + b"y" * 100) for i in range(20)])
         def trimmed():
@@ -70,7 +70,7 @@ def test_compacted_topic_keeps_the_latest_value_per_key():
     with samsa.embedded.Broker({"log.cleaner.backoff.ms": 200}) as b:
         admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
         admin.create_topics([NewTopic("cmp", 1, 1, config={
-            "cleanup.policy": "compact", "segment.bytes": "300", "min.cleanable.dirty.ratio": "0.01",
+            "cleanup.policy": "compact", "internal.segment.bytes": "300", "min.cleanable.dirty.ratio": "0.01",
             "delete.retention.ms": "100"})])["cmp"].result()
         records = [(b"k%d" % (i % 3), b"v%d" % i) for i in range(12)] + [(b"k0", None)]
         records += [(b"other", b"x")] * 6  # fill segments so the tombstone's segment is closed

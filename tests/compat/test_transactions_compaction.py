@@ -27,7 +27,7 @@ def test_compaction_of_transactions_removes_aborted_records_then_markers(tmp_pat
     b = BrokerProcess(tmp_path, **{"log.cleaner.backoff.ms": 200}).start()
     try:
         create_topic(b.bootstrap, TOPIC, config={
-            "cleanup.policy": "compact", "segment.bytes": "1200", "min.cleanable.dirty.ratio": "0.01",
+            "cleanup.policy": "compact", "internal.segment.bytes": "1200", "min.cleanable.dirty.ratio": "0.01",
             "delete.retention.ms": "200"})
         p = producer(b.bootstrap, transactional_id=f"txn-{uuid.uuid4().hex[:8]}")
         p.init_transactions(WAIT)

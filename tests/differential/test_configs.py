@@ -31,6 +31,7 @@ BROKER_KEYS = [
     "offsets.retention.minutes", "replica.fetch.max.bytes", "socket.request.max.bytes",
     "transaction.max.timeout.ms", "unclean.leader.election.enable", "log.segment.delete.delay.ms",
     "max.connections.per.ip", "num.io.threads", "queued.max.requests", "log.flush.interval.messages",
+    "max.incremental.fetch.session.cache.slots", "replica.selector.class", "broker.rack",
 ]
 
 

@@ -317,7 +317,11 @@ def test_describe_cluster(diff):
 def test_describe_log_dirs(diff):
     def run(s):
         create_topic(s, "diff-logdirs", 2)
-        r = s.call(35, {"topics": [{"topic": "diff-logdirs", "partitions": [0, 1, 5]}]}, 4)
+        # Kafka lists a partition once its log exists, a moment after the leader is known
+        r = wait_until(lambda: (lambda r: r if any(t["name"] == "diff-logdirs" and len(t["partitions"]) == 2
+                                                   for d in r["results"] for t in d["topics"]) else None)(
+            s.call(35, {"topics": [{"topic": "diff-logdirs", "partitions": [0, 1, 5]}]}, 4)),
+            f"the partitions of diff-logdirs in {s.name}'s log dirs", 30)
         return r["error_code"], [(d["error_code"], [(t["name"], sorted((p["partition_index"], p["is_future_key"])
                                                                         for p in t["partitions"]))
                                                      for t in d["topics"]]) for d in r["results"]]
@@ -441,7 +445,7 @@ def test_alter_partition_reassignment_unknown_broker(diff):
 
 def test_describe_transactions_unknown(diff):
     def run(s):
-        from test_records import _txn_setup
+        from test_record_offsets import _txn_setup
         _txn_setup(s, "diff-dt", "diff-dt-id")  # the transaction state topic exists and is loaded
         _coordinator(s, "diff-no-txn", key_type=1)
         return [(t["transactional_id"], t["error_code"]) for t in s.call(

@@ -84,9 +84,11 @@ def _recs(n, start=0, size=10):
 
 @pytest.fixture(scope="module")
 def filled(sides):
-    """A topic with three batches: offsets 0-2 (ts T0..), 3-5, 6-8; timestamps rising by 1 s."""
+    """A topic with three batches: offsets 0-2 (ts T0..), 3-5, 6-8; timestamps rising by 1 s.
+    No retention: T0 is years old, and Kafka's first retention check (30 s after its start)
+    would otherwise delete the batches under the scenarios that read them."""
     for s in sides:
-        create_topic(s, "diff-filled")
+        create_topic(s, "diff-filled", configs={"retention.ms": "-1"})
         for b in range(3):
             assert _produce(s, "diff-filled", _recs(3, 3 * b))[0][1] == 0
     return "diff-filled"

@@ -29,6 +29,7 @@ def _norm(text: str, side) -> str:
     text = re.sub(r"127\.0\.0\.1:\d+", "HOST:PORT", text)
     text = re.sub(r"\b[A-Za-z0-9_-]{22}\b", "<uuid>", text)  # topic and cluster ids
     text = re.sub(r'"logDir":"[^"]*"', '"logDir":"<dir>"', text)
+    text = re.sub(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\]", "[<time>]", text)  # log4j's timestamps
     return "\n".join(line.rstrip() for line in text.strip().splitlines())
 
 

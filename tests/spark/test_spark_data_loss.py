@@ -29,7 +29,7 @@ def test_records_aged_out_before_they_were_read(spark, retaining_broker, tmp_pat
     with Admin({"bootstrap.servers": bs}) as admin:
         # Tiny segments (a 200-byte record never shares one with an older record), kept
         # until retention.ms is set below.
-        topic = create_topic(admin, "aging", 1, segment_bytes="300", retention_ms="-1")
+        topic = create_topic(admin, "aging", 1, internal_segment_bytes="300", retention_ms="-1")
         produce(bs, topic, ({"value": b"r%d" % i, "timestamp": OLD + i} for i in range(10)), batch_each=True)
         first: list = []
         checkpoint = tmp_path / "cp"

@@ -166,7 +166,7 @@ def test_broker_configs(admin, topic):
         assert topic_entry["retention.ms"].value == "7777"
     finally:
         admin.incremental_alter_configs({res: [AlterConfigOp("log.retention.ms", op="delete")]})
-    with pytest.raises(errors.InvalidConfigError, match="auto.create.topics.enable"):
+    with pytest.raises(errors.InvalidRequestError, match=r"dynamically: \[auto.create.topics.enable\]"):  # as Kafka
         admin.incremental_alter_configs({res: [AlterConfigOp("auto.create.topics.enable", "false")]})
     default = ConfigResource("broker", "")
     admin.incremental_alter_configs({default: [AlterConfigOp("log.retention.bytes", "12345")]})

@@ -157,3 +157,24 @@ def test_failed_authentication_delay_is_below_the_idle_timeout():
     assert BrokerConfig({})["connection.failed.authentication.delay.ms"] == 100
     with pytest.raises(ConfigError, match="should always be less than connections.max.idle.ms"):
         BrokerConfig({"connection.failed.authentication.delay.ms": "600000"})
+
+
+@pytest.mark.parametrize("name,raw,message", [
+    ("segment.bytes", "1048575", "Value must be at least 1048576"),
+    ("min.cleanable.dirty.ratio", "1.5", "Value must be no more than 1"),
+    ("min.cleanable.dirty.ratio", "-0.5", "Value must be at least 0"),
+    ("compression.gzip.level", "42", "Value must be between 1 and 9 or equal to -1"),
+    ("compression.zstd.level", "-200000", "Value must be at least -131072"),
+    ("compression.lz4.level", "18", "Value must be no more than 17"),
+])
+def test_topic_config_ranges_as_kafka_4(name, raw, message):
+    with pytest.raises(ConfigError, match=f"Invalid value {raw} for configuration {name}: {message}"):
+        parse_topic_config(name, raw)
+
+
+def test_small_segments_by_the_internal_key_and_stored_values_kept():
+    from samsa.broker_config import stored_topic_config
+    assert parse_topic_config("internal.segment.bytes", "300") == 300  # Kafka 4's key for tests
+    assert parse_topic_config("compression.gzip.level", "-1") == -1
+    # an override an older Samsa stored below today's minimum still loads
+    assert stored_topic_config("segment.bytes", "300") == 300

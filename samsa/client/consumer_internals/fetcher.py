@@ -15,6 +15,7 @@ from collections import defaultdict
 from typing import Any, Callable
 
 from samsa.client.connection import BrokerConnection, KafkaConnectionError, KafkaTimeoutError
+from samsa.client.fetch_session import FetchSessionHandler
 from samsa.client.consumer_internals.consumer_metrics import ConsumerMetrics
 from samsa.client.consumer_internals.records import CompletedFetch, ConsumerRecord, FetchedBatch
 from samsa.client.consumer_internals.subscription import PartitionState, SubscriptionState
@@ -63,6 +64,9 @@ class Fetcher:
         self.request_timeout_ms = c["request.timeout.ms"]
         self.retry_backoff = c["retry.backoff.ms"] / 1000
         self.rack = c["client.rack"] or None
+        # KIP-392: the replica a leader told us to read each partition from, until when
+        self._read_replicas: dict[TopicPartition, tuple[int, float]] = {}
+        self.read_replica_ttl = c["metadata.max.age.ms"] / 1000
         self.key_deserializer = key_deserializer
         self.value_deserializer = value_deserializer
         self.request_metadata = request_metadata
@@ -70,6 +74,7 @@ class Fetcher:
         self._wake = asyncio.Event()
         self._inflight: set[int] = set()
         self._conns: dict[int, BrokerConnection] = {}
+        self._sessions: dict[int, FetchSessionHandler] = {}  # KIP-227, one per broker
         self._tasks: set[asyncio.Task] = set()
         self._rotation = 0
         self._runner: asyncio.Task | None = None
@@ -110,8 +115,11 @@ class Fetcher:
                 s.retry_at = now + self.retry_backoff
                 retry_in = min(retry_in or 1e9, self.retry_backoff)
                 continue
-            if leader not in self._inflight:
-                by_node[leader].append((tp, s))
+            node = self._read_replica(tp, now) if self._read_replicas else None
+            if node is None:
+                node = leader
+            if node not in self._inflight:
+                by_node[node].append((tp, s))
         if need_metadata:
             self.request_metadata()
         for node_id, parts in by_node.items():
@@ -124,6 +132,26 @@ class Fetcher:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         return retry_in
+
+    def _read_replica(self, tp: TopicPartition, now: float) -> int | None:
+        """The follower to read ``tp`` from (a leader's preferred read replica), if still due."""
+        found = self._read_replicas.get(tp)
+        if found is None:
+            return None
+        node, until = found
+        if until <= now or node not in self.cluster.brokers:
+            del self._read_replicas[tp]
+            return None
+        return node
+
+    def _leave_read_replica(self, tp: TopicPartition, node_id: int) -> bool:
+        """Back to the leader after an error from the read replica ``node_id``; whether it was one."""
+        found = self._read_replicas.get(tp)
+        if found is not None and found[0] == node_id:
+            del self._read_replicas[tp]
+            log.debug("Fetch of %s from read replica %s failed: back to the leader", tp, node_id)
+            return True
+        return False
 
     def _leader(self, tp: TopicPartition) -> int | None:
         meta = self.cluster.topics.get(tp.topic)
@@ -148,15 +176,16 @@ class Fetcher:
     async def _fetch(self, node_id: int, sent: list[tuple[TopicPartition, PartitionState, int, int]]) -> None:
         loop = asyncio.get_running_loop()
         try:
-            topics: dict[str, list[dict]] = {}
-            for tp, s, offset, _ in sent:
-                topics.setdefault(tp.topic, []).append({
-                    "partition": tp.partition, "current_leader_epoch": -1, "fetch_offset": offset,
-                    "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": self.partition_max_bytes})
+            wanted = {(tp.topic, tp.partition): {
+                "partition": tp.partition, "current_leader_epoch": -1, "fetch_offset": offset,
+                "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": self.partition_max_bytes}
+                for tp, s, offset, _ in sent}
+            session = self._sessions.get(node_id)
+            if session is None:
+                session = self._sessions[node_id] = FetchSessionHandler()
             body = {"replica_id": -1, "max_wait_ms": self.max_wait_ms, "min_bytes": self.min_bytes,
-                    "max_bytes": self.max_bytes, "isolation_level": self.isolation, "session_id": 0,
-                    "session_epoch": -1, "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-                    "forgotten_topics_data": [], "rack_id": self.rack or ""}
+                    "max_bytes": self.max_bytes, "isolation_level": self.isolation, **session.build(wanted),
+                    "rack_id": self.rack or ""}
             try:
                 conn = await self._connection(node_id)
                 sent_at = loop.time()
@@ -164,23 +193,30 @@ class Fetcher:
                                           timeout_ms=self.request_timeout_ms + self.max_wait_ms)
             except (*_NETWORK, errors.KafkaError, KeyError) as e:
                 log.debug("Fetch from broker %s failed: %s", node_id, e)
-                for _, s, _, _ in sent:
-                    s.retry_at = loop.time() + self.retry_backoff
+                session.failed()
+                for tp, s, _, _ in sent:
+                    if not self._leave_read_replica(tp, node_id):
+                        s.retry_at = loop.time() + self.retry_backoff
                 self.request_metadata()
+                return
+            if not session.handle_response(resp):
+                log.debug("Fetch session with broker %s: %s; a full fetch next",
+                          node_id, errors.error_name(resp["error_code"]))
                 return
             now = loop.time()
             m = self.metrics
             m.fetch.record()
             m.fetch_latency.record((now - sent_at) * 1000)
             m.throttle.record(resp.get("throttle_time_ms", 0))
-            self._handle(resp, {tp: (s, offset, epoch) for tp, s, offset, epoch in sent}, now)
+            self._handle(resp, {tp: (s, offset, epoch) for tp, s, offset, epoch in sent}, now, node_id)
         finally:
             self._inflight.discard(node_id)
             for _, s, _, _ in sent:
                 s.inflight = False
             self._wake.set()
 
-    def _handle(self, resp: dict, sent: dict[TopicPartition, tuple[PartitionState, int, int]], now: float) -> None:
+    def _handle(self, resp: dict, sent: dict[TopicPartition, tuple[PartitionState, int, int]], now: float,
+                node_id: int = -1) -> None:
         top = resp.get("error_code", 0)
         got_data = False
         refresh = False
@@ -196,7 +232,14 @@ class Fetcher:
                 if self.subs.assignment.get(tp) is not s or s.epoch != epoch or s.fetch_offset != offset:
                     continue  # unassigned, or sought elsewhere, since the fetch went out
                 code = top or p["error_code"]
+                if code and self._read_replicas and self._leave_read_replica(tp, node_id):
+                    continue  # the leader answers next (an out-of-range offset too: it decides)
                 if code == 0:
+                    replica = p.get("preferred_read_replica", -1)
+                    if replica >= 0 and replica != node_id:
+                        log.debug("Fetch of %s: reading from replica %s (client.rack %s)", tp, replica, self.rack)
+                        self._read_replicas[tp] = (replica, now + self.read_replica_ttl)
+                        continue
                     s.high_watermark = p["high_watermark"]
                     s.last_stable_offset = p.get("last_stable_offset", -1)
                     s.log_start_offset = p.get("log_start_offset", -1)

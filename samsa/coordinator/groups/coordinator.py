@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from samsa.broker_config import segment_bytes_config
 from samsa.cluster.metadata import BrokerInfo
 from samsa.coordinator.groups import persistence
 from samsa.coordinator.groups.offsets import OffsetStore, TopicPartition
@@ -276,7 +277,7 @@ class GroupCoordinator:
         ensure_internal_topic(self.host, OFFSETS_TOPIC, self.cfg("offsets.topic.num.partitions"),
                               "offsets.topic.replication.factor", {
                                   "cleanup.policy": "compact",
-                                  "segment.bytes": str(self.cfg("offsets.topic.segment.bytes")),
+                                  **segment_bytes_config(self.cfg("offsets.topic.segment.bytes")),
                                   "compression.type": "producer",
                               })
 

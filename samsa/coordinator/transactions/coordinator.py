@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Coroutine
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from samsa.broker_config import segment_bytes_config
 from samsa.clock import now_ms
 from samsa.cluster.metadata import BrokerInfo
 from samsa.coordinator.host import CoordinatorHost, ensure_internal_topic
@@ -172,7 +173,7 @@ class TransactionCoordinator:
                               "transaction.state.log.replication.factor", {
                                   "cleanup.policy": "compact", "compression.type": "producer",
                                   "min.insync.replicas": str(self.cfg("transaction.state.log.min.isr")),
-                                  "segment.bytes": str(self.cfg("transaction.state.log.segment.bytes")),
+                                  **segment_bytes_config(self.cfg("transaction.state.log.segment.bytes")),
                                   "unclean.leader.election.enable": "false"})
 
     def coordinator_for(self, transactional_id: str) -> BrokerInfo:

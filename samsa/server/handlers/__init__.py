@@ -22,6 +22,7 @@ from samsa.protocol import api
 from samsa.protocol.api_keys import ApiKey
 from samsa.security.acl import Authorizer
 from samsa.security.quotas import QuotaManager
+from samsa.server.fetch_sessions import FetchSessionCache
 from samsa.server.metrics.counters import BrokerTopicStats
 from samsa.storage.manager import LogManager
 
@@ -38,6 +39,7 @@ class Services(Protocol):
     admin: TopicAdmin              # create/delete/grow topics, alter configs, producer ids
     cluster: LocalCluster | ZooKeeperCluster  # live brokers, controller, elections, reassignments
     groups: GroupCoordinator
+    fetch_sessions: FetchSessionCache  # incremental fetch sessions (KIP-227)
     stats: BrokerTopicStats | None  # BrokerTopicMetrics, when the broker's metrics are on
     txn: TransactionCoordinator
     verifier: TransactionVerifier  # KIP-890: Produce and TxnOffsetCommit ask it about the transaction

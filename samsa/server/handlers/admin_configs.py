@@ -5,7 +5,7 @@ from __future__ import annotations
 from samsa.coordinator.groups.group_configs import GROUP_CONFIGS
 from samsa.coordinator.groups.group_configs import validate as validate_group_configs
 from samsa.protocol import errors
-from samsa.broker_config import BROKER_KEYS, BROKER_SYNONYMS, TOPIC_KEYS, format_value
+from samsa.broker_config import BROKER_KEYS, BROKER_SYNONYMS, HIDDEN_TOPIC_KEYS, TOPIC_KEYS, format_value
 from samsa.protocol.api_keys import ApiKey
 from samsa.server.handlers import handles
 from samsa.server.handlers.authz import RT, Op, allowed, allowed_cluster
@@ -61,12 +61,17 @@ def _entry(name: str, value, key_type: str, synonyms: list[dict], read_only: boo
             "config_type": CONFIG_TYPES[key_type], "documentation": None}
 
 
-def topic_entries(broker, topic: str, keys: list[str] | None, with_synonyms: bool) -> list[dict]:
-    overrides = broker.metadata.topics[topic].configs
-    effective = broker.metadata.topic_config(topic)
+def topic_entries(broker, topic: str, keys: list[str] | None, with_synonyms: bool,
+                  overrides: dict[str, str] | None = None) -> list[dict]:
+    """The described configs of ``topic``; of a topic not created (validate-only) with ``overrides``."""
+    if overrides is None:
+        overrides = broker.metadata.topics[topic].configs
+        effective = broker.metadata.topic_config(topic)
+    else:
+        effective = broker.metadata.effective(overrides)
     out = []
     for name, (synonym, key) in sorted(TOPIC_KEYS.items()):
-        if keys is not None and name not in keys:
+        if (keys is not None and name not in keys) or name in HIDDEN_TOPIC_KEYS:
             continue
         synonyms = [{"name": name, "value": overrides[name], "source": TOPIC_CONFIG}] if name in overrides else []
         if synonym is not None:
@@ -109,16 +114,19 @@ def group_entries(broker, group: str, keys: list[str] | None, with_synonyms: boo
     return out
 
 
-def _broker_target(broker, resource_name: str) -> int | None:
-    """None for the cluster-wide default (empty name); else this broker's id or an error."""
+def _broker_target(broker, resource_name: str, describe: bool = False) -> int | None:
+    """None for the cluster-wide default (empty name); else this broker's id or an error, worded
+    as Kafka words it for DescribeConfigs (``describe``) and for the alters."""
     if resource_name == "":
         return None
     try:
         target = int(resource_name)
     except ValueError:
-        raise errors.InvalidRequestError(f"Broker id must be an integer, got {resource_name!r}") from None
+        raise errors.InvalidRequestError(f"{'Broker' if describe else 'Node'} id must be an integer, "
+                                         f"but it is: {resource_name}") from None
     if target != broker.broker_id:
-        raise errors.InvalidRequestError(f"Unexpected broker id, expected {broker.broker_id} but received {target}")
+        raise errors.InvalidRequestError(f"Unexpected broker id, expected {broker.broker_id}"
+                                         f"{' or empty string' if describe else ''}, but received {target}")
     return target
 
 
@@ -141,7 +149,7 @@ def describe_configs(ctx, req: dict) -> dict:
                     continue
                 result["configs"] = topic_entries(broker, rname, r["configuration_keys"], synonyms)
             elif rtype == BROKER:
-                _broker_target(broker, rname)
+                _broker_target(broker, rname, describe=True)
                 result["configs"] = broker_entries(broker, r["configuration_keys"], synonyms)
             elif rtype == GROUP:
                 if not rname:
@@ -172,7 +180,7 @@ def _apply(broker, rtype: int, rname: str, new: dict[str, str], validate_only: b
 def _current(broker, rtype: int, rname: str) -> dict[str, str]:
     if rtype == TOPIC:
         if rname not in broker.metadata.topics:
-            raise errors.UnknownTopicOrPartitionError(f"Topic {rname} does not exist")
+            raise errors.UnknownTopicOrPartitionError(f"The topic '{rname}' does not exist.")
         return dict(broker.metadata.topics[rname].configs)
     if rtype == BROKER:
         return broker.store.broker_configs(_broker_target(broker, rname))
@@ -186,11 +194,17 @@ def _current(broker, rtype: int, rname: str) -> dict[str, str]:
 def _alter(ctx, req: dict, incremental: bool) -> dict:
     broker = ctx.broker
     responses = []
+    seen = [(r["resource_type"], r["resource_name"]) for r in req["resources"]]
     for r in req["resources"]:
         rtype, rname = r["resource_type"], r["resource_name"]
         result = {"error_code": 0, "error_message": None, "resource_type": rtype, "resource_name": rname}
         try:
+            if seen.count((rtype, rname)) > 1:
+                raise errors.InvalidRequestError("Each resource must appear at most once.")
             _authorize(ctx, Op.ALTER_CONFIGS, rtype, rname)
+            names = [c["name"] for c in r["configs"]]
+            if len(set(names)) != len(names):
+                raise errors.InvalidRequestError("Error due to duplicate config keys")
             if incremental:
                 new = _current(broker, rtype, rname)
                 for c in r["configs"]:
@@ -199,6 +213,8 @@ def _alter(ctx, req: dict, incremental: bool) -> dict:
                 _current(broker, rtype, rname)
                 new = {c["name"]: c["value"] for c in r["configs"] if c["value"] is not None}
             _apply(broker, rtype, rname, new, req["validate_only"])
+        except errors.UnknownServerError as e:  # Kafka's answer to an unknown operation: no message
+            result.update(error_code=e.code, error_message=None if e.message == e.error_name else e.message)
         except errors.KafkaError as e:
             result.update(error_code=e.code, error_message=e.message)
         responses.append(result)
@@ -232,7 +248,7 @@ def _incremental(configs: dict[str, str], name: str, op: int, value: str | None,
             items = [x for x in items if x not in changes]
         configs[name] = ",".join(items)
     else:
-        raise errors.InvalidRequestError(f"Unknown config operation {op}")
+        raise errors.UnknownServerError()  # as Kafka 4.4 answers an operation it does not know
 
 
 @handles(ApiKey.ALTER_CONFIGS)

@@ -26,19 +26,26 @@ async def create_topics(ctx, req: dict) -> dict:
     except errors.KafkaError as e:
         return {"throttle_time_ms": 0, "topics": [
             {"name": t["name"], "num_partitions": -1, "replication_factor": -1, **_fail(e)} for t in req["topics"]]}
+    names = [t["name"] for t in req["topics"]]
+    duplicated = {n for n in names if names.count(n) > 1}
     for t in req["topics"]:
         name = t["name"]
+        if name in duplicated:
+            continue
         try:
             if name not in authorized:
                 raise errors.TopicAuthorizationFailedError("Authorization failed.")
             if not validate_only:
                 quota.check()
             assignments = {a["partition_index"]: a["broker_ids"] for a in t["assignments"]}
+            if len(assignments) != len(t["assignments"]) and t["num_partitions"] == t["replication_factor"] == -1:
+                seen = [a["partition_index"] for a in t["assignments"]]
+                raise errors.InvalidReplicaAssignmentError("Found multiple manual partition assignments for partition "
+                                                           f"{next(i for i in seen if seen.count(i) > 1)}")
             configs = {c["name"]: c["value"] for c in t["configs"] if c["value"] is not None}
             topic = await broker.admin.create_topic_requested(
                 name, t["num_partitions"], t["replication_factor"], assignments, configs,
                 validate_only=validate_only)
-            created = name in broker.metadata.topics
             if not validate_only:
                 quota.record(len(topic.partitions))
             results.append({
@@ -46,10 +53,13 @@ async def create_topics(ctx, req: dict) -> dict:
                 "num_partitions": len(topic.partitions), "replication_factor": topic.replication_factor,
                 "configs": [{"name": c["name"], "value": c["value"], "read_only": False,
                              "config_source": c["config_source"], "is_sensitive": False}
-                            for c in topic_entries(broker, name, None, False)] if created else None,
+                            for c in topic_entries(broker, name, None, False, topic.configs)],
             })
         except errors.KafkaError as e:
             results.append({"name": name, "num_partitions": -1, "replication_factor": -1, **_fail(e)})
+    # a name twice in one request: Kafka answers it once, after the others
+    results += [{"name": n, "num_partitions": -1, "replication_factor": -1,
+                 **_fail(errors.InvalidRequestError("Duplicate topic name."))} for n in dict.fromkeys(names) if n in duplicated]
     return quota.respond({"throttle_time_ms": 0, "topics": results})
 
 
@@ -103,6 +113,8 @@ async def create_partitions(ctx, req: dict) -> dict:
             if not req["validate_only"]:
                 quota.record(t["count"] - before)
             results.append({"name": t["name"], "error_code": 0, "error_message": None})
+        except errors.UnknownTopicOrPartitionError as e:  # Kafka gives no message here
+            results.append({"name": t["name"], "error_code": e.code, "error_message": None})
         except errors.KafkaError as e:
             results.append({"name": t["name"], **_fail(e)})
     return quota.respond({"throttle_time_ms": 0, "results": results})

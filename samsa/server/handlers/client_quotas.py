@@ -67,6 +67,9 @@ def describe_client_quotas(ctx, req: dict) -> dict:
 
 
 def _path(entity: list[dict]) -> str:
+    unknown = next((e["entity_type"] for e in entity if e["entity_type"] not in (USER, CLIENT, "ip")), None)
+    if unknown is not None:  # as Kafka words it
+        raise errors.InvalidRequestError(f"Unhandled client quota entity type: {unknown}")
     kinds = {e["entity_type"]: e["entity_name"] for e in entity}
     if len(kinds) != len(entity) or not kinds or not set(kinds) <= {USER, CLIENT}:
         raise errors.InvalidRequestError(f"Invalid quota entity {entity}: user and/or client-id, once each")

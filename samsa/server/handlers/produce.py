@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 
 def append_partition(broker, topic: str, index: int, records, acks: int, now: int) -> tuple[dict, object]:
     """Append one partition's records; (response entry, what an acks=all answer waits for, or None)."""
+    partition = None
     try:
         if records is None or len(records) == 0:
             raise errors.InvalidRecordError("empty record set")
@@ -55,9 +56,18 @@ def append_partition(broker, topic: str, index: int, records, acks: int, now: in
     except errors.KafkaError as e:
         if broker.stats is not None:
             broker.stats.produce_failed(topic, len(records) if records is not None else 0)
+        log.debug("produce to %s-%d refused: %s", topic, index, e)
+        # As Kafka: the partition's log start offset, except for the errors it answers with none;
+        # a message only for a record that failed validation (record_errors), null otherwise.
+        start = -1 if partition is None or e.code in _NO_LOG_START else partition.log.log_start_offset
         return {"index": index, "error_code": e.code, "base_offset": -1, "log_append_time_ms": -1,
-                "log_start_offset": -1, "error_message": e.message,
+                "log_start_offset": start, "error_message": e.message if e.code in _WITH_MESSAGE else None,
                 "record_errors": getattr(e, "record_errors", [])}, None
+
+
+_NO_LOG_START = {errors.E_UNKNOWN_TOPIC_OR_PARTITION, errors.E_NOT_LEADER_OR_FOLLOWER, errors.E_MESSAGE_TOO_LARGE,
+                 errors.E_RECORD_LIST_TOO_LARGE, errors.E_CORRUPT_MESSAGE, errors.E_KAFKA_STORAGE_ERROR}
+_WITH_MESSAGE = {errors.E_INVALID_RECORD, errors.E_INVALID_TIMESTAMP}
 
 
 def check_client_batch(data, pos: int, h: batch.BatchHeader) -> None:
@@ -127,7 +137,8 @@ def _check_keys(data, batches, topic: str, index: int) -> None:
 def _verify_then_produce(ctx, req: dict, transactional_id: str | None):
     """KIP-890: a transactional Produce asks the id's coordinator (the verifier) about the
     partitions where the producer has no open transaction yet, then appends."""
-    if transactional_id is not None:
+    if transactional_id is not None and (ctx.version >= 12 or  # v12+: the verification adds the partitions
+                                         ctx.broker.config["transaction.partition.verification.enable"]):
         need, producer = _unverified(ctx.broker, req)
         if need:
             return _verified_produce(ctx, req, transactional_id, producer, need)

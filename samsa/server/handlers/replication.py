@@ -70,6 +70,19 @@ async def elect_leaders(ctx, req: dict) -> dict:
             "replica_election_results": [{"topic": t, "partition_result": ps} for t, ps in by_topic.items()]}
 
 
+def _bad_assignment(target: list[int], alive: set[int]) -> str | None:
+    """What Kafka's controller says of a target replica list it refuses, or None."""
+    if not target:
+        return "The manual partition assignment includes an empty replica list."
+    twice = next((b for b in sorted(target) if target.count(b) > 1), None)
+    if twice is not None:
+        return f"The manual partition assignment includes the broker {twice} more than once."
+    unknown = next((b for b in target if b not in alive), None)
+    if unknown is not None:
+        return f"The manual partition assignment includes broker {unknown}, but no such broker is registered."
+    return None
+
+
 @handles(ApiKey.ALTER_PARTITION_REASSIGNMENTS)
 async def alter_partition_reassignments(ctx, req: dict) -> dict:
     broker = ctx.broker
@@ -84,15 +97,19 @@ async def alter_partition_reassignments(ctx, req: dict) -> dict:
             code, message = 0, None
             info = broker.metadata.topics.get(t["name"])
             target = p["replicas"]
-            if not broker.cluster.replicated:
-                code, message = errors.E_INVALID_REPLICA_ASSIGNMENT, "reassignment needs a cluster (zookeeper.connect)"
-            elif info is None or p["partition_index"] not in info.partitions:
-                code, message = errors.E_UNKNOWN_TOPIC_OR_PARTITION, f"{t['name']}-{p['partition_index']} does not exist"
+            bad = _bad_assignment(target, alive) if target is not None else None
+            if info is None:  # worded as Kafka 4's controller words them
+                code, message = errors.E_UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {t['name']}."
+            elif p["partition_index"] not in info.partitions:
+                code, message = (errors.E_UNKNOWN_TOPIC_OR_PARTITION,
+                                 f"Unable to find partition {t['name']}:{p['partition_index']}.")
             elif target is None and not (info.partitions[p["partition_index"]].adding_replicas
                                          or info.partitions[p["partition_index"]].removing_replicas):
                 code, message = errors.E_NO_REASSIGNMENT_IN_PROGRESS, "no reassignment in progress"
-            elif target is not None and (not target or len(set(target)) != len(target) or not set(target) <= alive):
-                code, message = errors.E_INVALID_REPLICA_ASSIGNMENT, f"invalid or dead replicas in {target}"
+            elif bad is not None:
+                code, message = errors.E_INVALID_REPLICA_ASSIGNMENT, bad
+            elif not broker.cluster.replicated:
+                code, message = errors.E_INVALID_REPLICA_ASSIGNMENT, "reassignment needs a cluster (zookeeper.connect)"
             else:
                 await broker.cluster.reassign(t["name"], p["partition_index"], target)
             parts.append({"partition_index": p["partition_index"], "error_code": code, "error_message": message})

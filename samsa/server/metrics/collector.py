@@ -38,8 +38,8 @@ GROUP_STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "
 class BrokerCollector(Collector):
     """Every family of one broker. ``broker`` is the running BrokerServer, read through the
     snapshots its rooms expose (``replicas.metrics()``, ``groups.metrics()``,
-    ``dispatcher.connection_counts()``, the metadata cache); ``topics``, ``requests`` and
-    ``loop_busy`` the counters its request paths add to."""
+    ``dispatcher.connection_counts()``, ``fetch_sessions.metrics()``, the metadata cache);
+    ``topics``, ``requests`` and ``loop_busy`` the counters its request paths add to."""
 
     def __init__(self, broker: Any, topics: BrokerTopicStats, requests: RequestTimes, loop_busy: LoopBusy):
         self.broker = broker
@@ -58,6 +58,7 @@ class BrokerCollector(Collector):
         yield from self._logs(replicas)
         yield from self._groups(replicas)
         yield from self._network()
+        yield from self._fetch_sessions()
 
     # ---------------------------------------------------------------- BrokerTopicMetrics
 
@@ -214,6 +215,18 @@ class BrokerCollector(Collector):
         yield current
 
     # ---------------------------------------------------------------- network
+
+    def _fetch_sessions(self) -> Iterator[Metric]:
+        cache = self.broker.fetch_sessions.metrics()
+        prefix = "kafka_server_fetchsessioncache_"
+        yield GaugeMetricFamily(prefix + "numincrementalfetchsessions", "Incremental fetch sessions cached "
+                                "(FetchSessionCache NumIncrementalFetchSessions)", value=cache.sessions)
+        yield GaugeMetricFamily(prefix + "numincrementalfetchpartitionscached", "Partitions in the cached fetch "
+                                "sessions (NumIncrementalFetchPartitionsCached)", value=cache.partitions)
+        evictions = CounterMetricFamily(prefix + "incrementalfetchsessionevictions", "Fetch sessions evicted "
+                                        "for new ones (IncrementalFetchSessionEvictionsPerSec)")
+        evictions.add_metric([], cache.evictions)
+        yield evictions
 
     def _network(self) -> Iterator[Metric]:
         per_listener = {name: 0 for name, _, _ in self.broker.bound}
