@@ -267,7 +267,8 @@ class Sender:
             if code in (0, errors.E_DUPLICATE_SEQUENCE_NUMBER):
                 self._complete(b, p["base_offset"], p.get("log_append_time_ms", -1), None)  # type: ignore[index]
             else:
-                error = errors.error_for(code, p.get("error_message") or "") if p else errors.UnknownServerError()
+                error = errors.error_for(code, p.get("error_message") or _explain(code, b)) if p else \
+                    errors.UnknownServerError()
                 self._retry_or_fail(b, error, refresh=code in _REFRESH)
 
     def _retry_or_fail(self, b: ProducerBatch, error: errors.KafkaError, refresh: bool) -> None:
@@ -360,3 +361,12 @@ def _set_result(waiter: asyncio.Future) -> None:
 
 def _as_kafka_error(e: BaseException) -> errors.KafkaError:
     return e if isinstance(e, errors.KafkaError) else KafkaConnectionError(str(e))
+
+
+def _explain(code: int, b: ProducerBatch) -> str:
+    """What a refused batch's error means when the broker sent no message (Kafka sends none for
+    most Produce errors)."""
+    if code == errors.E_MESSAGE_TOO_LARGE:
+        return (f"the batch of {b.size} bytes for {b.topic}-{b.partition} is larger than the broker accepts "
+                f"(the topic's max.message.bytes)")
+    return ""
