@@ -4,7 +4,7 @@
     samsa pipeline generate payments --rate 1000     # in another terminal: 1,000 transactions a second
 
 ``run`` starts a local Spark (``--master``, local[2] by default) with the ``samsa``
-source and sink, creates the pipeline's topics if needed, and runs its streaming queries
+source and sink (``--source kafka``: Spark's own Kafka connector reads the topics), creates the pipeline's topics if needed, and runs its streaming queries
 until stopped (Ctrl-C), or with ``--available-now`` until they have read what is there.
 Checkpoints, the warehouse (Parquet) and the embedded broker's data go under
 ``--state-dir``, so a pipeline run again resumes where it stopped.
@@ -67,6 +67,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="activity: the events are Confluent Avro (subject activity-events-value), decoded with "
                      "this Schema Registry")
     run.add_argument("--master", default="local[2]", help="Spark master (default: local[2])")
+    run.add_argument("--source", choices=("samsa", "kafka"), default="samsa",
+                     help="the connector that reads the topics: samsa (Python, needs nothing more) or kafka "
+                     "(Spark's spark-sql-kafka-0-10 jar, fetched through spark.jars.packages); decisions and "
+                     "counts are written exactly once by samsa's sink either way (default: samsa)")
+    run.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                     help="a Spark setting, e.g. spark.jars.packages=... or spark.executor.memory=512m")
     run.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                      help="more options of the samsa source and sink, e.g. kafka.request.timeout.ms=5000")
     gen = sub.add_parser("generate", help="feed a pipeline generated events with Samsa's producer",
@@ -94,12 +100,12 @@ def _require_spark() -> None:
                          "pip install -e '.[spark]' (./test installs it)") from None
 
 
-def _options(pairs: list[str]) -> dict[str, str]:
+def _options(pairs: list[str], flag: str = "--option") -> dict[str, str]:
     out = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise UsageError(f"--option wants KEY=VALUE, got '{pair}'")
+            raise UsageError(f"{flag} wants KEY=VALUE, got '{pair}'")
         out[key.strip()] = value.strip()
     return out
 
@@ -113,11 +119,15 @@ def _run(opts: argparse.Namespace) -> int:
                          postgres=opts.postgres, background_trigger_ms=opts.background_trigger_ms,
                          value_format="avro" if opts.schema_registry_url else "json",
                          schema_registry_url=opts.schema_registry_url,
-                         urgent=getattr(importlib.import_module(PIPELINES[opts.pipeline]), "URGENT", frozenset()))
+                         urgent=getattr(importlib.import_module(PIPELINES[opts.pipeline]), "URGENT", frozenset()),
+                         source=opts.source)
+    conf = _options(opts.conf, "--conf")
     if opts.postgres and opts.pipeline != "payments":
         raise UsageError("--postgres is an option of the payments pipeline")
     if opts.schema_registry_url and opts.pipeline != "activity":
         raise UsageError("--schema-registry-url is an option of the activity pipeline")
+    if opts.schema_registry_url and opts.source != "samsa":
+        raise UsageError("--schema-registry-url needs --source samsa (it decodes each record's Avro schema)")
     broker = None
     if opts.embedded:
         from samsa.embedded import Broker
@@ -133,8 +143,11 @@ def _run(opts: argparse.Namespace) -> int:
     try:
         import samsa.spark
         module: Any = importlib.import_module(PIPELINES[opts.pipeline])
-        spark = samsa.spark.local_session(f"samsa-pipeline-{opts.pipeline}", master=opts.master, **module.SPARK_CONF)
-        print(f"Pipeline {opts.pipeline}: reading {INPUTS[opts.pipeline]} at {cfg.bootstrap_servers}, "
+        from samsa.pipelines.common import connector_conf
+        settings = {**module.SPARK_CONF, **connector_conf(opts.source), **conf}
+        spark = samsa.spark.local_session(f"samsa-pipeline-{opts.pipeline}", master=opts.master, **settings)
+        print(f"Pipeline {opts.pipeline}: reading {INPUTS[opts.pipeline]} at {cfg.bootstrap_servers} "
+              f"with the {opts.source} source, "
               f"state in {cfg.state_dir}", flush=True)
         from samsa.pipelines.common import stop_queries
         for sig in (signal.SIGTERM, signal.SIGINT):  # stop the queries cleanly, not mid-call into the JVM

@@ -1,7 +1,8 @@
 """What the pipelines share: their settings, topics, JSON validation with a dead-letter topic,
 and starting their streaming queries.
 
-Every pipeline reads JSON events from a Samsa topic with the ``samsa`` source. An event
+Every pipeline reads JSON events from a Samsa topic with the ``samsa`` source, or with Spark's own
+Kafka connector (``source="kafka"``, the jar ``KAFKA_PACKAGE`` through ``spark.jars.packages``). An event
 that is not valid (not JSON, not an object, a field missing or of the wrong type) goes to
 the pipeline's dead-letter topic with the reason and where it came from; it never stops
 the pipeline.
@@ -24,6 +25,21 @@ from samsa.client.types import NewTopic
 from samsa.protocol import errors
 
 log = logging.getLogger("samsa.pipelines")
+
+SOURCES = ("samsa", "kafka")  # the connectors a pipeline reads with (and writes its at-least-once topics with)
+# Spark's Kafka connector for PySpark 4.3.0: 4.3.0 is not on Maven Central (its newest release there is
+# 4.2.0), and 4.2.0's jar runs on Spark 4.3.0. The excluded jars are PySpark's own already (Ivy finds
+# only their poms in a local ~/.m2 that Maven filled, and fails the session).
+KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"
+KAFKA_EXCLUDES = ("at.yawk.lz4:lz4-java,org.xerial.snappy:snappy-java,org.apache.hadoop:hadoop-client-api,"
+                  "org.apache.hadoop:hadoop-client-runtime,org.slf4j:slf4j-api")
+
+
+def connector_conf(source: str) -> dict[str, str]:
+    """The session settings a source needs: Spark's Kafka connector is a jar Spark fetches with Ivy."""
+    if source not in SOURCES:
+        raise ValueError(f"unknown source '{source}' (choose from {', '.join(SOURCES)})")
+    return {"spark.jars.packages": KAFKA_PACKAGE, "spark.jars.excludes": KAFKA_EXCLUDES} if source == "kafka" else {}
 
 
 @dataclass
@@ -49,6 +65,7 @@ class PipelineConfig:
     reader: Callable[[SparkSession, "PipelineConfig", str], DataFrame] | None = None
     stop: threading.Event = field(default_factory=threading.Event)  # set by stop_queries()
     progress_s: float = 5.0  # how often run_queries prints a line per running query (0: never)
+    source: str = "samsa"  # "kafka": Spark's own Kafka connector reads the topics (connector_conf)
 
     def checkpoint(self, query: str) -> str:
         return str(self.state_dir / "checkpoints" / query)
@@ -75,7 +92,7 @@ def read_topic(spark: SparkSession, cfg: PipelineConfig, topic: str, starting: s
     ``events``: the pipeline's input, in Avro when ``cfg.value_format`` says so."""
     if cfg.reader is not None:
         return cfg.reader(spark, cfg, topic)
-    reader = (spark.readStream.format("samsa").option("kafka.bootstrap.servers", cfg.bootstrap_servers)
+    reader = (spark.readStream.format(cfg.source).option("kafka.bootstrap.servers", cfg.bootstrap_servers)
               .option("subscribe", topic).option("startingOffsets", starting)
               .option("kafka.isolation.level", isolation))
     if cfg.max_offsets_per_trigger:
@@ -83,6 +100,8 @@ def read_topic(spark: SparkSession, cfg: PipelineConfig, topic: str, starting: s
     for k, v in cfg.options.items():
         reader = reader.option(k, v)
     if events and cfg.value_format == "avro":
+        if cfg.source != "samsa":
+            raise ValueError("Avro events (a Schema Registry) need the samsa source")
         reader = reader.option("valueFormat", "avro").option("schema.registry.url", cfg.schema_registry_url or "")
     return reader.load()
 
@@ -199,8 +218,10 @@ def stop_queries(spark: SparkSession, cfg: PipelineConfig) -> None:
     threading.Thread(target=stop_all, name="stop-pipeline", daemon=True).start()
 
 
-def with_options(writer: DataStreamWriter, cfg: PipelineConfig, topic: str) -> DataStreamWriter:
-    writer = writer.format("samsa").option("kafka.bootstrap.servers", cfg.bootstrap_servers).option("topic", topic)
+def with_options(writer: DataStreamWriter, cfg: PipelineConfig, topic: str,
+                 connector: str | None = None) -> DataStreamWriter:
+    """A sink to ``topic`` with the pipeline's connector (at least once), or ``connector``."""
+    writer = writer.format(connector or cfg.source).option("kafka.bootstrap.servers", cfg.bootstrap_servers).option("topic", topic)
     for k, v in cfg.options.items():
         writer = writer.option(k, v)
     return writer

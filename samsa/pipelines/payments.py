@@ -160,7 +160,9 @@ def queries(spark: SparkSession, cfg: PipelineConfig) -> list[tuple[str, Query]]
 
     def decide() -> object:
         out = decision_records(decisions(transactions(validated()))).writeStream.outputMode("append")
-        return with_options(out, cfg, DECISIONS).option("exactlyOnce", "true")
+        # Spark's Kafka sink writes at least once: the decisions go through the samsa sink's
+        # transactions whichever connector reads the transactions.
+        return with_options(out, cfg, DECISIONS, connector="samsa").option("exactlyOnce", "true")
 
     def joined() -> DataFrame:
         return archive(transactions(validated()),

@@ -13,12 +13,15 @@ import pytest
 import samsa.spark
 from samsa.client.admin import Admin
 from samsa.embedded import Broker
+from samsa.pipelines.common import connector_conf
 
 
 @pytest.fixture(scope="package")
 def spark():
     # Worker Python processes inherit this; the venv's python has pyarrow and samsa.
-    session = samsa.spark.local_session("samsa-tests", **{"spark.sql.shuffle.partitions": "2"})
+    # With Spark's own Kafka connector too (format "kafka"), from ~/.m2 or Maven Central through Ivy.
+    session = samsa.spark.local_session("samsa-tests", **{"spark.sql.shuffle.partitions": "2",
+                                                          **connector_conf("kafka")})
     yield session
     session.stop()
     _shut_down_jvm()

@@ -10,6 +10,8 @@ import random
 from collections import Counter
 from datetime import datetime, timezone
 
+import pytest
+
 from samsa.client.producer import Producer
 from samsa.pipelines import activity
 from samsa.pipelines.common import PipelineConfig, ensure_topics
@@ -36,9 +38,11 @@ def ms(iso: str) -> int:
     return int(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000)
 
 
-def test_activity_counts_and_dead_letters(spark, broker, tmp_path):
-    bs = broker.bootstrap_servers
-    cfg = PipelineConfig(bootstrap_servers=bs, state_dir=tmp_path, available_now=True, max_offsets_per_trigger=800)
+@pytest.mark.parametrize("source", ["samsa", "kafka"])  # kafka: Spark's own connector reads Samsa
+def test_activity_counts_and_dead_letters(spark, fresh_broker, tmp_path, source):
+    bs = fresh_broker.bootstrap_servers
+    cfg = PipelineConfig(bootstrap_servers=bs, state_dir=tmp_path, available_now=True, max_offsets_per_trigger=800,
+                         source=source)
     ensure_topics(cfg, [activity.EVENTS, activity.DEAD_LETTERS, activity.COUNTS])
     # 1,600 events 300 ms apart (8 minutes), each up to 20 s late: out of order, within the watermark.
     rng = random.Random(7)

@@ -17,6 +17,7 @@ from collections import defaultdict
 from datetime import datetime
 
 import psycopg
+import pytest
 
 from samsa.client.admin import Admin
 from samsa.client.producer import Producer
@@ -92,10 +93,11 @@ def check_archive(spark, cfg: PipelineConfig, decided: dict) -> None:
         assert r.decided_at is not None and r.latency_ms is not None
 
 
-def test_payment_decisions_dead_letters_and_archives(spark, fresh_broker, postgres, tmp_path):
+@pytest.mark.parametrize("source", ["samsa", "kafka"])  # kafka: Spark's own connector, read_committed included
+def test_payment_decisions_dead_letters_and_archives(spark, fresh_broker, postgres, tmp_path, source):
     bs = fresh_broker.bootstrap_servers
     cfg = PipelineConfig(bootstrap_servers=bs, state_dir=tmp_path, available_now=True, max_offsets_per_trigger=400,
-                         postgres=postgres.dsn)
+                         postgres=postgres.dsn, source=source)
     ensure_topics(cfg, [payments.PAYMENTS, payments.DEAD_LETTERS, payments.DECISIONS])
     clock = itertools.count(int(time.time() * 1000) - 600_000, 97).__next__  # 97 ms apart, never the same time
     good = [v for _, v in itertools.islice(payments.generate(seed=11, clock=clock, cards=120, malformed=0), 700)]

@@ -28,6 +28,12 @@ def test_help_lists_the_pipelines_and_bad_usage_is_one_line():
         "samsa pipeline: argument pipeline: invalid choice: 'billing' (choose from 'activity', 'payments')"]
     pg = samsa("pipeline", "run", "activity", "--postgres", "host=x")
     assert pg.returncode == 1 and pg.stderr.strip() == "samsa pipeline: --postgres is an option of the payments pipeline"
+    conf = samsa("pipeline", "run", "activity", "--conf", "spark.executor.memory")
+    assert conf.returncode == 1 and conf.stderr.strip() == \
+        "samsa pipeline: --conf wants KEY=VALUE, got 'spark.executor.memory'"
+    source = samsa("pipeline", "run", "activity", "--source", "jdbc")
+    assert source.returncode == 1 and source.stderr.strip().splitlines() == [
+        "samsa pipeline: argument --source: invalid choice: 'jdbc' (choose from 'samsa', 'kafka')"]
     assert "\n  pipeline " in samsa("--help").stdout  # listed among the tools
 
 
