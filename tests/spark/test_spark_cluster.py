@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -34,6 +35,11 @@ from waiting import wait_until
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "cluster"))
 from cluster_harness import Cluster  # noqa: E402
+
+# Three to six minutes of JVMs on two cores: outside ./test's 20-minute budget, run on demand
+# (SAMSA_SPARK_CLUSTER=1 ./test tests/spark/test_spark_cluster.py). Issue 25 stays open on it.
+pytestmark = pytest.mark.skipif(os.environ.get("SAMSA_SPARK_CLUSTER") != "1",
+                                reason="the Spark standalone cluster run takes minutes: SAMSA_SPARK_CLUSTER=1 runs it")
 
 # The transaction coordinators' log replicated too, so the exactly-once sink outlives a broker.
 TXN = {"transaction.state.log.replication.factor": 3, "transaction.state.log.min.isr": 2,
