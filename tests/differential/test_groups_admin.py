@@ -381,7 +381,9 @@ def test_scram_upsert_then_describe(diff):
     def run(s):
         a = s.call(51, {"deletions": [], "upsertions": [{"name": "diff-scram", "mechanism": 2, "iterations": 8192,
                                                          "salt": b"s" * 16, "salted_password": b"p" * 64}]}, 0)
-        d = s.call(50, {"users": [{"name": "diff-scram"}]}, 0)
+        # The credential reaches the broker's cache asynchronously (Kafka: a metadata record): wait for it.
+        d = wait_until(lambda: (lambda r: r if r["results"] and r["results"][0]["credential_infos"] else None)(
+            s.call(50, {"users": [{"name": "diff-scram"}]}, 0)), "the credential visible", 30)
         return ([(x["user"], x["error_code"]) for x in a["results"]],
                 [(x["user"], x["error_code"], x["credential_infos"]) for x in d["results"]])
     diff(run)
