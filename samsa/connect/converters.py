@@ -311,33 +311,44 @@ class _RegistryConverter(Converter):
         self._serializers: dict[str, Any] = {}
         self._deserializer = self._make_deserializer()
 
+    # What each format gives: its name in messages, the registry schema of a Connect schema and
+    # back, a serializer for one registry schema, and values converted both ways.
+    FORMAT = ""
+
     def _make_deserializer(self) -> Any:
         raise NotImplementedError
 
+    def _registry_schema(self, schema: Schema) -> Any:
+        raise NotImplementedError
 
-class AvroConverter(_RegistryConverter):
-    """``io.confluent.connect.avro.AvroConverter``: Connect data as Avro in Confluent's wire format."""
+    def _serializer(self, registry_schema: Any) -> Any:
+        raise NotImplementedError
 
-    def _make_deserializer(self) -> Any:
-        from samsa.serialization.avro import KafkaAvroDeserializer
-        return KafkaAvroDeserializer(conf=self.configs, is_key=self.is_key)
+    def _to_value(self, schema: Schema, value: Any) -> Any:
+        raise NotImplementedError
+
+    def _connect_schema(self, registry_schema: Any) -> Schema:
+        raise NotImplementedError
+
+    def _from_value(self, schema: Schema, datum: Any) -> Any:
+        raise NotImplementedError
 
     def from_connect_data(self, topic: str, schema: Schema | None, value: Any) -> bytes | None:
         from samsa.serialization import SerializationError
-        from samsa.serialization.avro import KafkaAvroSerializer
         if value is None:
             return None
         if schema is None:
-            raise DataException("AvroConverter needs a schema: schemaless values cannot be written in Avro")
-        avro = connect_to_avro(schema)
-        key = json.dumps(avro, sort_keys=True)
+            raise DataException(f"{type(self).__name__} needs a schema: schemaless values cannot be written "
+                                f"as {self.FORMAT}")
+        registry_schema = self._registry_schema(schema)
+        key = json.dumps(registry_schema, sort_keys=True)
         ser = self._serializers.get(key)
         if ser is None:
-            ser = self._serializers[key] = KafkaAvroSerializer(avro, self.configs, self.is_key)
+            ser = self._serializers[key] = self._serializer(registry_schema)
         try:
-            return ser.serialize(topic, _to_avro_value(schema, value))
+            return ser.serialize(topic, self._to_value(schema, value))
         except SerializationError as e:
-            raise DataException(f"Failed to serialize Avro data from topic {topic}: {e}") from e
+            raise DataException(f"Failed to serialize {self.FORMAT} data from topic {topic}: {e}") from e
 
     def to_connect_data(self, topic: str, value: bytes | None) -> tuple[Schema | None, Any]:
         from samsa.serialization import SerializationError
@@ -349,9 +360,35 @@ class AvroConverter(_RegistryConverter):
             schema_id, _ = unframe(value)
             found = self._deserializer.writer_schema(schema_id, topic)
         except SerializationError as e:
-            raise DataException(f"Failed to deserialize data for topic {topic} to Avro: {e}") from e
-        schema = avro_to_connect(json.loads(found["schema"]))
-        return schema, _from_avro_value(schema, datum)
+            raise DataException(f"Failed to deserialize data for topic {topic} to {self.FORMAT}: {e}") from e
+        schema = self._connect_schema(json.loads(found["schema"]))
+        return schema, self._from_value(schema, datum)
+
+
+class AvroConverter(_RegistryConverter):
+    """``io.confluent.connect.avro.AvroConverter``: Connect data as Avro in Confluent's wire format."""
+
+    FORMAT = "Avro"
+
+    def _make_deserializer(self) -> Any:
+        from samsa.serialization.avro import KafkaAvroDeserializer
+        return KafkaAvroDeserializer(conf=self.configs, is_key=self.is_key)
+
+    def _registry_schema(self, schema: Schema) -> Any:
+        return connect_to_avro(schema)
+
+    def _serializer(self, registry_schema: Any) -> Any:
+        from samsa.serialization.avro import KafkaAvroSerializer
+        return KafkaAvroSerializer(registry_schema, self.configs, self.is_key)
+
+    def _to_value(self, schema: Schema, value: Any) -> Any:
+        return _to_avro_value(schema, value)
+
+    def _connect_schema(self, registry_schema: Any) -> Schema:
+        return avro_to_connect(registry_schema)
+
+    def _from_value(self, schema: Schema, datum: Any) -> Any:
+        return _from_avro_value(schema, datum)
 
 
 _JSON_TYPES = {"int8": "integer", "int16": "integer", "int32": "integer", "int64": "integer", "float32": "number",
@@ -416,40 +453,27 @@ def json_schema_to_connect(js: Any, optional: bool = False) -> Schema:
 class JsonSchemaConverter(_RegistryConverter):
     """``io.confluent.connect.json.JsonSchemaConverter``: Connect data as JSON with a registered JSON Schema."""
 
+    FORMAT = "JSON"
+
     def _make_deserializer(self) -> Any:
         from samsa.serialization.json_schema import KafkaJsonSchemaDeserializer
         return KafkaJsonSchemaDeserializer(conf=self.configs, is_key=self.is_key)
 
-    def from_connect_data(self, topic: str, schema: Schema | None, value: Any) -> bytes | None:
-        from samsa.serialization import SerializationError
-        from samsa.serialization.json_schema import KafkaJsonSchemaSerializer
-        if value is None:
-            return None
-        if schema is None:
-            raise DataException("JsonSchemaConverter needs a schema: schemaless values cannot be written")
-        js = connect_to_json_schema(schema)
-        key = json.dumps(js, sort_keys=True)
-        ser = self._serializers.get(key)
-        if ser is None:
-            ser = self._serializers[key] = KafkaJsonSchemaSerializer(js, self.configs, self.is_key)
-        try:
-            return ser.serialize(topic, to_json_value(schema, value))
-        except SerializationError as e:
-            raise DataException(f"Failed to serialize JSON data from topic {topic}: {e}") from e
+    def _registry_schema(self, schema: Schema) -> Any:
+        return connect_to_json_schema(schema)
 
-    def to_connect_data(self, topic: str, value: bytes | None) -> tuple[Schema | None, Any]:
-        from samsa.serialization import SerializationError
-        from samsa.serialization.schema_registry import unframe
-        if value is None:
-            return None, None
-        try:
-            datum = self._deserializer.deserialize(topic, value)
-            schema_id, _ = unframe(value)
-            found = self._deserializer.writer_schema(schema_id, topic)
-        except SerializationError as e:
-            raise DataException(f"Failed to deserialize data for topic {topic} to JSON: {e}") from e
-        schema = json_schema_to_connect(json.loads(found["schema"]))
-        return schema, from_json_value(schema, datum)
+    def _serializer(self, registry_schema: Any) -> Any:
+        from samsa.serialization.json_schema import KafkaJsonSchemaSerializer
+        return KafkaJsonSchemaSerializer(registry_schema, self.configs, self.is_key)
+
+    def _to_value(self, schema: Schema, value: Any) -> Any:
+        return to_json_value(schema, value)
+
+    def _connect_schema(self, registry_schema: Any) -> Schema:
+        return json_schema_to_connect(registry_schema)
+
+    def _from_value(self, schema: Schema, datum: Any) -> Any:
+        return from_json_value(schema, datum)
 
 
 ALIASES = {
