@@ -33,7 +33,33 @@ def wait_for_port(port: int, proc: subprocess.Popen | None = None, timeout: floa
     raise TimeoutError(f"nothing listening on {host}:{port} after {timeout}s")
 
 
-class BrokerProcess:
+class ChildProcess:
+    """A process a test started (``self.proc``, its output in ``self.log_path``): stopped with SIGTERM
+    (SIGKILL after ``stop_timeout`` seconds) or killed, by its pid only."""
+
+    proc: subprocess.Popen | None = None
+    log_path: Path
+    stop_timeout: float = 30
+
+    def stop(self, timeout: float | None = None) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(self.stop_timeout if timeout is None else timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def kill(self) -> None:
+        """SIGKILL: no clean shutdown, as in a crash."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+class BrokerProcess(ChildProcess):
     """``samsa server start`` in a child process, with its own data dir and port.
 
     With ``netns`` (a ``nemesis.Node``) it runs inside that network namespace, listening on the
@@ -73,19 +99,3 @@ class BrokerProcess:
     def _limit_files(self) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, self.nofile))
 
-    def kill(self) -> None:
-        """SIGKILL: no clean shutdown, as in a crash."""
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-    def log_text(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import time
 import uuid
 from pathlib import Path
+
+from broker_process import ChildProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 POM_DIR = ROOT / "tests" / "kafka"
@@ -124,7 +125,9 @@ TOOLS = {
 }
 
 
-class KafkaProcess:
+class KafkaProcess(ChildProcess):
+    stop_timeout = 60
+
     """One KRaft node (``process.roles=broker,controller``) in a child JVM."""
 
     def __init__(self, data_dir: Path, node_id: int = 1, port: int | None = None,
@@ -217,21 +220,6 @@ class KafkaProcess:
             time.sleep(0.2)
         raise TimeoutError(f"Kafka at {self.bootstrap} not serving after {timeout}s ({last}); see {self.log_path}")
 
-    def stop(self, timeout: float = 60) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-    def kill(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
-
-    def log_text(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
 
 def _read(s: socket.socket, n: int) -> bytes:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 import urllib.error
@@ -11,7 +10,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from broker_process import ROOT, free_port, wait_for_port
+from broker_process import ROOT, ChildProcess, free_port, wait_for_port
 
 # Brokers that host registries in tests let a group session be this short, so a killed
 # registry is replaced in seconds (Kafka's group.min.session.timeout.ms is 6 s).
@@ -19,7 +18,7 @@ BROKER_OVERRIDES = {"group.min.session.timeout.ms": "1000", "offsets.topic.num.p
 SESSION_MS = 2000
 
 
-class RegistryProcess:
+class RegistryProcess(ChildProcess):
     def __init__(self, workdir: Path, bootstrap: str, **props: str):
         self.workdir = Path(workdir)
         self.port = free_port()
@@ -47,21 +46,6 @@ class RegistryProcess:
         wait_for_port(self.port, self.proc, timeout=60)
         return self
 
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-    def kill(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
-
-    def log_text(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def request(self, method: str, path: str, body: Any = None, content_type: str = "application/json",
                 raw: bytes | None = None) -> tuple[int, Any]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import urllib.error
@@ -12,12 +11,14 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from broker_process import ROOT, free_port, wait_for_port
+from broker_process import ROOT, ChildProcess, free_port, wait_for_port
 
 HERE = Path(__file__).resolve().parent
 
 
-class WorkerProcess:
+class WorkerProcess(ChildProcess):
+    stop_timeout = 60
+
     """``samsa connect-standalone|connect-distributed`` in a child process."""
 
     def __init__(self, mode: str, workdir: Path, worker_props: dict[str, str], connector_files: list[Path] = ()):
@@ -45,21 +46,6 @@ class WorkerProcess:
         wait_for_port(self.port, self.proc, timeout=60)
         return self
 
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-    def kill(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
-
-    def log_text(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         return http(method, self.url + path, body)
@@ -78,29 +64,20 @@ def http(method: str, url: str, body: Any = None, headers: dict[str, str] | None
         return e.code, json.loads(raw) if raw else None
 
 
-class MirrorMakerProcess:
+class MirrorMakerProcess(ChildProcess):
+    stop_timeout = 60
+
     def __init__(self, workdir: Path, properties: str):
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
         self.config = workdir / "mm2.properties"
         self.config.write_text(properties)
-        self.log = workdir / "mm2.log"
+        self.log_path = workdir / "mm2.log"
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> "MirrorMakerProcess":
         self.proc = subprocess.Popen([sys.executable, "-m", "samsa.cli.main", "mirror-maker", str(self.config)],
-                                     stdout=open(self.log, "ab"), stderr=subprocess.STDOUT, cwd=ROOT,
+                                     stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT, cwd=ROOT,
                                      env=dict(os.environ))
         return self
 
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.send_signal(signal.SIGKILL)
-                self.proc.wait(10)
-
-    def log_text(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
