@@ -339,3 +339,36 @@ def test_transactional_produce_without_transactional_id(diff):
         return _produce(s, "diff-txn-noid", _recs(1), producer_id=pid, producer_epoch=epoch, base_sequence=0,
                         is_transactional=True)
     diff(run)
+
+
+def test_end_txn_v5_epoch_bumps(diff):
+    """Transactions version 2: EndTxn v5 bumps the epoch at every end and answers the new one; a
+    retry carries the epoch before the bump; EndTxn v4 on the same id does not bump. Producer ids and
+    epochs are compared relative to InitProducerId's."""
+    from waiting import wait_until
+
+    def run(s):
+        pid, e = _txn_setup(s, "diff-tv2", "diff-tv2-id")
+
+        def end(epoch, commit, version=5):
+            def call():
+                r = s.call(26, {"transactional_id": "diff-tv2-id", "producer_id": pid, "producer_epoch": epoch,
+                                "committed": commit}, version)
+                return None if r["error_code"] == 51 else r  # CONCURRENT_TRANSACTIONS: markers still going
+            r = wait_until(call, f"EndTxn on {s.name}", 30)
+            p, ep = r.get("producer_id", -1), r.get("producer_epoch", -1)
+            return r["error_code"], p - pid if p >= 0 else -1, ep - e if ep >= 0 else -1
+
+        def add(epoch):
+            def call():
+                r = s.call(24, {"v3_and_below_transactional_id": "diff-tv2-id", "v3_and_below_producer_id": pid,
+                                "v3_and_below_producer_epoch": epoch,
+                                "v3_and_below_topics": [{"name": "diff-tv2", "partitions": [0]}]}, 3)
+                code = r["results_by_topic_v3_and_below"][0]["results_by_partition"][0]["partition_error_code"]
+                return None if code == 51 else (code,)
+            return wait_until(call, f"AddPartitionsToTxn on {s.name}", 30)[0]
+        return [end(e, True), end(e, False), end(e, False), end(e, True), end(e + 1, True), add(e), add(e + 1),
+                end(e, True), end(e + 1, True), end(e + 1, True), end(e + 1, False), end(e + 2, True),
+                end(e + 3, True), end(e + 2, True, 4), end(e + 2, False), add(e + 3), end(e + 3, False, 4),
+                end(e + 2, False), end(e + 3, False)]
+    diff(run)
