@@ -139,20 +139,19 @@ class Registry:
                                    for r in x.references)})
 
     def level(self, subject: str | None, default_to_global: bool = True) -> str | None:
-        with self.store.lock:
-            if subject is not None and subject in self.state.configs:
-                return self.state.configs[subject]
-            if subject is not None and not default_to_global:
-                return None
-            return self.state.configs.get(None, self.default_level)
+        return self._setting(self.state.configs, subject, default_to_global, self.default_level)
 
     def mode(self, subject: str | None, default_to_global: bool = True) -> str | None:
+        return self._setting(self.state.modes, subject, default_to_global, self.default_mode)
+
+    def _setting(self, table: dict, subject: str | None, default_to_global: bool, default: str) -> str | None:
+        """A subject's own setting, else (if asked) the global one (key None), else the default."""
         with self.store.lock:
-            if subject is not None and subject in self.state.modes:
-                return self.state.modes[subject]
+            if subject is not None and subject in table:
+                return table[subject]
             if subject is not None and not default_to_global:
                 return None
-            return self.state.modes.get(None, self.default_mode)
+            return table.get(None, default)
 
     # ------------------------------------------------------------ parsing
 
