@@ -63,7 +63,6 @@ def test_heartbeat_unknown_group_member_and_fenced_epoch(diff):
         _ready(side, group)
         m = uuid.uuid4().hex[:22]
         out = [_answer(_hb(side, group, m, 5))]
-        out[0] = (out[0][0], out[0][1].replace(group, "G") if out[0][1] else None)
         joined = _hb(side, group, m, 0, subscribed_topic_names=[topic])
         epoch = joined["member_epoch"]
         names = {epoch: "E", epoch + 5: "E+5"}
