@@ -120,8 +120,7 @@ class ShareFetcher:
         for tp, acks in sorted(wanted.items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
             if tp.topic in ids:
                 by_id.setdefault(ids[tp.topic], []).append(
-                    {"partition_index": tp.partition, "partition_max_bytes": 0,
-                     "acknowledgement_batches": ack_batches(acks) if acks else []})
+                    {"partition_index": tp.partition, "acknowledgement_batches": ack_batches(acks) if acks else []})
         return [{"topic_id": t, "partitions": ps} for t, ps in by_id.items()]
 
     # ---------------------------------------------------------------- fetching
