@@ -53,7 +53,7 @@ def test_samsa_share_consumers_exactly_once_with_a_confluent_one(target):
     threads = [threading.Thread(target=run_samsa, args=(0,), daemon=True),
                threading.Thread(target=run_samsa, args=(1,), daemon=True),
                threading.Thread(target=run_confluent, daemon=True)]
-    values = [f"v{i}" for i in range(300)]
+    values = [f"v{i}" for i in range(150)]
     try:
         for t in threads:
             t.start()
@@ -117,27 +117,10 @@ def test_samsa_explicit_acknowledgement(target):
     assert answers and all(error is None for _, error in answers)
 
 
-def test_samsa_lock_expiry_and_close_releases(target):
-    """Unacknowledged records come back after the lock; records a closed consumer held are released at once."""
-    topic, group = target.names("samsa-lock")
-    target.create_topic(topic)
-    target.group_config(group, share_record_lock_duration_ms=1500)
-    values = [f"v{i}" for i in range(5)]
-    target.produce(topic, values)
-    stuck = samsa_consumer(target, group, topic, share_acknowledgement_mode="explicit")
-    first = poll_until(stuck, lambda rs: len(rs) >= len(values))
-    other = samsa_consumer(target, group, topic, share_acknowledgement_mode="explicit")
-    try:
-        again = poll_until(other, lambda rs: len(rs) >= len(values), on_record=lambda r: other.acknowledge(r))
-        other.commit_sync()
-    finally:
-        other.close()
-        stuck.close()  # its records are no longer its own: the acknowledgements it owes are refused, not lost
-    assert {c for _, c in first} == {1}
-    assert sorted(v for v, _ in again) == values and all(c == 2 for _, c in again)
-
-    # close() releases what a consumer held without acknowledging (explicit mode), at once: with a
-    # lock of 60 s, the record comes back well before the lock could have expired.
+def test_samsa_close_releases_at_once(target):
+    """Records a closed consumer held without acknowledging (explicit mode) are released by its
+    close(): with a lock of 60 s, the record comes back well before the lock could have expired.
+    (Lock expiry itself: test_share_consumers.py.)"""
     topic, group = target.names("samsa-close")
     target.create_topic(topic)
     target.group_config(group, share_record_lock_duration_ms=60000)
