@@ -96,3 +96,16 @@ def test_share_groups_output_as_kafkas_tool(kafka):
                                         "--bootstrap-server", kafka.bootstrap, *args)
         ours = tool(target, *args)
         assert (ours.returncode, ours.stdout) == (theirs.returncode, theirs.stdout), args
+
+
+def test_configs_share_group_keys(target):
+    """``samsa configs --entity-type groups`` sets, shows and refuses the share.* group configs."""
+    _, group = target.names("cfg")
+    base = ["configs", "--bootstrap-server", target.bootstrap, "--entity-type", "groups", "--entity-name", group]
+    r = samsa(*base, "--alter", "--add-config", "share.record.lock.duration.ms=5000,share.auto.offset.reset=earliest")
+    assert r.returncode == 0 and r.stdout.strip() == f"Completed updating config for group {group}.", r
+    shown = samsa(*base, "--describe").stdout
+    assert "  share.record.lock.duration.ms=5000 sensitive=false" in shown
+    assert "  share.auto.offset.reset=earliest sensitive=false" in shown
+    line = one_error_line(samsa(*base, "--alter", "--add-config", "share.record.lock.duration.ms=500"))
+    assert "share.record.lock.duration.ms" in line
