@@ -201,6 +201,19 @@ BROKER_KEYS = keys(
     Key("group.consumer.assignors", "list", ["uniform", "range"]),
     Key("group.consumer.migration.policy", "string", "bidirectional",
         one_of("disabled", "upgrade", "downgrade", "bidirectional")),
+    # Share partitions on their leaders (KIP-932, samsa/server/share): Kafka's names and defaults.
+    # The group configs share.record.lock.duration.ms, share.delivery.count.limit and
+    # share.partition.max.record.locks override the first of each trio within the min/max bounds.
+    Key("group.share.record.lock.duration.ms", "int", 30000, at_least(1000)),
+    Key("group.share.min.record.lock.duration.ms", "int", 15000, at_least(1000)),
+    Key("group.share.max.record.lock.duration.ms", "int", 60000, at_least(1000)),
+    Key("group.share.delivery.count.limit", "int", 5, between(2, 10)),
+    Key("group.share.min.delivery.count.limit", "int", 2, between(2, 10)),
+    Key("group.share.max.delivery.count.limit", "int", 10, between(2, 10)),
+    Key("group.share.partition.max.record.locks", "int", 2000, at_least(100)),
+    Key("group.share.min.partition.max.record.locks", "int", 100, at_least(100)),
+    Key("group.share.max.partition.max.record.locks", "int", 4000, at_least(100)),
+    Key("group.share.max.share.sessions", "int", 2000, at_least(1)),
     Key("zookeeper.connect", "string", None),
     Key("zookeeper.connection.timeout.ms", "int", None),
     Key("zookeeper.session.timeout.ms", "int", 18000),
