@@ -32,8 +32,8 @@ def wire(share_broker, request):
 
 
 def test_api_versions_advertise_share_fetch_and_acknowledge(wire):
-    assert wire.side.versions(78) == (1, 1)
-    assert wire.side.versions(79) == (1, 1)
+    assert wire.side.versions(78) == (1, 2)
+    assert wire.side.versions(79) == (1, 2)
 
 
 def test_acquire_accept_release_reject(wire, share_broker):
@@ -213,3 +213,28 @@ def test_lock_expiry_and_delivery_count_limit(short_lock_broker, request):
         assert wire.fetch(m1)["acquisition_lock_timeout_ms"] == 5000
     finally:
         wire.close()
+
+
+def test_v2_record_limit_and_renew(wire):
+    m1 = member()
+    wire.fetch(m1, wire.topics())
+    wire.produce([b"a", b"b", b"c"])
+    body = {"group_id": wire.group, "member_id": m1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20,
+            "max_records": 2, "batch_size": 500, "forgotten_topics_data": []}
+
+    def v2(epoch, topics=(), **kw):
+        return wire.side.call(78, {**body, "share_session_epoch": epoch, "topics": list(topics), **kw}, 2)
+    r = v2(1, share_acquire_mode=1)  # record_limit: exactly MaxRecords, splitting the batch
+    assert acquired(r) == [(0, 1, 1)]
+    # IsRenewAck: RENEW (4) keeps the records acquired under a new lock, and the request fetches nothing
+    r = v2(2, wire.topics(acks=[ack(0, 1, 4)]), is_renew_ack=True)
+    assert partition_of(r)["acknowledge_error_code"] == 0 and acquired(r) == []
+    r = v2(3, wire.topics(acks=[ack(0, 0, 4)]))  # RENEW without IsRenewAck
+    assert partition_of(r)["acknowledge_error_code"] == errors.E_INVALID_REQUEST
+    assert acquired(r) == [(2, 2, 1)]
+    wire.epochs[m1] = 4
+    assert partition_of(wire.fetch(m1, wire.topics(acks=[ack(0, 0, 4)])))["acknowledge_error_code"] == \
+        errors.E_INVALID_REQUEST  # v1 knows no RENEW
+    r = wire.side.call(79, {"group_id": wire.group, "member_id": m1, "share_session_epoch": 5, "is_renew_ack": False,
+                            "topics": wire.topics(acks=[ack(0, 2, ACCEPT)])}, 2)
+    assert r["acquisition_lock_timeout_ms"] == 30000 and partition_of(r)["error_code"] == 0

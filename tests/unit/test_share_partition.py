@@ -144,3 +144,20 @@ def test_log_start_moving_past_the_window():
     sp.acquire("m1", batches(3), 500, 500, 2000)
     assert sp.move_start_to(5) and sp.start_offset == 5 and sp.in_flight() == 0
     assert not sp.move_start_to(4)
+
+
+def test_renew_moves_records_to_a_new_lock():
+    from samsa.server.share.partition import RENEW
+    sp = fresh()
+    first = sp.acquire("m1", batches(2), 500, 500, 2000).lock
+    renewed = sp.acknowledge("m1", [(0, 0, [RENEW])], 5)
+    assert renewed is not None
+    assert sp.expire(first, 5)  # the old lock still holds offset 1, not 0
+    assert sp.records[0].state == DeliveryState.ACQUIRED and sp.records[1].state == DeliveryState.AVAILABLE
+    assert sp.expire(renewed, 5) and sp.records[0].count == 1
+
+
+def test_record_limit_mode_splits_batches():
+    sp = fresh()
+    assert sp.acquire("m1", batches(3), 2, 500, 2000, record_limit=True).ranges == [Acquired(0, 1, 1)]
+    assert sp.acquire("m1", batches(3), 2, 500, 2000, record_limit=True).ranges == [Acquired(2, 2, 1)]

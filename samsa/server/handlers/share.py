@@ -14,13 +14,16 @@ MaxWaitMs for an append or for records released in one of its partitions.
 from __future__ import annotations
 
 import asyncio
+import logging
 
 from samsa.protocol import errors
 from samsa.protocol.api_keys import ApiKey
 from samsa.server.handlers import handles
 from samsa.server.handlers.authz import RT, Op, allowed
-from samsa.server.share.partition import GAP, REJECT
+from samsa.server.share.partition import GAP, REJECT, RENEW
 from samsa.server.share.sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSessionError
+
+log = logging.getLogger(__name__)
 
 _NO_LEADER = {"leader_id": 0, "leader_epoch": 0}  # what Kafka leaves in CurrentLeader when it has nothing to say
 
@@ -137,12 +140,13 @@ _FETCH_TEMPLATE = {"error_code": 0, "error_message": None, "acknowledge_error_co
                    "acknowledge_error_message": None, "records": b"", "acquired_records": []}
 
 
-@handles(ApiKey.SHARE_FETCH, 1, 1)
+@handles(ApiKey.SHARE_FETCH, 1, 2)
 async def share_fetch(ctx, req: dict) -> dict:
     broker = ctx.broker
     shares = broker.shares
     if (why := _invalid(req, True)) is not None:
-        return _error_body(errors.E_INVALID_REQUEST, why, True)
+        log.debug("ShareFetch refused (INVALID_REQUEST): %s", why)
+        return _error_body(errors.E_INVALID_REQUEST, None, True)
     group, member, epoch = req["group_id"], req["member_id"], req["share_session_epoch"]
     if not allowed(ctx, Op.READ, RT.GROUP, group):
         return _error_body(errors.E_GROUP_AUTHORIZATION_FAILED, None, True)
@@ -151,8 +155,8 @@ async def share_fetch(ctx, req: dict) -> dict:
     try:
         if epoch == INITIAL_EPOCH:
             if acks:
-                return _error_body(errors.E_INVALID_REQUEST,
-                                   "acknowledgements in the request opening a share session", True)
+                log.debug("ShareFetch refused (INVALID_REQUEST): acknowledgements on the opening request")
+                return _error_body(errors.E_INVALID_REQUEST, None, True)
             session = shares.sessions.open(group, member, requested, ctx.connection)
         elif epoch == FINAL_EPOCH:
             session = None
@@ -171,14 +175,23 @@ async def share_fetch(ctx, req: dict) -> dict:
     lock_ms = shares.lock_duration_ms(group)
     answer = _Answer(broker, ctx.connection.listener)
     denied = _denied_topics(ctx, req)
-    await _acknowledge_all(ctx, req, answer, _FETCH_TEMPLATE, "acknowledge_error_code", 3, denied)
+    renew = _renewing(ctx, req)
+    await _acknowledge_all(ctx, req, answer, _FETCH_TEMPLATE, "acknowledge_error_code",
+                           RENEW if renew else REJECT, denied)
     if session is None:  # the final request: acknowledgements only, then the member's records go back
         await shares.release_member(group, member)
+        return _fetch_body(answer, lock_ms)
+    if renew:  # KIP-1222: a request renewing locks fetches nothing
         return _fetch_body(answer, lock_ms)
     if epoch == INITIAL_EPOCH:
         for tid, index in session.partitions:
             answer.entry(tid, index, _FETCH_TEMPLATE)
     return await _fetch(ctx, req, session, answer, lock_ms, denied)
+
+
+def _renewing(ctx, req: dict) -> bool:
+    """A v2 request with IsRenewAck, in a group where renewing is enabled: RENEW (4) acknowledgements are allowed."""
+    return ctx.version >= 2 and bool(req.get("is_renew_ack")) and ctx.broker.shares.renew_enabled(req["group_id"])
 
 
 def _fetch_body(answer: _Answer, lock_ms: int) -> dict:
@@ -215,6 +228,7 @@ async def _acquire(ctx, req: dict, session, answer: _Answer, denied: set[bytes])
     group, member = req["group_id"], req["member_id"]
     max_records = req["max_records"] if req["max_records"] > 0 else 500
     batch_size = req["batch_size"] if req["batch_size"] > 0 else max_records
+    record_limit = ctx.version >= 2 and req.get("share_acquire_mode", 0) == 1  # KIP-1206
     remaining_bytes = req["max_bytes"] if req["max_bytes"] > 0 else 2**31 - 1
     got = False
     readable = []
@@ -231,7 +245,8 @@ async def _acquire(ctx, req: dict, session, answer: _Answer, denied: set[bytes])
             continue
         if max_records <= 0 or remaining_bytes <= 0:
             continue
-        result = await shares.fetch(group, member, tid, name, index, max_records, batch_size, remaining_bytes)
+        result = await shares.fetch(group, member, tid, name, index, max_records, batch_size, remaining_bytes,
+                                    record_limit)
         if result.error:
             _set_error(answer, answer.entry(tid, index, _FETCH_TEMPLATE), "error_code", result.error,
                        result.message, name, index)
@@ -258,12 +273,13 @@ async def _acquire(ctx, req: dict, session, answer: _Answer, denied: set[bytes])
 _ACK_TEMPLATE = {"error_code": 0, "error_message": None}
 
 
-@handles(ApiKey.SHARE_ACKNOWLEDGE, 1, 1)
+@handles(ApiKey.SHARE_ACKNOWLEDGE, 1, 2)
 async def share_acknowledge(ctx, req: dict) -> dict:
     broker = ctx.broker
     shares = broker.shares
     if (why := _invalid(req, False)) is not None:
-        return _error_body(errors.E_INVALID_REQUEST, why, False)
+        log.debug("ShareAcknowledge refused (INVALID_REQUEST): %s", why)
+        return _error_body(errors.E_INVALID_REQUEST, None, False)
     group, member, epoch = req["group_id"], req["member_id"], req["share_session_epoch"]
     if not allowed(ctx, Op.READ, RT.GROUP, group):
         return _error_body(errors.E_GROUP_AUTHORIZATION_FAILED, None, False)
@@ -280,9 +296,13 @@ async def share_acknowledge(ctx, req: dict) -> dict:
     except ShareSessionError as e:
         return _error_body(e.code, None, False)
     answer = _Answer(broker, ctx.connection.listener)
-    await _acknowledge_all(ctx, req, answer, _ACK_TEMPLATE, "error_code", REJECT, _denied_topics(ctx, req))
+    await _acknowledge_all(ctx, req, answer, _ACK_TEMPLATE, "error_code",
+                           RENEW if _renewing(ctx, req) else REJECT, _denied_topics(ctx, req))
     if epoch == FINAL_EPOCH:
         await shares.release_member(group, member)
     responses, endpoints = answer.body()
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "responses": responses,
+    body = {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "responses": responses,
             "node_endpoints": endpoints}
+    if ctx.version >= 2:
+        body["acquisition_lock_timeout_ms"] = shares.lock_duration_ms(group)
+    return body

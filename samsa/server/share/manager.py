@@ -99,6 +99,10 @@ class SharePartitionManager:
     def max_record_locks(self, group_id: str) -> int:
         return self._bounded(group_id, "share.partition.max.record.locks", "group.share.partition.max.record.locks")
 
+    def renew_enabled(self, group_id: str) -> bool:
+        """share.renew.acknowledge.enable (KIP-1222), true unless the group says otherwise."""
+        return self.group_configs(group_id).get("share.renew.acknowledge.enable", "true").strip().lower() != "false"
+
     def read_committed(self, group_id: str) -> bool:
         return self.group_configs(group_id).get("share.isolation.level", "read_uncommitted") == "read_committed"
 
@@ -163,7 +167,7 @@ class SharePartitionManager:
     # ------------------------------------------------------------------ fetching
 
     async def fetch(self, group_id: str, member_id: str, topic_id: bytes, topic: str, index: int,
-                    max_records: int, batch_size: int, max_bytes: int) -> FetchResult:
+                    max_records: int, batch_size: int, max_bytes: int, record_limit: bool = False) -> FetchResult:
         """Acquire for the member what it may have of this partition now (maybe nothing)."""
         key = ShareKey(group_id, uuid.UUID(bytes=topic_id), index)
         try:
@@ -186,7 +190,7 @@ class SharePartitionManager:
             aborted = None
             if read_committed and data:
                 aborted = [(t.producer_id, t.first_offset) for t in plog.aborted_transactions(offset, limit)]
-            acquisition = sp.acquire(member_id, data, max_records, batch_size, max_locks, aborted)
+            acquisition = sp.acquire(member_id, data, max_records, batch_size, max_locks, aborted, record_limit)
         except errors.KafkaError as e:
             return FetchResult(e.code, None)
         if acquisition.lock is not None:
@@ -220,9 +224,11 @@ class SharePartitionManager:
         except errors.KafkaError as e:
             return e.code, None
         try:
-            sp.acknowledge(member_id, batches, self.delivery_count_limit(group_id))
+            renewed = sp.acknowledge(member_id, batches, self.delivery_count_limit(group_id))
         except AckError as e:
             return e.code, e.message
+        if renewed is not None:
+            self._lock(key, sp, renewed, self.lock_duration_ms(group_id))
         self._wake()
         return await self._write(key, sp), None
 

@@ -170,9 +170,10 @@ class SharePartition:
     # ------------------------------------------------------------------ acquiring
 
     def acquire(self, member: str, data: bytes, max_records: int, batch_size: int, max_locks: int,
-                aborted: list[tuple[int, int]] | None = None) -> Acquisition:
+                aborted: list[tuple[int, int]] | None = None, record_limit: bool = False) -> Acquisition:
         """Acquire for ``member`` the available records of ``data`` (whole batches read from the
-        log at :meth:`next_fetch_offset`), whole batches at a time until ``max_records``; new
+        log at :meth:`next_fetch_offset`), whole batches at a time until ``max_records`` (or
+        exactly ``max_records`` with ``record_limit``, ShareAcquireMode record_limit); new
         records only while the window holds fewer than ``max_locks``. ``aborted``
         ((producer id, first offset) of aborted transactions, read_committed): their records
         are archived, not delivered."""
@@ -204,6 +205,8 @@ class SharePartition:
             took = False
             new_run = True  # a new range starts at a batch boundary once the last one is big enough
             for o in range(lo, last + 1):
+                if record_limit and taken >= max_records:
+                    break
                 if o > self.end_offset:
                     rec = records[o] = InFlight(AVAILABLE, 0)
                     self.end_offset = o
@@ -250,11 +253,12 @@ class SharePartition:
         rec.member = None
         rec.lock = None
 
-    def acknowledge(self, member: str, batches: list[tuple[int, int, list[int]]], delivery_limit: int) -> None:
+    def acknowledge(self, member: str, batches: list[tuple[int, int, list[int]]], delivery_limit: int) -> object | None:
         """Apply ``batches`` ((first offset, last offset, acknowledge types: one for the whole
         range or one per offset), already checked for shape) from ``member``, all or nothing.
         Offsets before the start offset are done already and ignored. AckError
-        (INVALID_RECORD_STATE) for a record that is not acquired by ``member``."""
+        (INVALID_RECORD_STATE) for a record that is not acquired by ``member``. RENEW keeps a
+        record acquired under a new lock: its token is returned (None if nothing was renewed)."""
         records = self.records
         for first, last, _types in batches:
             for o in range(max(first, self.start_offset), last + 1):
@@ -265,17 +269,23 @@ class SharePartition:
                     raise AckError(errors.E_INVALID_RECORD_STATE, NOT_ACQUIRED)
                 if rec.member != member:
                     raise AckError(errors.E_INVALID_RECORD_STATE, NOT_OWNER)
+        renewed = None
         for first, last, types in batches:
             for o in range(max(first, self.start_offset), last + 1):
                 kind = types[0] if len(types) == 1 else types[o - first]
                 rec = records[o]
-                if kind == ACCEPT:
+                if kind == RENEW:
+                    if renewed is None:
+                        renewed = object()
+                    rec.lock = renewed
+                elif kind == ACCEPT:
                     self._settle(rec, ACKNOWLEDGED, delivery_limit)
                 elif kind == RELEASE:
                     self._settle(rec, AVAILABLE, delivery_limit)
                 else:  # REJECT, GAP
                     self._settle(rec, ARCHIVED, delivery_limit)
         self.advance_start()
+        return renewed
 
     def release_member(self, member: str, delivery_limit: int) -> bool:
         """The member's session closed or it left the group: what it holds is available again."""
