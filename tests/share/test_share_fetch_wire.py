@@ -238,3 +238,34 @@ def test_v2_record_limit_and_renew(wire):
     r = wire.side.call(79, {"group_id": wire.group, "member_id": m1, "share_session_epoch": 5, "is_renew_ack": False,
                             "topics": wire.topics(acks=[ack(0, 2, ACCEPT)])}, 2)
     assert r["acquisition_lock_timeout_ms"] == 30000 and partition_of(r)["error_code"] == 0
+
+
+def test_share_metrics(request):
+    import sys
+    from pathlib import Path
+
+    from broker_process import free_port
+    from conftest import start_share_broker
+    sys.path.insert(0, str(Path(__file__).parent.parent / "metrics"))
+    from scrape import scrape, value
+    port = free_port()
+    broker, _ = start_share_broker(**{"prometheus.listener": f"http://127.0.0.1:{port}"})
+    wire = ShareWire(broker.bootstrap_servers, f"share-metrics-{os.getpid()}", "g-metrics")
+    try:
+        m1, m2 = member(), member()
+        wire.fetch(m1, wire.topics())
+        wire.fetch(m2, wire.topics())
+        wire.produce([b"a", b"b", b"c", b"d"])
+        wire.fetch(m1)
+        wire.acknowledge(m1, [ack(0, 0, ACCEPT), ack(1, 1, RELEASE)])
+        assert acquired(wire.fetch(m2)) == [(1, 1, 2)]
+        m = scrape(f"http://127.0.0.1:{port}/metrics")
+        labels = {"group": "g-metrics", "topic": wire.topic, "partition": "0"}
+        assert value(m, "kafka_server_sharepartitionmetrics_inflightmessagecount", **labels) == 3
+        assert value(m, "samsa_share_partition_acquired_records", **labels) == 3
+        assert value(m, "samsa_share_redelivered_records_total") == 1
+        assert value(m, "kafka_server_sharesessioncache_sharesessionscount") == 2
+        assert value(m, "kafka_server_sharesessioncache_sharepartitionscount") == 2
+    finally:
+        wire.close()
+        broker.stop()

@@ -68,6 +68,9 @@ class ShareSessionCache:
     def close(self, group_id: str, member_id: str) -> ShareSession | None:
         return self.sessions.pop((group_id, member_id), None)
 
+    def partition_count(self) -> int:
+        return sum(len(s.partitions) for s in self.sessions.values())
+
     def of_connection(self, connection: object) -> list[ShareSession]:
         return [s for s in self.sessions.values() if s.connection is connection]
 
