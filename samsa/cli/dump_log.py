@@ -97,7 +97,7 @@ def offsets_parser(record: Record) -> tuple[str | None, str | None]:
                                  "(message had a missing key)")
     try:
         key_version = _I16.unpack_from(record.key)[0]
-        if key_version in group_records.CONSUMER_RECORDS:
+        if key_version in group_records.CONSUMER_RECORDS or key_version in group_records.SHARE_RECORDS:
             return _consumer_group_record(record)
         kind, group, topic, partition = group_records.parse_key(bytes(record.key))
         data = {"group": group, "topic": topic, "partition": partition} if kind == "offset" else {"group": group}
@@ -142,7 +142,7 @@ def _camel(obj):
 
 
 def _consumer_group_record(record: Record) -> tuple[str | None, str | None]:
-    """A consumer group record of the new protocol (key versions 3 to 8)."""
+    """A consumer (key versions 3 to 8) or share (10 to 15) group record of the new protocols."""
     kind, group, member = group_records.parse_consumer_key(bytes(record.key))
     data = {"groupId": group} if member is None else {"groupId": group, "memberId": member}
     key = _json({"type": str(_I16.unpack_from(record.key)[0]), "data": data})

@@ -28,6 +28,8 @@ from samsa.coordinator.groups.consumer_groups import (ConsumerGroupDescription, 
                                                       ConsumerHeartbeat, ConsumerHeartbeatResult)
 from samsa.coordinator.groups.persistence import (ConsumerGroupLoaded, GroupLoaded, MarkerLoaded, OffsetLoaded,
                                                   OffsetsTopicWriter, partition_for)
+from samsa.coordinator.groups.share_groups import CONFIG_KEYS as SHARE_CONFIG_KEYS
+from samsa.coordinator.groups.share_groups import ShareGroups, ShareHeartbeat
 from samsa.coordinator.groups.rebalance import CONFIG_KEYS as REBALANCE_CONFIG_KEYS
 from samsa.coordinator.groups.rebalance import (HeartbeatRequest, JoinRequest, JoinResult, LeavingMember, Rebalancer,
                                                 SyncRequest, SyncResult)
@@ -42,7 +44,7 @@ log = logging.getLogger(__name__)
 GROUP_CONFIG_TTL = 5.0  # s: another broker's change of a group config is seen this late at most
 
 #: Every broker config the group coordinator reads, through ``host.config[key]``.
-CONFIG_KEYS = (*REBALANCE_CONFIG_KEYS, *CONSUMER_CONFIG_KEYS, "offsets.topic.num.partitions", "offsets.topic.replication.factor",
+CONFIG_KEYS = (*REBALANCE_CONFIG_KEYS, *CONSUMER_CONFIG_KEYS, *SHARE_CONFIG_KEYS, "offsets.topic.num.partitions", "offsets.topic.replication.factor",
                "offsets.topic.segment.bytes", "offsets.commit.timeout.ms", "offset.metadata.max.bytes",
                "offsets.retention.minutes", "offsets.retention.check.interval.ms")
 
@@ -86,7 +88,7 @@ class GroupListing:
     group_id: str
     protocol_type: str
     state: GroupState | str
-    group_type: str = "classic"                   # "classic" or "consumer" (KIP-848)
+    group_type: str = "classic"                   # "classic", "consumer" (KIP-848) or "share" (KIP-932)
 
 
 @dataclass(frozen=True)
@@ -142,6 +144,8 @@ class GroupCoordinator:
         self._group_configs: dict[str, tuple[float, dict[str, str]]] = {}
         self.consumer = ConsumerGroups(_RunningLoop(), self.cfg, lambda: self.host.topics, self._write_later,
                                        lambda group_id, key: self.group_configs(group_id).get(key))
+        self.share = ShareGroups(_RunningLoop(), self.cfg, lambda: self.host.topics, self._write_later,
+                                 lambda group_id, key: self.group_configs(group_id).get(key))
         self._expiry_task: asyncio.Task | None = None
         self._loaded: list[int] | None = None  # [partitions, records] taken over since the last report
         # Transactional commits awaiting their marker: producer id -> group -> partition -> offset.
@@ -181,6 +185,7 @@ class GroupCoordinator:
             self._expiry_task.cancel()
         self.rebalancer.stop()
         self.consumer.stop()
+        self.share.stop()
 
     def on_leader(self, topic: str, index: int) -> None:
         """This broker now leads an offsets partition: load its groups and offsets."""
@@ -213,6 +218,7 @@ class GroupCoordinator:
             elif loaded.group_id in offsets_after:  # deleted, then offsets committed without a group
                 self.groups.setdefault(loaded.group_id, Group(loaded.group_id))
         self.consumer.load(consumer)
+        self.share.load(consumer)
         for group_id in self.consumer.groups:  # a consumer group replaced an empty classic one
             if (classic := self.groups.get(group_id)) is not None and not classic.members:
                 self.rebalancer.forget(group_id)
@@ -243,9 +249,10 @@ class GroupCoordinator:
             return
         n = self.num_partitions
         for group_id in [g for g in set(self.groups) | set(self.offsets.group_ids()) | set(self.consumer.groups)
-                         if partition_for(g, n) == index]:
+                         | set(self.share.groups) if partition_for(g, n) == index]:
             self.rebalancer.forget(group_id)
             self.consumer.forget(group_id)
+            self.share.forget(group_id)
             self.offsets.drop_group(group_id)
         for pid, by_group in list(self.pending_txn.items()):
             for group_id in [g for g in by_group if partition_for(g, n) == index]:
@@ -331,6 +338,8 @@ class GroupCoordinator:
         """The JoinGroup answer now, or a parked one the rebalance sets."""
         if code := self._coordinator_error(req.group_id):
             return JoinResult(code, req.member_id)
+        if req.group_id in self.share.groups:
+            return JoinResult(errors.E_INCONSISTENT_GROUP_PROTOCOL, req.member_id)
         modern = self.consumer.groups.get(req.group_id)
         if modern is not None:
             if modern.members or self.cfg("group.consumer.migration.policy") not in ("downgrade", "bidirectional"):
@@ -357,6 +366,8 @@ class GroupCoordinator:
         """ConsumerGroupHeartbeat: the answer once the records of what changed are stored."""
         if code := self._coordinator_error(req.group_id):
             return ConsumerHeartbeatResult(code)
+        if req.group_id in self.share.groups:
+            return ConsumerHeartbeatResult(errors.E_GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.")
         entries = []
         classic = self.groups.get(req.group_id)
         if classic is not None and req.group_id not in self.consumer.groups:
@@ -394,10 +405,40 @@ class GroupCoordinator:
                     e, errors.NotLeaderOrFollowerError) else e.code, e.message)
         return result
 
+    # ---------------------------------------------------------------- share groups (KIP-932)
+
+    async def share_heartbeat(self, req: ShareHeartbeat) -> ConsumerHeartbeatResult:
+        """ShareGroupHeartbeat: the answer once the records of what changed are stored."""
+        if not req.group_id:  # Kafka validates the request before finding its coordinator
+            return ConsumerHeartbeatResult(errors.E_INVALID_REQUEST, "GroupId can't be empty.")
+        if code := self._coordinator_error(req.group_id):
+            return ConsumerHeartbeatResult(code)
+        if req.group_id in self.consumer.groups or req.group_id in self.groups:
+            return ConsumerHeartbeatResult(errors.E_GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a share group.")
+        result, entries = self.share.share_heartbeat(req)
+        log.debug("ShareGroupHeartbeat %s %s epoch %d names %s -> error %d epoch %d assignment %s",
+                  req.group_id, req.member_id, req.member_epoch, req.subscribed_topic_names, result.error,
+                  result.member_epoch, None if result.assignment is None else sum(map(len, result.assignment.values())))
+        if entries:
+            try:
+                await self.offsets_topic.write(req.group_id, entries)
+            except errors.KafkaError as e:
+                return ConsumerHeartbeatResult(errors.E_NOT_COORDINATOR if isinstance(
+                    e, errors.NotLeaderOrFollowerError) else e.code, e.message)
+        return result
+
+    def share_describe(self, group_id: str) -> ConsumerGroupDescription:
+        if code := self._coordinator_error(group_id):
+            return ConsumerGroupDescription(group_id, code)
+        if group_id not in self.share.groups and (group_id in self.groups or group_id in self.consumer.groups):
+            return ConsumerGroupDescription(group_id, errors.E_GROUP_ID_NOT_FOUND,
+                                            f"Group {group_id} is not a share group.")
+        return self.share.describe(group_id)
+
     def consumer_describe(self, group_id: str) -> ConsumerGroupDescription:
         if code := self._coordinator_error(group_id):
             return ConsumerGroupDescription(group_id, code)
-        if group_id not in self.consumer.groups and group_id in self.groups:
+        if group_id not in self.consumer.groups and (group_id in self.groups or group_id in self.share.groups):
             return ConsumerGroupDescription(group_id, errors.E_GROUP_ID_NOT_FOUND,
                                             f"Group {group_id} is not a consumer group.")
         return self.consumer.describe(group_id)
@@ -442,6 +483,8 @@ class GroupCoordinator:
 
     def _check_commit(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
                       api_version: int | None = None) -> int:
+        if group_id in self.share.groups:  # a share group commits no offsets
+            return errors.E_GROUP_ID_NOT_FOUND
         if group_id in self.consumer.groups:  # the generation is the member epoch
             return self.consumer.check_commit(group_id, member_id, generation, api_version)
         return self.rebalancer.check_commit(group_id, generation, member_id, instance_id)
@@ -527,14 +570,15 @@ class GroupCoordinator:
         out = [GroupListing(g.group_id, g.protocol_type or "", g.state)
                for g in self.groups.values() if g.group_id not in self.consumer.groups]
         out += [GroupListing(g.group_id, "consumer", g.state.value, "consumer") for g in self.consumer.groups.values()]
+        out += [GroupListing(g.group_id, "share", g.state.value, "share") for g in self.share.groups.values()]
         return sorted((g for g in out if str(g.state) != DEAD.value and not (wanted and str(g.state).lower() not in wanted)),
                       key=lambda g: g.group_id)
 
     def describe(self, group_id: str) -> GroupDescription:
         if code := self._coordinator_error(group_id):
             return GroupDescription(group_id, code)
-        if (modern := self.consumer.groups.get(group_id)) is not None:
-            # A consumer group through the classic DescribeGroups: Kafka answers
+        if (modern := self.consumer.groups.get(group_id) or self.share.groups.get(group_id)) is not None:
+            # A consumer or share group through the classic DescribeGroups: Kafka answers
             # GROUP_ID_NOT_FOUND ("not a classic group"); the admin client asks
             # ConsumerGroupDescribe instead.
             return GroupDescription(group_id, errors.E_GROUP_ID_NOT_FOUND, state=DEAD.value,
@@ -555,6 +599,13 @@ class GroupCoordinator:
         for group_id in group_ids:
             try:
                 self._check_coordinator(group_id)
+                if (share := self.share.groups.get(group_id)) is not None:
+                    if share.members:
+                        raise errors.NonEmptyGroupError(f"group {group_id} has members")
+                    await self.offsets_topic.write(group_id, self.share.tombstones(share))
+                    self.share.forget(group_id)
+                    out.append((group_id, 0))
+                    continue
                 if (modern := self.consumer.groups.get(group_id)) is not None:
                     if modern.members:
                         raise errors.NonEmptyGroupError(f"group {group_id} has members")

@@ -103,8 +103,8 @@ class GroupLoaded:
 
 @dataclass(frozen=True)
 class ConsumerGroupLoaded:
-    """A record of a consumer group of the new protocol (key versions 3 to 8)."""
-    kind: str                               # as in group_records.CONSUMER_RECORDS
+    """A record of a consumer (key versions 3 to 8) or share group (10 to 15) of the new protocols."""
+    kind: str                               # as in group_records.CONSUMER_RECORDS or SHARE_RECORDS
     group_id: str
     member_id: str | None
     value: dict | None                      # None: deleted

@@ -1,7 +1,8 @@
 """Consumer group APIs: FindCoordinator (10), JoinGroup (11), Heartbeat (12), LeaveGroup (13),
 SyncGroup (14), DescribeGroups (15), ListGroups (16), OffsetCommit (8), OffsetFetch (9),
 DeleteGroups (42), OffsetDelete (47); the consumer group protocol (KIP-848):
-ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69).
+ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69); share groups (KIP-932):
+ShareGroupHeartbeat (76) and ShareGroupDescribe (77).
 
 Each handler turns the request's wire dict into the typed request of
 :mod:`samsa.coordinator.groups`, calls the group coordinator (``ctx.broker.groups``) and
@@ -14,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from samsa.coordinator.groups import (ConsumerHeartbeat, ConsumerHeartbeatResult, GroupDescription, HeartbeatRequest, JoinRequest, JoinResult, LeavingMember,
-                                      OffsetCommitEntry, OffsetCommitRequest, SyncRequest, SyncResult)
+                                      OffsetCommitEntry, OffsetCommitRequest, ShareHeartbeat, SyncRequest, SyncResult)
 from samsa.protocol import errors
 from samsa.protocol.acl import ResourceType, authorized_operations
 from samsa.protocol.api_keys import ApiKey
@@ -360,5 +361,49 @@ def consumer_group_describe(ctx, req: dict) -> dict:
                          "target_assignment": _assignment_wire(target, d.topic_names),
                          "member_type": 1}  # a member of the consumer protocol (0: classic)
                         for m, target in d.members],
+            "authorized_operations": -2147483648 if ops is None or d.error else ops})
+    return {"throttle_time_ms": 0, "groups": out}
+
+
+# ---------------------------------------------------------------- share groups (KIP-932)
+
+@handles(ApiKey.SHARE_GROUP_HEARTBEAT)
+async def share_group_heartbeat(ctx, req: dict) -> dict:
+    if not allowed(ctx, Op.READ, RT.GROUP, req["group_id"]):
+        r = ConsumerHeartbeatResult(errors.E_GROUP_AUTHORIZATION_FAILED)
+    else:
+        r = await ctx.broker.groups.share_heartbeat(ShareHeartbeat(
+            group_id=req["group_id"], member_id=req["member_id"], member_epoch=req["member_epoch"],
+            rack_id=req.get("rack_id"), subscribed_topic_names=req.get("subscribed_topic_names"),
+            client_id=ctx.header.client_id or "", client_host=_client_host(ctx)))
+    out = {"throttle_time_ms": 0, "error_code": r.error, "error_message": r.message, "member_id": r.member_id,
+           "member_epoch": r.member_epoch, "heartbeat_interval_ms": r.heartbeat_interval_ms, "assignment": None}
+    if r.assignment is not None:
+        out["assignment"] = {"topic_partitions": [{"topic_id": t, "partitions": sorted(ps)}
+                                                  for t, ps in sorted(r.assignment.items())]}
+    return out
+
+
+@handles(ApiKey.SHARE_GROUP_DESCRIBE)
+def share_group_describe(ctx, req: dict) -> dict:
+    requested = req.get("include_authorized_operations", False)
+    out = []
+    for group_id in req["group_ids"]:
+        if not allowed(ctx, Op.DESCRIBE, RT.GROUP, group_id):
+            out.append({"error_code": errors.E_GROUP_AUTHORIZATION_FAILED, "error_message": None,
+                        "group_id": group_id, "group_state": "", "group_epoch": 0, "assignment_epoch": 0,
+                        "assignor_name": "", "members": []})
+            continue
+        d = ctx.broker.groups.share_describe(group_id)
+        ops = (authorized_operations(ResourceType.GROUP, requested) if ctx.broker.authorizer is None
+               else operations(ctx, RT.GROUP, group_id, requested))
+        out.append({
+            "error_code": d.error, "error_message": d.message, "group_id": group_id, "group_state": d.state,
+            "group_epoch": d.group_epoch, "assignment_epoch": d.assignment_epoch, "assignor_name": d.assignor,
+            "members": [{"member_id": m.member_id, "rack_id": m.rack_id, "member_epoch": m.member_epoch,
+                         "client_id": m.client_id, "client_host": m.client_host,
+                         "subscribed_topic_names": m.subscribed_topic_names,
+                         "assignment": _assignment_wire(m.assigned, d.topic_names)}
+                        for m, _ in d.members],
             "authorized_operations": -2147483648 if ops is None or d.error else ops})
     return {"throttle_time_ms": 0, "groups": out}
