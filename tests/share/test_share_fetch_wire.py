@@ -269,3 +269,33 @@ def test_share_metrics(request):
     finally:
         wire.close()
         broker.stop()
+
+
+def test_authorization_group_and_topic_read():
+    from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient,
+                                       ResourcePatternType, ResourceType)
+    from conftest import start_share_broker
+    # ANONYMOUS (a PLAINTEXT client) may do what no ACL names; ACLs for someone else deny it the rest
+    broker, _ = start_share_broker(**{"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                                      "allow.everyone.if.no.acl.found": "true"})
+    name = f"share-authz-{os.getpid()}"
+    wire = ShareWire(broker.bootstrap_servers, name, "g-open")
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        acls = [AclBinding(ResourceType.TOPIC, name, ResourcePatternType.LITERAL, "User:alice", "*",
+                           AclOperation.READ, AclPermissionType.ALLOW),
+                AclBinding(ResourceType.GROUP, "g-closed", ResourcePatternType.LITERAL, "User:alice", "*",
+                           AclOperation.READ, AclPermissionType.ALLOW)]
+        for f in admin.create_acls(acls).values():
+            f.result(30)
+        wait_until(lambda: len(broker.server.authorizer.bindings) == 2, "the ACLs loaded", 15)
+        closed = wire.fetch(member(), wire.topics(), epoch=0, group="g-closed")
+        assert closed["error_code"] == errors.E_GROUP_AUTHORIZATION_FAILED and closed["responses"] == []
+        m = member()
+        r = wire.fetch(m, wire.topics(), epoch=0)
+        assert r["error_code"] == 0 and partition_of(r)["error_code"] == errors.E_TOPIC_AUTHORIZATION_FAILED
+        r = wire.acknowledge(m, [ack(0, 0, ACCEPT)], epoch=1)
+        assert partition_of(r)["error_code"] == errors.E_TOPIC_AUTHORIZATION_FAILED
+    finally:
+        wire.close()
+        broker.stop()
