@@ -41,6 +41,7 @@ from samsa.security.quotas import ConnectionQuotas, QuotaManager
 from samsa.security.scram import ScramCredential
 from samsa.server.network import Connection, ConnectionLimits, close_idle
 from samsa.server.security import listener_security
+from samsa.server.share.manager import SharePartitionManager
 from samsa.server.txn_markers import MarkerSender
 from samsa.storage.descriptors import raise_open_file_limit
 from samsa.storage.dir_lock import LogDirLocks
@@ -83,6 +84,10 @@ class BrokerServer:
         self.metrics_endpoint = None
         self.authorizer: Authorizer | None = None  # authorizer.class.name
         self.quotas: QuotaManager | None = None  # client quotas, from the metadata store
+        self.shares: SharePartitionManager
+        # How share partitions read and write their state (KIP-932): the share coordinator's
+        # persister; tests may set another before start().
+        self.share_persister = None
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -117,6 +122,10 @@ class BrokerServer:
         self.replicas.listeners.append(self.groups)
         self.replicas.listeners.append(self.txn)
         self.replicas.listeners.append(self.share)
+        self.shares = SharePartitionManager(self.config, self.replicas, self.groups.group_configs,
+                                            self.share_persister)
+        self.replicas.listeners.append(self.shares)
+        self.dispatcher.on_connection_closed.append(self.shares.connection_closed)
         if zookeeper:
             self.cluster = ZooKeeperCluster(self.config, self.store, self.replicas, self.advertised)
         else:
@@ -259,6 +268,8 @@ class BrokerServer:
             await self.replicas.stop()
         self.groups.stop()
         self.txn.stop()
+        if hasattr(self, "shares"):
+            self.shares.stop()
         self.markers.close()
         for task in self._tasks:
             task.cancel()

@@ -1,0 +1,77 @@
+"""Raw ShareFetch/ShareAcknowledge requests over TCP (the differential harness's Side)."""
+
+from __future__ import annotations
+
+import uuid
+
+import harness
+
+SHARE_FETCH, SHARE_ACKNOWLEDGE = 78, 79
+
+
+class ShareWire:
+    """One connection to a broker, speaking as share-group members of ``group`` on ``topic``."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str, partitions: int = 1, create: bool = True):
+        self.side = harness.Side("samsa", bootstrap)
+        self.topic = topic
+        self.group = group
+        if create:
+            harness.create_topic(self.side, topic, partitions)
+        md = self.side.call(3, {"topics": [{"name": topic}], "allow_auto_topic_creation": False}, 12)
+        self.topic_id = md["topics"][0]["topic_id"]
+        self.epochs: dict[str, int] = {}
+
+    def close(self) -> None:
+        self.side.close()
+
+    def produce(self, values: list[bytes], **kw) -> int:
+        r = self.side.produce(self.topic, [(None, v) for v in values], **kw)
+        p = r["responses"][0]["partition_responses"][0]
+        assert p["error_code"] == 0, r
+        return p["base_offset"]
+
+    def topics(self, partitions=(0,), acks: list | None = None, topic_id: bytes | None = None) -> list:
+        return [{"topic_id": topic_id or self.topic_id,
+                 "partitions": [{"partition_index": p, "acknowledgement_batches": acks or []} for p in partitions]}]
+
+    def _epoch(self, member: str, epoch: int | None) -> int:
+        if epoch is None:
+            epoch = self.epochs.get(member, 0)
+        self.epochs[member] = 0 if epoch == -1 else epoch + 1
+        return epoch
+
+    def fetch(self, member: str, topics: list | None = None, epoch: int | None = None, max_wait_ms: int = 0,
+              forgotten: list | None = None, max_records: int = 500, batch_size: int = 500, group: str | None = None,
+              **kw) -> dict:
+        body = {"group_id": self.group if group is None else group, "member_id": member,
+                "share_session_epoch": self._epoch(member, epoch), "max_wait_ms": max_wait_ms, "min_bytes": 1,
+                "max_bytes": 1 << 20, "max_records": max_records, "batch_size": batch_size,
+                "topics": topics if topics is not None else [], "forgotten_topics_data": forgotten or []}
+        body.update(kw)
+        return self.side.call(SHARE_FETCH, body, 1)
+
+    def acknowledge(self, member: str, acks: list, epoch: int | None = None, partition: int = 0) -> dict:
+        return self.side.call(SHARE_ACKNOWLEDGE, {
+            "group_id": self.group, "member_id": member, "share_session_epoch": self._epoch(member, epoch),
+            "topics": self.topics((partition,), acks)}, 1)
+
+
+def ack(first: int, last: int, *types: int) -> dict:
+    return {"first_offset": first, "last_offset": last, "acknowledge_types": list(types)}
+
+
+def acquired(response: dict, partition: int = 0) -> list[tuple[int, int, int]]:
+    """The AcquiredRecords of one partition as (first, last, delivery count)."""
+    assert response["error_code"] == 0, response
+    return [(a["first_offset"], a["last_offset"], a["delivery_count"])
+            for t in response["responses"] for p in t["partitions"] if p["partition_index"] == partition
+            for a in p["acquired_records"]]
+
+
+def partition_of(response: dict, partition: int = 0) -> dict:
+    return next(p for t in response["responses"] for p in t["partitions"] if p["partition_index"] == partition)
+
+
+def member() -> str:
+    return str(uuid.uuid4())
