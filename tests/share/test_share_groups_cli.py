@@ -6,7 +6,7 @@ from __future__ import annotations
 import kafka_process
 from cli_tools import one_error_line, samsa
 from samsa.client.share_consumer import ShareConsumer
-from share_helpers import WAIT
+from share_helpers import SHARE_OFFSET_APIS, WAIT
 from waiting import wait_until
 
 
@@ -38,6 +38,7 @@ def table(r) -> list[list[str]]:
 
 
 def test_share_groups_tool(target):
+    target.needs(*SHARE_OFFSET_APIS)
     topic, group = _group_with_state(target, "cli")
     assert group in tool(target, "--list").stdout.split()
     assert [group, "Empty"] in table(tool(target, "--list", "--state", "Empty"))

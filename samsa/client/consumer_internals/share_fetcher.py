@@ -94,6 +94,8 @@ class ShareFetcher:
         self.lock_timeout_ms: int | None = None
         self.ack_errors: dict[TopicPartition, BaseException] = {}  # per-partition answers to acknowledgements
         self.on_acked = on_acked or (lambda tp, offsets, error: None)
+        self._warned: dict[TopicPartition, int] = {}  # partitions whose error was logged as a warning
+        self.failed = False
 
     # ---------------------------------------------------------------- acknowledgements
 
@@ -186,7 +188,9 @@ class ShareFetcher:
             out = self._read(node, session, resp)
             for tp, acks in taken.items():
                 self.on_acked(tp, set(acks), self.ack_errors.pop(tp, None))
-            return out
+        if self.failed:  # partitions in error and nothing else: not again at once
+            await asyncio.sleep(self.retry_backoff)
+        return out
 
     async def _top_error(self, session: Session, code: int, resp: dict,
                          taken: dict[TopicPartition, dict[int, int]]) -> list[Acquired]:
@@ -214,7 +218,7 @@ class ShareFetcher:
     def _read(self, node: int, session: Session, resp: dict) -> list[Acquired]:
         names = {m.topic_id: name for name, m in self.cluster.topics.items()}
         out: list[Acquired] = []
-        moved = False
+        moved = failed = False
         for t in resp["responses"]:
             name = names.get(t["topic_id"])
             for p in t["partitions"]:
@@ -235,8 +239,12 @@ class ShareFetcher:
                     moved = True
                     continue
                 if code:
-                    log.warning("ShareFetch of %s: %s", tp, p.get("error_message") or errors.error_name(code))
+                    failed = True
+                    level = logging.DEBUG if self._warned.get(tp) == code else logging.WARNING
+                    self._warned[tp] = code
+                    log.log(level, "ShareFetch of %s: %s", tp, p.get("error_message") or errors.error_name(code))
                     continue
+                self._warned.pop(tp, None)
                 acquired = p["acquired_records"]
                 if not acquired:
                     continue
@@ -244,6 +252,7 @@ class ShareFetcher:
                 out.append(self._acquired(tp, bytes(p["records"] or b""), acquired))
         if moved:
             self.request_metadata()
+        self.failed = failed and not out
         return out
 
     def _acquired(self, tp: TopicPartition, data: bytes, ranges: list[dict]) -> Acquired:
