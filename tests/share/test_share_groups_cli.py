@@ -3,8 +3,13 @@ compared with Kafka's own tool (ShareGroupCommand) on the reference Kafka."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import subprocess
+
 import kafka_process
 from cli_tools import one_error_line, samsa
+from samsa.cli import share_groups
 from samsa.client.share_consumer import ShareConsumer
 from share_helpers import SHARE_OFFSET_APIS, WAIT
 from waiting import wait_until
@@ -28,7 +33,18 @@ def _group_with_state(target, name: str) -> tuple[str, str]:
     return topic, group
 
 
-def tool(target, *args: str):
+def tool(target, *args: str) -> subprocess.CompletedProcess:
+    """``samsa share-groups`` run in this process (its main(), stdout and stderr captured): the
+    tool as a user runs it, less the interpreter's start-up (test_share_groups_tool_errors runs
+    it as a process)."""
+    out, err = io.StringIO(), io.StringIO()
+    argv = ["--bootstrap-server", target.bootstrap, *args]
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = share_groups.main(argv)
+    return subprocess.CompletedProcess(["samsa", "share-groups", *argv], code, out.getvalue(), err.getvalue())
+
+
+def tool_process(target, *args: str) -> subprocess.CompletedProcess:
     return samsa("share-groups", "--bootstrap-server", target.bootstrap, *args)
 
 
@@ -74,13 +90,13 @@ def test_share_groups_tool(target):
 
 
 def test_share_groups_tool_errors(target):
-    line = one_error_line(tool(target, "--describe", "--group", "no-such-share-group"))
+    line = one_error_line(tool_process(target, "--describe", "--group", "no-such-share-group"))
     assert line == "Error: Executing share group command failed due to Group no-such-share-group not found."
-    r = tool(target, "--delete", "--group", "no-such-share-group")
+    r = tool_process(target, "--delete", "--group", "no-such-share-group")
     assert r.returncode == 1
     assert "* Group 'no-such-share-group' could not be deleted due to: Group 'no-such-share-group' is not a " \
            "share group." in r.stderr
-    assert one_error_line(tool(target, "--reset-offsets", "--group", "g", "--topic", "t", "--to-earliest")) == \
+    assert one_error_line(tool_process(target, "--reset-offsets", "--group", "g", "--topic", "t", "--to-earliest")) == \
         "Option [reset-offsets] takes the option: [execute] or [dry-run]"
 
 
