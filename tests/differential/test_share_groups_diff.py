@@ -16,8 +16,11 @@ def _names() -> tuple[str, str]:
 
 
 def _ready(side, group: str) -> None:
-    wait_until(lambda: side.call(10, {"key": group, "key_type": 0}, 3)["error_code"] == 0,
-               f"a coordinator for {group} on {side.name}", 30)
+    """Until the group's coordinator is found and has loaded its partition (a Kafka node started a
+    moment ago answers NOT_COORDINATOR while it loads)."""
+    wait_until(lambda: side.call(10, {"key": group, "key_type": 0}, 3)["error_code"] == 0
+               and side.call(77, {"group_ids": [group], "include_authorized_operations": False}, 1)
+               ["groups"][0]["error_code"] not in (14, 15, 16), f"a coordinator for {group} on {side.name}", 30)
 
 
 def _hb(side, group: str, member: str, epoch: int, topics: list[str] | None = None, **kw) -> dict:

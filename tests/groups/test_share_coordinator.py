@@ -204,6 +204,7 @@ def test_share_group_offsets_and_deletion(gbroker, names):
         # DeleteGroups: the group's share state goes with it
         assert raw.call(42, 2, {"groups_names": [group]})["results"][0]["error_code"] == 0
         assert s.read(1)["error_code"] == INVALID_REQUEST
-        assert _describe_offsets(raw, group)["error_code"] == 16  # Kafka's answer for an unknown group
+        gone = _describe_offsets(raw, group)
+        assert (gone["error_code"], gone["topics"]) == (0, [])  # as Kafka answers for an unknown group
     finally:
         raw.close()

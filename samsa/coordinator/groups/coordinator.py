@@ -691,9 +691,6 @@ class GroupCoordinator:
             return code, None, []
         share = self.share.groups.get(group_id)
         if topics is None:
-            if share is None and group_id not in self.groups and group_id not in self.consumer.groups:
-                # Kafka 4.4 answers so for a group it does not know
-                return errors.E_NOT_COORDINATOR, "This is not the correct coordinator.", []
             known = self.share.state_topics.get(group_id, {}) if share is not None else {}
             wanted = [(name, t, sorted(parts)) for t, (name, parts) in sorted(known.items(), key=lambda kv: kv[1][0])]
         else:

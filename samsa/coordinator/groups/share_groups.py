@@ -103,12 +103,8 @@ class ShareGroups(ConsumerGroups):
     def share_heartbeat(self, req: ShareHeartbeat) -> tuple[ConsumerHeartbeatResult, list[Entry]]:
         if not req.member_id:  # Kafka 4.4 refuses it before its coordinator sees it, without a message
             return ConsumerHeartbeatResult(errors.E_INVALID_REQUEST), []
-        if (req.member_epoch != JOIN_EPOCH and req.group_id not in self.groups and req.member_id
-                and (req.member_epoch > 0 or req.member_epoch == LEAVE_EPOCH) and req.rack_id != ""):
-            # Kafka 4.4 answers NOT_COORDINATOR, without a message, to a heartbeat or a leave of
-            # a member of a share group it does not know (its "share group not found" is an
-            # internal error it maps so); a client rediscovers the coordinator and rejoins.
-            return ConsumerHeartbeatResult(errors.E_NOT_COORDINATOR), []
+        if req.member_epoch == LEAVE_EPOCH and req.group_id not in self.groups and req.rack_id != "":
+            return ConsumerHeartbeatResult(errors.E_GROUP_ID_NOT_FOUND, f"Group {req.group_id} not found."), []
         return self.heartbeat(ConsumerHeartbeat(
             group_id=req.group_id, member_id=req.member_id, member_epoch=req.member_epoch, rack_id=req.rack_id,
             subscribed_topic_names=req.subscribed_topic_names, owned={} if req.member_epoch == JOIN_EPOCH else None,
