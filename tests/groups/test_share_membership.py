@@ -18,7 +18,7 @@ import pytest
 from group_helpers import Raw, create_topic, wait_until
 
 GROUP_ID_NOT_FOUND, INVALID_REQUEST, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH = 69, 42, 25, 110
-GROUP_MAX_SIZE_REACHED, NON_EMPTY_GROUP, INCONSISTENT_GROUP_PROTOCOL, NOT_COORDINATOR = 81, 68, 23, 16
+GROUP_MAX_SIZE_REACHED, NON_EMPTY_GROUP, INCONSISTENT_GROUP_PROTOCOL = 81, 68, 23
 
 
 def hb(raw: Raw, group: str, member: str, epoch: int, topics: list[str] | None = None, **kw) -> dict:
@@ -162,8 +162,10 @@ def test_heartbeat_errors(env):
     assert (r["error_code"], r["error_message"]) == (INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")
     assert hb(raw, group, m, 0, [])["error_code"] == INVALID_REQUEST
     assert hb(raw, group, m, -2)["error_code"] == INVALID_REQUEST
-    # an unknown group: Kafka 4.4 answers NOT_COORDINATOR, no message (tests/differential checks it)
-    assert (hb(raw, group, m, 3)["error_code"], hb(raw, group, m, -1)["error_code"]) == (NOT_COORDINATOR,) * 2
+    # an unknown group (tests/differential checks Kafka's words)
+    assert (hb(raw, group, m, 3)["error_message"], hb(raw, group, m, -1)["error_message"]) == (
+        f"Share group {group} not found.", f"Group {group} not found.")
+    assert hb(raw, group, m, 3)["error_code"] == GROUP_ID_NOT_FOUND
     joined = hb(raw, group, m, 0, [topic])
     assert joined["error_code"] == 0
     r = hb(raw, group, m, joined["member_epoch"] + 5)
