@@ -56,24 +56,25 @@ def test_release_redelivers_with_count_two_and_reject_archives():
 def test_ack_errors_as_kafka():
     sp = fresh()
     sp.acquire("m1", batches(3), 500, 500, 2000)
-    for member, ack, message in [("m2", (0, 0, [ACCEPT]), "Member is not the owner of batch record"),
-                                 ("m1", (5, 5, [ACCEPT]), "Batch record not found"),
-                                 ("m1", (0, 3, [ACCEPT]), "Batch record not found")]:
+    for member, ack, code, message in [
+            ("m2", (0, 0, [ACCEPT]), errors.E_INVALID_RECORD_STATE, "Member is not the owner of batch record"),
+            ("m1", (5, 5, [ACCEPT]), errors.E_INVALID_REQUEST, "The first offset in request is past acquired records"),
+            ("m1", (0, 3, [ACCEPT]), errors.E_INVALID_RECORD_STATE, "not found in the cache")]:
         try:
             sp.acknowledge(member, [ack], 5)
             raise AssertionError("no error")
         except AckError as e:
-            assert e.code == errors.E_INVALID_RECORD_STATE and message in e.message
+            assert e.code == code and message in e.message
     sp.acknowledge("m1", [(0, 0, [ACCEPT])], 5)
     try:
         sp.acknowledge("m1", [(1, 1, [ACCEPT]), (0, 0, [ACCEPT])], 5)  # 0 is done: below the start, ignored
     except AckError:
         raise AssertionError("an offset below the start offset is ignored")
     try:
-        sp.acknowledge("m1", [(2, 2, [ACCEPT]), (3, 3, [ACCEPT])], 5)  # 2 is fine but 3 is not: all or nothing
+        sp.acknowledge("m1", [(2, 2, [ACCEPT]), (2, 3, [ACCEPT])], 5)  # 2 is fine but 3 is not: all or nothing
         raise AssertionError("no error")
     except AckError as e:
-        assert "not found" in e.message
+        assert "not found in the cache" in e.message
     assert sp.records[2].state == DeliveryState.ACQUIRED
 
 
