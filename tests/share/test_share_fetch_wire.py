@@ -140,8 +140,9 @@ def test_session_epochs_and_bad_requests(wire):
         r = wire.fetch(m2, wire.topics(acks=acks))
         assert partition_of(r)["acknowledge_error_code"] == errors.E_INVALID_REQUEST, acks
     beyond = partition_of(wire.fetch(m2, wire.topics(acks=[ack(50, 50, ACCEPT)])))
-    assert beyond["acknowledge_error_code"] == errors.E_INVALID_RECORD_STATE
-    assert beyond["acknowledge_error_message"].startswith("Batch record not found")
+    assert beyond["acknowledge_error_code"] == errors.E_INVALID_REQUEST
+    assert beyond["acknowledge_error_message"] == \
+        "Batch record not found. The first offset in request is past acquired records."
     forgot = wire.fetch(m2, forgotten=[{"topic_id": wire.topic_id, "partitions": [0]}])
     assert forgot["error_code"] == 0 and forgot["responses"] == []
 

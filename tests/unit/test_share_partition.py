@@ -162,3 +162,11 @@ def test_record_limit_mode_splits_batches():
     sp = fresh()
     assert sp.acquire("m1", batches(3), 2, 500, 2000, record_limit=True).ranges == [Acquired(0, 1, 1)]
     assert sp.acquire("m1", batches(3), 2, 500, 2000, record_limit=True).ranges == [Acquired(2, 2, 1)]
+
+
+def test_records_loaded_at_the_delivery_limit_are_archived_not_delivered():
+    sp = SharePartition(KEY, "t", 0)
+    sp.load(PartitionState(start_offset=0, batches=[StateBatch(0, 1, DeliveryState.AVAILABLE, 5),
+                                                    StateBatch(2, 2, DeliveryState.AVAILABLE, 4)]), 0, 1)
+    a = sp.acquire("m1", batches(3), 500, 500, 2000, delivery_limit=5)
+    assert a.changed and a.ranges == [Acquired(2, 2, 5)] and sp.start_offset == 2

@@ -190,7 +190,8 @@ class SharePartitionManager:
             aborted = None
             if read_committed and data:
                 aborted = [(t.producer_id, t.first_offset) for t in plog.aborted_transactions(offset, limit)]
-            acquisition = sp.acquire(member_id, data, max_records, batch_size, max_locks, aborted, record_limit)
+            acquisition = sp.acquire(member_id, data, max_records, batch_size, max_locks, aborted, record_limit,
+                                     self.delivery_count_limit(group_id))
         except errors.KafkaError as e:
             return FetchResult(e.code, None)
         if acquisition.lock is not None:

@@ -172,13 +172,15 @@ class SharePartition:
     # ------------------------------------------------------------------ acquiring
 
     def acquire(self, member: str, data: bytes, max_records: int, batch_size: int, max_locks: int,
-                aborted: list[tuple[int, int]] | None = None, record_limit: bool = False) -> Acquisition:
+                aborted: list[tuple[int, int]] | None = None, record_limit: bool = False,
+                delivery_limit: int | None = None) -> Acquisition:
         """Acquire for ``member`` the available records of ``data`` (whole batches read from the
         log at :meth:`next_fetch_offset`), whole batches at a time until ``max_records`` (or
         exactly ``max_records`` with ``record_limit``, ShareAcquireMode record_limit); new
         records only while the window holds fewer than ``max_locks``. ``aborted``
         ((producer id, first offset) of aborted transactions, read_committed): their records
-        are archived, not delivered."""
+        are archived, not delivered; so are records already delivered ``delivery_limit`` times
+        (a leader died while they were acquired for the last time)."""
         token = object()
         # [first, last, count, records in it, in-flight batch (-1: new records)]; a range of records
         # acquired before stays inside the in-flight batch they were first acquired in, as Kafka's do
@@ -220,9 +222,10 @@ class SharePartition:
                         new_run = True
                         continue
                 batch = rec.batch
-                if is_aborted:
+                if is_aborted or (delivery_limit is not None and rec.count >= delivery_limit):
                     rec.state = ARCHIVED
                     changed = True
+                    new_run = True
                     continue
                 rec.state = ACQUIRED
                 rec.count += 1
