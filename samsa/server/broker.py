@@ -30,7 +30,9 @@ from samsa.cluster.partition import Partition
 from samsa.cluster.replica_manager import ReplicaManager
 from samsa.cluster.topic_admin import TopicAdmin
 from samsa.coordinator.groups import GroupCoordinator
+from samsa.coordinator.share import ShareCoordinator, SharePersister
 from samsa.coordinator.transactions import TransactionCoordinator, TransactionVerifier
+from samsa.protocol.api_keys import ApiKey
 from samsa.server.dispatcher import Dispatcher
 from samsa.server.fetch_sessions import FetchSessionCache
 from samsa.server.metrics.counters import BrokerTopicStats
@@ -71,6 +73,7 @@ class BrokerServer:
         self.groups = GroupCoordinator(GroupCoordinatorHost(self))
         self.markers = MarkerSender(self)
         self.txn = TransactionCoordinator(TransactionCoordinatorHost(self))
+        self.share = ShareCoordinator(ShareCoordinatorHost(self))
         self.verifier = TransactionVerifier(self.txn, self.markers)
         self.servers: list[asyncio.AbstractServer] = []
         self.bound: list[tuple[str, str, int]] = []  # (listener name, host, port) as bound
@@ -83,8 +86,8 @@ class BrokerServer:
         self.quotas: QuotaManager | None = None  # client quotas, from the metadata store
         self.shares: SharePartitionManager
         # How share partitions read and write their state (KIP-932): the share coordinator's
-        # persister; tests may set another before start().
-        self.share_persister = None
+        # persister unless this is set before start().
+        self.share_persister: SharePersister | None = None
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -118,8 +121,9 @@ class BrokerServer:
         self.replicas.on_all_dirs_failed = _halt
         self.replicas.listeners.append(self.groups)
         self.replicas.listeners.append(self.txn)
-        self.shares = SharePartitionManager(self.config, self.replicas, self.groups.group_configs,
-                                            self.share_persister)
+        self.replicas.listeners.append(self.share)
+        self.shares = SharePartitionManager(self.config, self.replicas, self.groups.share_group_config,
+                                            self.share_persister or self.share.persister)
         self.replicas.listeners.append(self.shares)
         self.dispatcher.on_connection_closed.append(self.shares.connection_closed)
         if zookeeper:
@@ -367,6 +371,15 @@ class GroupCoordinatorHost:
     def create_topic(self, name: str, num_partitions: int, replication_factor: int, *,
                      configs: dict[str, str] | None = None) -> TopicInfo:
         return self._server.admin.create_topic(name, num_partitions, replication_factor, configs=configs)
+
+
+class ShareCoordinatorHost(GroupCoordinatorHost):
+    """The broker as the share coordinator sees it
+    (:class:`samsa.coordinator.share.coordinator.ShareCoordinatorHost`): the group coordinator's
+    host, and requests to other brokers on the kept inter-broker connections."""
+
+    async def request_broker(self, broker_id: int, api_key: ApiKey, body: dict) -> dict:
+        return await self._server.markers.request_broker(broker_id, api_key, body)
 
 
 class TransactionCoordinatorHost(GroupCoordinatorHost):
