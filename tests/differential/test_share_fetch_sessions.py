@@ -1,8 +1,7 @@
 """Share sessions (KIP-932) on both brokers, without a share group member: ShareFetch and
 ShareAcknowledge answers and errors for session epochs (open, next, wrong, closed, unknown),
-requests without a group or member id, acknowledgements on the opening request, an unknown
-topic id, and a partition of a group whose share state was never initialised (Kafka answers
-UNKNOWN_SERVER_ERROR there)."""
+requests without a group or member id, acknowledgements on the opening request, and an
+unknown topic id."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """The broker path end to end with confluent-kafka's ShareConsumer (librdkafka 2.15's share
 consumer): three consumers of one share group on a one-partition topic together receive every
 record exactly once when they accept them, and a released record comes back with delivery
-count 2. (The share coordinator's heartbeat assigns the partition; the share partitions keep
-their state in the test persister until the share coordinator's own persister is wired.)"""
+count 2. (The group coordinator's ShareGroupHeartbeat assigns the partition; the share
+partitions keep their state with the share coordinator.)"""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def _consumer(bootstrap: str, group: str, topic: str, **extra) -> ShareConsumer:
 
 
 def test_three_share_consumers_get_every_record_exactly_once(share_broker):
-    broker, _ = share_broker
+    broker = share_broker
     bootstrap = broker.bootstrap_servers
     topic, group = f"share-e2e-{os.getpid()}", f"g-share-e2e-{os.getpid()}"
     with Admin({"bootstrap.servers": bootstrap}) as admin:
@@ -75,7 +75,7 @@ def test_three_share_consumers_get_every_record_exactly_once(share_broker):
 
 
 def test_released_record_comes_back_with_delivery_count_two(share_broker):
-    broker, _ = share_broker
+    broker = share_broker
     bootstrap = broker.bootstrap_servers
     topic, group = f"share-e2e-release-{os.getpid()}", f"g-share-e2e-release-{os.getpid()}"
     with Admin({"bootstrap.servers": bootstrap}) as admin:

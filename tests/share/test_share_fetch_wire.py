@@ -1,5 +1,5 @@
-"""ShareFetch v1 and ShareAcknowledge v1 over TCP against a real Samsa broker (embedded, its
-share-group state in a test persister): acquisition, accept, release redelivered with delivery
+"""ShareFetch v1-2 and ShareAcknowledge v1-2 over TCP against a real Samsa broker (embedded, its
+share-group state kept by its share coordinator in __share_group_state): acquisition, accept, release redelivered with delivery
 count 2, reject archived, lock expiry, the delivery count limit, sessions closing (by epoch -1
 and by the connection) releasing the member's records, long polls woken by appends and by
 releases, read_committed over a transactional topic, leadership reloading the state, and the
@@ -24,7 +24,7 @@ ACCEPT, RELEASE, REJECT, GAP = 1, 2, 3, 0
 
 @pytest.fixture
 def wire(share_broker, request):
-    broker, _ = share_broker
+    broker = share_broker
     name = f"share-{request.node.name}-{os.getpid()}"
     w = ShareWire(broker.bootstrap_servers, name, "g-" + name)
     yield w
@@ -37,7 +37,6 @@ def test_api_versions_advertise_share_fetch_and_acknowledge(wire):
 
 
 def test_acquire_accept_release_reject(wire, share_broker):
-    _, persister = share_broker
     m1, m2 = member(), member()
     opened = wire.fetch(m1, wire.topics())  # share.auto.offset.reset=latest: the log end
     assert opened["acquisition_lock_timeout_ms"] == 30000
@@ -60,8 +59,7 @@ def test_acquire_accept_release_reject(wire, share_broker):
     assert done["error_code"] == 0 and partition_of(done)["error_code"] == 0
     twice = wire.acknowledge(m1, [ack(8, 8, ACCEPT)])  # archived already: below the start offset now, ignored
     assert partition_of(twice)["error_code"] == 0
-    state = next(s for k, s in persister.states.items() if k.group_id == wire.group)
-    assert state.start_offset == 9 and state.batches == []
+    assert wire.start_offset() == 9
     wire.produce([b"d"])
     late = wire.fetch(m2)
     assert acquired(late) == [(9, 9, 1)]
@@ -82,7 +80,7 @@ def test_session_close_releases_records(wire):
 
 
 def test_connection_close_releases_records(wire, share_broker):
-    broker, _ = share_broker
+    broker = share_broker
     m1, m2 = member(), member()
     other = ShareWire(broker.bootstrap_servers, wire.topic, wire.group, create=False)
     other.fetch(m1, wire.topics())
@@ -140,14 +138,15 @@ def test_session_epochs_and_bad_requests(wire):
         r = wire.fetch(m2, wire.topics(acks=acks))
         assert partition_of(r)["acknowledge_error_code"] == errors.E_INVALID_REQUEST, acks
     beyond = partition_of(wire.fetch(m2, wire.topics(acks=[ack(50, 50, ACCEPT)])))
-    assert beyond["acknowledge_error_code"] == errors.E_INVALID_RECORD_STATE
-    assert beyond["acknowledge_error_message"].startswith("Batch record not found")
+    assert beyond["acknowledge_error_code"] == errors.E_INVALID_REQUEST
+    assert beyond["acknowledge_error_message"] == \
+        "Batch record not found. The first offset in request is past acquired records."
     forgot = wire.fetch(m2, forgotten=[{"topic_id": wire.topic_id, "partitions": [0]}])
     assert forgot["error_code"] == 0 and forgot["responses"] == []
 
 
 def test_leadership_change_reloads_state_with_acquired_records_available(wire, share_broker):
-    broker, _ = share_broker
+    broker = share_broker
     m1, m2 = member(), member()
     wire.fetch(m1, wire.topics())
     wire.fetch(m2, wire.topics())
@@ -162,7 +161,7 @@ def test_leadership_change_reloads_state_with_acquired_records_available(wire, s
 
 
 def test_read_committed_skips_aborted_records(share_broker, request):
-    broker, _ = share_broker
+    broker = share_broker
     name = f"share-rc-{os.getpid()}"
     for isolation in ("read_committed", "read_uncommitted"):
         wire = ShareWire(broker.bootstrap_servers, f"{name}-{isolation}", f"g-{name}-{isolation}")
@@ -192,7 +191,7 @@ def test_read_committed_skips_aborted_records(share_broker, request):
 
 
 def test_lock_expiry_and_delivery_count_limit(short_lock_broker, request):
-    broker, persister = short_lock_broker
+    broker = short_lock_broker
     name = f"share-locks-{os.getpid()}"
     wire = ShareWire(broker.bootstrap_servers, name, "g-" + name)
     try:
@@ -205,8 +204,7 @@ def test_lock_expiry_and_delivery_count_limit(short_lock_broker, request):
         r = wire.fetch(m2, max_wait_ms=10000)
         assert acquired(r) == [(0, 0, 2)]
         # m2 does not either: group.share.delivery.count.limit=2, so the record is archived, never delivered again
-        wait_until(lambda: any(k.group_id == wire.group and s.start_offset == 1 for k, s in persister.states.items()),
-                   "the record archived after its second delivery", 15)
+        wait_until(lambda: wire.start_offset() == 1, "the record archived after its second delivery", 15)
         assert wire.fetch(m1, max_wait_ms=1500)["responses"] == []
         # a group config shortens nothing below the broker's minimum; it may lengthen the lock
         set_group_configs(broker, wire.group, {"share.record.lock.duration.ms": "5000"})
@@ -249,7 +247,7 @@ def test_share_metrics(request):
     sys.path.insert(0, str(Path(__file__).parent.parent / "metrics"))
     from scrape import scrape, value
     port = free_port()
-    broker, _ = start_share_broker(**{"prometheus.listener": f"http://127.0.0.1:{port}"})
+    broker = start_share_broker(**{"prometheus.listener": f"http://127.0.0.1:{port}"})
     wire = ShareWire(broker.bootstrap_servers, f"share-metrics-{os.getpid()}", "g-metrics")
     try:
         m1, m2 = member(), member()
@@ -276,7 +274,7 @@ def test_authorization_group_and_topic_read():
                                        ResourcePatternType, ResourceType)
     from conftest import start_share_broker
     # ANONYMOUS (a PLAINTEXT client) may do what no ACL names; ACLs for someone else deny it the rest
-    broker, _ = start_share_broker(**{"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+    broker = start_share_broker(**{"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
                                       "allow.everyone.if.no.acl.found": "true"})
     name = f"share-authz-{os.getpid()}"
     wire = ShareWire(broker.bootstrap_servers, name, "g-open")

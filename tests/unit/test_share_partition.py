@@ -56,24 +56,25 @@ def test_release_redelivers_with_count_two_and_reject_archives():
 def test_ack_errors_as_kafka():
     sp = fresh()
     sp.acquire("m1", batches(3), 500, 500, 2000)
-    for member, ack, message in [("m2", (0, 0, [ACCEPT]), "Member is not the owner of batch record"),
-                                 ("m1", (5, 5, [ACCEPT]), "Batch record not found"),
-                                 ("m1", (0, 3, [ACCEPT]), "Batch record not found")]:
+    for member, ack, code, message in [
+            ("m2", (0, 0, [ACCEPT]), errors.E_INVALID_RECORD_STATE, "Member is not the owner of batch record"),
+            ("m1", (5, 5, [ACCEPT]), errors.E_INVALID_REQUEST, "The first offset in request is past acquired records"),
+            ("m1", (0, 3, [ACCEPT]), errors.E_INVALID_RECORD_STATE, "not found in the cache")]:
         try:
             sp.acknowledge(member, [ack], 5)
             raise AssertionError("no error")
         except AckError as e:
-            assert e.code == errors.E_INVALID_RECORD_STATE and message in e.message
+            assert e.code == code and message in e.message
     sp.acknowledge("m1", [(0, 0, [ACCEPT])], 5)
     try:
         sp.acknowledge("m1", [(1, 1, [ACCEPT]), (0, 0, [ACCEPT])], 5)  # 0 is done: below the start, ignored
     except AckError:
         raise AssertionError("an offset below the start offset is ignored")
     try:
-        sp.acknowledge("m1", [(2, 2, [ACCEPT]), (3, 3, [ACCEPT])], 5)  # 2 is fine but 3 is not: all or nothing
+        sp.acknowledge("m1", [(2, 2, [ACCEPT]), (2, 3, [ACCEPT])], 5)  # 2 is fine but 3 is not: all or nothing
         raise AssertionError("no error")
     except AckError as e:
-        assert "not found" in e.message
+        assert "not found in the cache" in e.message
     assert sp.records[2].state == DeliveryState.ACQUIRED
 
 
@@ -161,3 +162,11 @@ def test_record_limit_mode_splits_batches():
     sp = fresh()
     assert sp.acquire("m1", batches(3), 2, 500, 2000, record_limit=True).ranges == [Acquired(0, 1, 1)]
     assert sp.acquire("m1", batches(3), 2, 500, 2000, record_limit=True).ranges == [Acquired(2, 2, 1)]
+
+
+def test_records_loaded_at_the_delivery_limit_are_archived_not_delivered():
+    sp = SharePartition(KEY, "t", 0)
+    sp.load(PartitionState(start_offset=0, batches=[StateBatch(0, 1, DeliveryState.AVAILABLE, 5),
+                                                    StateBatch(2, 2, DeliveryState.AVAILABLE, 4)]), 0, 1)
+    a = sp.acquire("m1", batches(3), 500, 500, 2000, delivery_limit=5)
+    assert a.changed and a.ranges == [Acquired(2, 2, 5)] and sp.start_offset == 2

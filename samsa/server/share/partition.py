@@ -26,6 +26,7 @@ GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4
 NOT_FOUND = "Batch record not found. The request batch offsets are not found in the cache."
 NOT_ACQUIRED = "The offset cannot be acknowledged. The offset is not acquired."
 NOT_OWNER = "Member is not the owner of batch record"
+PAST_END = "Batch record not found. The first offset in request is past acquired records."
 
 
 @dataclass(slots=True)
@@ -34,6 +35,7 @@ class InFlight:
     count: int  # delivery count
     member: str | None = None  # who holds it, while ACQUIRED
     lock: object | None = None  # the acquisition that holds it (its lock token), while ACQUIRED
+    batch: int = -1  # the in-flight batch it was first acquired in (its first offset); -1: never acquired here
 
 
 class Acquired(NamedTuple):
@@ -88,7 +90,7 @@ class SharePartition:
         for b in state.batches:
             kind = b.delivery_state if b.delivery_state in (ACKNOWLEDGED, ARCHIVED) else AVAILABLE
             for o in range(max(b.first_offset, self.start_offset), b.last_offset + 1):
-                self.records[o] = InFlight(kind, b.delivery_count)
+                self.records[o] = InFlight(kind, b.delivery_count, batch=b.first_offset)
             end = max(end, b.last_offset)
         for o in range(self.start_offset, end + 1):  # gaps between stored batches: never delivered
             if o not in self.records:
@@ -170,15 +172,19 @@ class SharePartition:
     # ------------------------------------------------------------------ acquiring
 
     def acquire(self, member: str, data: bytes, max_records: int, batch_size: int, max_locks: int,
-                aborted: list[tuple[int, int]] | None = None, record_limit: bool = False) -> Acquisition:
+                aborted: list[tuple[int, int]] | None = None, record_limit: bool = False,
+                delivery_limit: int | None = None) -> Acquisition:
         """Acquire for ``member`` the available records of ``data`` (whole batches read from the
         log at :meth:`next_fetch_offset`), whole batches at a time until ``max_records`` (or
         exactly ``max_records`` with ``record_limit``, ShareAcquireMode record_limit); new
         records only while the window holds fewer than ``max_locks``. ``aborted``
         ((producer id, first offset) of aborted transactions, read_committed): their records
-        are archived, not delivered."""
+        are archived, not delivered; so are records already delivered ``delivery_limit`` times
+        (a leader died while they were acquired for the last time)."""
         token = object()
-        ranges: list[list[int]] = []  # [first, last, count, records in this range]
+        # [first, last, count, records in it, in-flight batch (-1: new records)]; a range of records
+        # acquired before stays inside the in-flight batch they were first acquired in, as Kafka's do
+        ranges: list[list[int]] = []
         taken = 0
         changed = False
         first_pos = end_pos = -1
@@ -215,9 +221,11 @@ class SharePartition:
                     if rec is None or rec.state != AVAILABLE:
                         new_run = True
                         continue
-                if is_aborted:
+                batch = rec.batch
+                if is_aborted or (delivery_limit is not None and rec.count >= delivery_limit):
                     rec.state = ARCHIVED
                     changed = True
+                    new_run = True
                     continue
                 rec.state = ACQUIRED
                 rec.count += 1
@@ -226,12 +234,15 @@ class SharePartition:
                 took = True
                 taken += 1
                 run = ranges[-1] if ranges else None
-                if (run is not None and run[1] == o - 1 and run[2] == rec.count
-                        and not (new_run and run[3] >= batch_size)):
+                if run is not None and run[1] == o - 1 and run[2] == rec.count and run[4] == batch and (
+                        batch >= 0 or not (new_run and run[3] >= batch_size)):
                     run[1] = o
                     run[3] += 1
                 else:
-                    ranges.append([o, o, rec.count, 1])
+                    run = [o, o, rec.count, 1, batch]
+                    ranges.append(run)
+                if batch < 0:
+                    rec.batch = run[0]
                 new_run = False
             if took:
                 if first_pos < 0:
@@ -261,6 +272,12 @@ class SharePartition:
         record acquired under a new lock: its token is returned (None if nothing was renewed)."""
         records = self.records
         for first, last, _types in batches:
+            if last < self.start_offset:
+                continue
+            if self.end_offset < self.start_offset:
+                raise AckError(errors.E_INVALID_RECORD_STATE, NOT_FOUND)
+            if first > self.end_offset:
+                raise AckError(errors.E_INVALID_REQUEST, PAST_END)
             for o in range(max(first, self.start_offset), last + 1):
                 rec = records.get(o)
                 if rec is None or o > self.end_offset:
