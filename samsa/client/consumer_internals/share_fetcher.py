@@ -11,8 +11,9 @@ Records come with the offset ranges this member acquired and their delivery coun
 records inside those ranges are handed out. An acquired offset without a record to hand out
 (a control record, a record removed by compaction) is acknowledged as a gap at once.
 
-A partition whose leader moved (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, ...) is dropped
-from its old session, metadata refreshed, and read from the new leader's session; what was
+A partition whose leader moved (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, ...) has the
+metadata refreshed, is forgotten by its old session's next request and read in the new
+leader's session; what was
 acquired from the old leader is that leader's no more (its locks went with the leadership),
 so its pending acknowledgements are dropped.
 """
@@ -232,11 +233,11 @@ class ShareFetcher:
                         f"Acknowledgement of {tp}: {errors.error_name(p['acknowledge_error_code'])}")
                 code = p["error_code"]
                 if code in _MOVED:
+                    # Forgotten by the next request to this broker once the metadata names the new leader.
                     log.debug("ShareFetch of %s from node %d: %s; refreshing metadata", tp, node,
                               errors.error_name(code))
-                    session.partitions.discard(tp)  # the broker has left it out of the session too
                     self.pending.pop(tp, None)
-                    moved = True
+                    moved = failed = True
                     continue
                 if code:
                     failed = True
