@@ -4,6 +4,7 @@ group types, on both brokers. Epochs are compared relative to the first one each
 
 from __future__ import annotations
 
+import re
 import uuid
 
 from harness import create_topic
@@ -197,7 +198,9 @@ def _alter_group(side, group: str, configs: dict[str, str | None]) -> tuple[int,
     r = side.call(44, {"resources": [{"resource_type": 32, "resource_name": group, "configs": [
         {"name": k, "config_operation": 0 if v is not None else 1, "value": v} for k, v in configs.items()]}],
         "validate_only": False}, 1)["responses"][0]
-    return r["error_code"], r["error_message"]
+    # (the lower bound is the broker's group.share.min.* key, which a test fixture may lower)
+    message = re.sub(r"in the range \d+ to", "in the range <min> to", r["error_message"] or "") or None
+    return r["error_code"], message
 
 
 def test_share_group_configs(diff):
@@ -208,7 +211,7 @@ def test_share_group_configs(diff):
         for key, value in [("share.auto.offset.reset", "earliest"), ("share.auto.offset.reset", "by_duration:PT1H"),
                            ("share.auto.offset.reset", "nope"), ("share.isolation.level", "read_committed"),
                            ("share.isolation.level", "nope"), ("share.record.lock.duration.ms", "20000"),
-                           ("share.record.lock.duration.ms", "1000"), ("share.delivery.count.limit", "3"),
+                           ("share.record.lock.duration.ms", "100"), ("share.delivery.count.limit", "3"),
                            ("share.delivery.count.limit", "11"), ("share.session.timeout.ms", "50000"),
                            ("share.heartbeat.interval.ms", "6000"), ("share.heartbeat.interval.ms", "x"),
                            ("share.partition.max.record.locks", "200")]:

@@ -171,7 +171,8 @@ class GroupCoordinator:
                             {gid: {tp: o.offset for tp, o in offsets.committed(gid).items()}
                              for gid in offsets.group_ids()},
                             self.rebalancer.completed_rebalances,
-                            [g.state.value for g in list(self.consumer.groups.values())], self.consumer.rebalances)
+                            [g.state.value for g in list(self.consumer.groups.values())], self.consumer.rebalances,
+                            [g.state.value for g in list(self.share.groups.values())], self.share.rebalances)
 
     # ---------------------------------------------------------------- config
 
@@ -858,3 +859,5 @@ class GroupMetrics:
     completed_rebalances: int
     consumer_states: list[str] = field(default_factory=list)  # each consumer group's (KIP-848) state name
     consumer_rebalances: int = 0  # target assignments computed for consumer groups
+    share_states: list[str] = field(default_factory=list)  # each share group's (KIP-932) state name
+    share_rebalances: int = 0  # target assignments computed for share groups

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from samsa.coordinator.groups.consumer_groups import (ConsumerGroups, ConsumerHeartbeat, ConsumerHeartbeatResult,
                                                       Entry, _refuse, _wire_partitions)
-from samsa.coordinator.groups.assignors import TopicId
+from samsa.coordinator.groups.assignors import ASSIGNORS, TopicId
 from samsa.coordinator.groups.modern import JOIN_EPOCH, LEAVE_EPOCH, ModernGroup, ModernMember
 from samsa.protocol import errors
 
@@ -99,6 +99,10 @@ class ShareGroups(ConsumerGroups):
         assigned = {t for target in g.target.values() for t in target}
         return entries + self.add_state_topics(g.group_id, {
             t: (name, frozenset(range(n))) for t, (name, n) in g.topics.items() if t in assigned})
+
+    def preferred_assignor(self, g: ModernGroup) -> str:
+        """The first of ``group.share.assignors`` Samsa has (Kafka's SimpleAssignor: ``simple``)."""
+        return next((a for a in self.assignors() if a in ASSIGNORS), "simple")
 
     def share_heartbeat(self, req: ShareHeartbeat) -> tuple[ConsumerHeartbeatResult, list[Entry]]:
         if not req.member_id:  # Kafka 4.4 refuses it before its coordinator sees it, without a message
