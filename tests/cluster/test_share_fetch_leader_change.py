@@ -14,7 +14,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "share"))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "differential"))
 
-from share_wire import ShareWire, ack, acquired  # noqa: E402
+from share_wire import ShareWire, ack, acquired, partition_of  # noqa: E402
 from waiting import wait_until  # noqa: E402
 
 ACCEPT = 1
@@ -33,8 +33,10 @@ def test_new_leader_loads_the_share_partition(cluster_factory):
     at_leader = ShareWire(cluster.brokers[leader].bootstrap, topic, group, create=False)
     m1, m2 = str(uuid.uuid4()), str(uuid.uuid4())
     try:
-        opened = at_leader.fetch(m1, at_leader.topics())
-        assert acquired(opened) == [], opened
+        # the share partition starts at the log end (share.auto.offset.reset=latest) once loaded:
+        # open until it is (the share coordinator's state topic may still be coming up)
+        wait_until(lambda: partition_of(at_leader.fetch(m1, at_leader.topics(), epoch=0))["error_code"] == 0,
+                   "the share partition loaded at the leader", 60)
         at_leader.produce([b"r%d" % i for i in range(6)])
         assert acquired(at_leader.fetch(m1, max_wait_ms=5000)) == [(0, 5, 1)]
         done = at_leader.acknowledge(m1, [ack(0, 1, ACCEPT)])

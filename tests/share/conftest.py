@@ -11,11 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent.parent / "differential"))
 
-from samsa.embedded import Broker  # noqa: E402
-
-
-def start_share_broker(**overrides) -> Broker:
-    return Broker(overrides).start()
+from share_wire import start_share_broker  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -34,15 +30,3 @@ def short_lock_broker():
         "group.share.delivery.count.limit": "2"})
     yield broker
     broker.stop()
-
-
-def set_group_configs(broker: Broker, group: str, configs: dict[str, str]) -> None:
-    """A group's share.* configs, set over the wire (IncrementalAlterConfigs on a GROUP resource)."""
-    import harness
-    side = harness.Side("samsa", broker.bootstrap_servers)
-    try:
-        r = side.call(44, {"resources": [{"resource_type": 32, "resource_name": group, "configs": [
-            {"name": k, "config_operation": 0, "value": v} for k, v in configs.items()]}], "validate_only": False}, 1)
-    finally:
-        side.close()
-    assert r["responses"][0]["error_code"] == 0, r

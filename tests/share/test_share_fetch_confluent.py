@@ -11,7 +11,7 @@ import threading
 import time
 
 from confluent_kafka import Producer, ShareConsumer
-from conftest import set_group_configs
+from share_wire import set_group_configs
 
 from samsa import Admin
 from samsa.client.types import NewTopic
