@@ -295,3 +295,19 @@ def test_authorization_group_and_topic_read():
     finally:
         wire.close()
         broker.stop()
+
+
+def test_state_moved_on_by_the_share_coordinator_is_loaded_again(wire):
+    """The stored state is initialised anew (as an offsets reset does, at a higher state epoch):
+    the leader's next write is fenced, it forgets its copy, and the next fetch starts from the new state."""
+    m1 = member()
+    wire.open(m1)
+    wire.produce([b"r%d" % i for i in range(6)])
+    assert acquired(wire.fetch(m1)) == [(0, 5, 1)]
+    r = wire.side.call(83, {"group_id": wire.group, "topics": [{"topic_id": wire.topic_id, "partitions": [
+        {"partition": 0, "state_epoch": 1, "start_offset": 4}]}]}, 0)
+    assert r["results"][0]["partitions"][0]["error_code"] == 0, r
+    fenced = wire.acknowledge(m1, [ack(0, 1, ACCEPT)])
+    assert partition_of(fenced)["error_code"] == errors.E_FENCED_STATE_EPOCH
+    assert acquired(wire.fetch(m1)) == [(4, 5, 1)]
+    assert wire.start_offset() == 4

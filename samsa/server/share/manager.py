@@ -40,6 +40,9 @@ _PERSISTER_CODES = {
     errors.E_FENCED_STATE_EPOCH: errors.E_FENCED_STATE_EPOCH,
 }
 
+_RETRIABLE = (errors.E_NOT_COORDINATOR, errors.E_COORDINATOR_NOT_AVAILABLE, errors.E_COORDINATOR_LOAD_IN_PROGRESS,
+              errors.E_REQUEST_TIMED_OUT)
+
 
 @dataclass
 class FetchResult:
@@ -268,6 +271,13 @@ class SharePartitionManager:
             except PersisterError as e:
                 log.warning("share partition %s %s-%d: writing its state failed with error %d: %s",
                             key.group_id, sp.topic, sp.index, e.code, e)
+                if e.code not in _RETRIABLE and self.partitions.get(key) is sp:
+                    # the stored state moved on without this leader (offsets reset or deleted,
+                    # a newer leader epoch): forget this copy, the next request loads it again
+                    self.partitions.pop(key, None)
+                    for handle in self._timers.pop(key, ()):
+                        handle.cancel()
+                    self._wake()
                 return _PERSISTER_CODES.get(e.code, errors.E_UNKNOWN_SERVER_ERROR)
         return 0
 
