@@ -232,8 +232,10 @@ class SharePartitionManager:
             await asyncio.gather(*(self._write(key, sp) for key, sp in changed))
 
     def member_left(self, group_id: str, member_id: str) -> None:
-        """The share coordinator's hook: a member left the group (or was fenced). Its share
-        session here ends and its records are released."""
+        """A hook for the group coordinator: a member left the group (or was fenced), so its share
+        session here ends and its records are released. (Kafka's brokers release a member's
+        records when its share session ends, closed or with its connection, as
+        :meth:`connection_closed` does; nothing calls this yet.)"""
         self.sessions.close(group_id, member_id)
         self._spawn(self.release_member(group_id, member_id))
 
