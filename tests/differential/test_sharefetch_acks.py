@@ -75,7 +75,14 @@ def test_share_fetch_acknowledgements(diff):
 
         def a(first, last, *types):
             return {"first_offset": first, "last_offset": last, "acknowledge_types": list(types)}
-        steps = [("open m1", fetch(m1, topics())), ("open m2", fetch(m2, topics()))]
+        def open_session(m):
+            """Open, again until the share partition has loaded (the state topic may be coming up)."""
+            def loaded():
+                epochs[m] = 0
+                r = fetch(m, topics(), max_wait_ms=0)
+                return r if r["error_code"] == 0 and not r["responses"][0]["partitions"][0]["error_code"] else None
+            return wait_until(loaded, f"{m}'s share session on {side.name}", 60)
+        steps = [("open m1", open_session(m1)), ("open m2", open_session(m2))]
         for i in range(3):
             side.produce(topic, [(None, b"v%d-%d" % (i, j)) for j in range(3)])
         steps.append(("m1 acquires", fetch(m1)))

@@ -17,8 +17,7 @@ sys.path.insert(0, str(Path(__file__).parent.parent / "differential"))
 
 from broker_process import BrokerProcess  # noqa: E402
 from share_helpers import SHARE_BROKER_CONFIG, ShareTarget  # noqa: E402
-
-from samsa.embedded import Broker  # noqa: E402
+from share_wire import start_share_broker  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -37,10 +36,6 @@ def target(request) -> ShareTarget:
     return ShareTarget.samsa(request.getfixturevalue("share_samsa").bootstrap)
 
 
-def start_share_broker(**overrides) -> Broker:
-    return Broker(overrides).start()
-
-
 @pytest.fixture(scope="module")
 def share_broker():
     """One embedded broker (locks of Kafka's default 30 s) for a module's tests; topics and groups are per test."""
@@ -57,15 +52,3 @@ def short_lock_broker():
         "group.share.delivery.count.limit": "2"})
     yield broker
     broker.stop()
-
-
-def set_group_configs(broker: Broker, group: str, configs: dict[str, str]) -> None:
-    """A group's share.* configs, set over the wire (IncrementalAlterConfigs on a GROUP resource)."""
-    import harness
-    side = harness.Side("samsa", broker.bootstrap_servers)
-    try:
-        r = side.call(44, {"resources": [{"resource_type": 32, "resource_name": group, "configs": [
-            {"name": k, "config_operation": 0, "value": v} for k, v in configs.items()]}], "validate_only": False}, 1)
-    finally:
-        side.close()
-    assert r["responses"][0]["error_code"] == 0, r

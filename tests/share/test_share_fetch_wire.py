@@ -13,8 +13,8 @@ import time
 
 import pytest
 from confluent_kafka import Producer
-from conftest import set_group_configs
-from share_wire import ShareWire, ack, acquired, member, partition_of
+from share_wire import (ShareWire, ack, acquired, member, partition_of, set_group_configs,
+                        start_share_broker)
 from waiting import wait_until
 
 from samsa.protocol import errors
@@ -38,10 +38,10 @@ def test_api_versions_advertise_share_fetch_and_acknowledge(wire):
 
 def test_acquire_accept_release_reject(wire, share_broker):
     m1, m2 = member(), member()
-    opened = wire.fetch(m1, wire.topics())  # share.auto.offset.reset=latest: the log end
+    opened = wire.open(m1)  # share.auto.offset.reset=latest: the log end
     assert opened["acquisition_lock_timeout_ms"] == 30000
     assert acquired(opened) == [] and partition_of(opened)["error_code"] == 0
-    assert acquired(wire.fetch(m2, wire.topics())) == []
+    assert acquired(wire.open(m2)) == []
     for i in range(3):
         wire.produce([b"a%d" % i, b"b%d" % i, b"c%d" % i])
     first = wire.fetch(m1)
@@ -69,8 +69,8 @@ def test_acquire_accept_release_reject(wire, share_broker):
 
 def test_session_close_releases_records(wire):
     m1, m2 = member(), member()
-    wire.fetch(m1, wire.topics())
-    wire.fetch(m2, wire.topics())
+    wire.open(m1)
+    wire.open(m2)
     wire.produce([b"x", b"y"])
     assert acquired(wire.fetch(m1)) == [(0, 1, 1)]
     closed = wire.acknowledge(m1, [ack(0, 0, ACCEPT)], epoch=-1)  # acknowledges 0, closes, releases 1
@@ -83,8 +83,8 @@ def test_connection_close_releases_records(wire, share_broker):
     broker = share_broker
     m1, m2 = member(), member()
     other = ShareWire(broker.bootstrap_servers, wire.topic, wire.group, create=False)
-    other.fetch(m1, wire.topics())
-    wire.fetch(m2, wire.topics())
+    other.open(m1)
+    wire.open(m2)
     wire.produce([b"x", b"y"])
     assert acquired(other.fetch(m1)) == [(0, 1, 1)]
     other.close()  # its share session ends with its connection
@@ -93,8 +93,8 @@ def test_connection_close_releases_records(wire, share_broker):
 
 def test_long_poll_woken_by_append_and_by_release(wire):
     m1, m2 = member(), member()
-    wire.fetch(m1, wire.topics())
-    wire.fetch(m2, wire.topics())
+    wire.open(m1)
+    wire.open(m2)
     timer = threading.Timer(0.3, lambda: ShareWire(wire.side.bootstrap, wire.topic, wire.group, create=False)
                             .produce([b"late"]))
     timer.start()
@@ -131,7 +131,7 @@ def test_session_epochs_and_bad_requests(wire):
     codes = sorted(p["error_code"] for t in unknown["responses"] for p in t["partitions"])
     assert codes == [errors.E_UNKNOWN_TOPIC_OR_PARTITION, errors.E_UNKNOWN_TOPIC_ID]
     m2 = member()
-    wire.fetch(m2, wire.topics(), epoch=0)
+    wire.open(m2)
     wire.produce([b"x", b"y"])
     wire.fetch(m2)
     for acks in ([ack(0, 1, ACCEPT, ACCEPT, ACCEPT)], [ack(0, 0, 9)], [ack(1, 0, ACCEPT)], [ack(0, 0)]):
@@ -148,8 +148,8 @@ def test_session_epochs_and_bad_requests(wire):
 def test_leadership_change_reloads_state_with_acquired_records_available(wire, share_broker):
     broker = share_broker
     m1, m2 = member(), member()
-    wire.fetch(m1, wire.topics())
-    wire.fetch(m2, wire.topics())
+    wire.open(m1)
+    wire.open(m2)
     wire.produce([b"a", b"b", b"c"])
     assert acquired(wire.fetch(m1)) == [(0, 2, 1)]
     assert partition_of(wire.acknowledge(m1, [ack(1, 1, ACCEPT)]))["error_code"] == 0
@@ -181,7 +181,7 @@ def test_read_committed_skips_aborted_records(share_broker, request):
             p.abort_transaction()                        # 4-5, marker 6
             wire.produce([b"plain"])                     # 7
             m = member()
-            got = acquired(wire.fetch(m, wire.topics()))
+            got = acquired(wire.open(m))
             if isolation == "read_committed":
                 assert got == [(0, 3, 1), (6, 7, 1)]     # the markers' offsets are acquired, as Kafka does
             else:
@@ -196,8 +196,8 @@ def test_lock_expiry_and_delivery_count_limit(short_lock_broker, request):
     wire = ShareWire(broker.bootstrap_servers, name, "g-" + name)
     try:
         m1, m2 = member(), member()
-        assert wire.fetch(m1, wire.topics())["acquisition_lock_timeout_ms"] == 1000
-        wire.fetch(m2, wire.topics())
+        assert wire.open(m1)["acquisition_lock_timeout_ms"] == 1000
+        wire.open(m2)
         wire.produce([b"slow"])
         assert acquired(wire.fetch(m1)) == [(0, 0, 1)]
         # m1 never acknowledges: after the lock (1 s) the record is available again, delivery count 2
@@ -215,7 +215,7 @@ def test_lock_expiry_and_delivery_count_limit(short_lock_broker, request):
 
 def test_v2_record_limit_and_renew(wire):
     m1 = member()
-    wire.fetch(m1, wire.topics())
+    wire.open(m1)
     wire.produce([b"a", b"b", b"c"])
     body = {"group_id": wire.group, "member_id": m1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20,
             "max_records": 2, "batch_size": 500, "forgotten_topics_data": []}
@@ -243,7 +243,6 @@ def test_share_metrics(request):
     from pathlib import Path
 
     from broker_process import free_port
-    from conftest import start_share_broker
     sys.path.insert(0, str(Path(__file__).parent.parent / "metrics"))
     from scrape import scrape, value
     port = free_port()
@@ -251,8 +250,8 @@ def test_share_metrics(request):
     wire = ShareWire(broker.bootstrap_servers, f"share-metrics-{os.getpid()}", "g-metrics")
     try:
         m1, m2 = member(), member()
-        wire.fetch(m1, wire.topics())
-        wire.fetch(m2, wire.topics())
+        wire.open(m1)
+        wire.open(m2)
         wire.produce([b"a", b"b", b"c", b"d"])
         wire.fetch(m1)
         wire.acknowledge(m1, [ack(0, 0, ACCEPT), ack(1, 1, RELEASE)])
@@ -272,7 +271,6 @@ def test_share_metrics(request):
 def test_authorization_group_and_topic_read():
     from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient,
                                        ResourcePatternType, ResourceType)
-    from conftest import start_share_broker
     # ANONYMOUS (a PLAINTEXT client) may do what no ACL names; ACLs for someone else deny it the rest
     broker = start_share_broker(**{"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
                                       "allow.everyone.if.no.acl.found": "true"})
@@ -297,3 +295,19 @@ def test_authorization_group_and_topic_read():
     finally:
         wire.close()
         broker.stop()
+
+
+def test_state_moved_on_by_the_share_coordinator_is_loaded_again(wire):
+    """The stored state is initialised anew (as an offsets reset does, at a higher state epoch):
+    the leader's next write is fenced, it forgets its copy, and the next fetch starts from the new state."""
+    m1 = member()
+    wire.open(m1)
+    wire.produce([b"r%d" % i for i in range(6)])
+    assert acquired(wire.fetch(m1)) == [(0, 5, 1)]
+    r = wire.side.call(83, {"group_id": wire.group, "topics": [{"topic_id": wire.topic_id, "partitions": [
+        {"partition": 0, "state_epoch": 1, "start_offset": 4}]}]}, 0)
+    assert r["results"][0]["partitions"][0]["error_code"] == 0, r
+    fenced = wire.acknowledge(m1, [ack(0, 1, ACCEPT)])
+    assert partition_of(fenced)["error_code"] == errors.E_FENCED_STATE_EPOCH
+    assert acquired(wire.fetch(m1)) == [(4, 5, 1)]
+    assert wire.start_offset() == 4

@@ -40,6 +40,9 @@ _PERSISTER_CODES = {
     errors.E_FENCED_STATE_EPOCH: errors.E_FENCED_STATE_EPOCH,
 }
 
+_RETRIABLE = (errors.E_NOT_COORDINATOR, errors.E_COORDINATOR_NOT_AVAILABLE, errors.E_COORDINATOR_LOAD_IN_PROGRESS,
+              errors.E_REQUEST_TIMED_OUT)
+
 
 @dataclass
 class FetchResult:
@@ -229,8 +232,10 @@ class SharePartitionManager:
             await asyncio.gather(*(self._write(key, sp) for key, sp in changed))
 
     def member_left(self, group_id: str, member_id: str) -> None:
-        """The share coordinator's hook: a member left the group (or was fenced). Its share
-        session here ends and its records are released."""
+        """A hook for the group coordinator: a member left the group (or was fenced), so its share
+        session here ends and its records are released. (Kafka's brokers release a member's
+        records when its share session ends, closed or with its connection, as
+        :meth:`connection_closed` does; nothing calls this yet.)"""
         self.sessions.close(group_id, member_id)
         self._spawn(self.release_member(group_id, member_id))
 
@@ -268,6 +273,13 @@ class SharePartitionManager:
             except PersisterError as e:
                 log.warning("share partition %s %s-%d: writing its state failed with error %d: %s",
                             key.group_id, sp.topic, sp.index, e.code, e)
+                if e.code not in _RETRIABLE and self.partitions.get(key) is sp:
+                    # the stored state moved on without this leader (offsets reset or deleted,
+                    # a newer leader epoch): forget this copy, the next request loads it again
+                    self.partitions.pop(key, None)
+                    for handle in self._timers.pop(key, ()):
+                        handle.cancel()
+                    self._wake()
                 return _PERSISTER_CODES.get(e.code, errors.E_UNKNOWN_SERVER_ERROR)
         return 0
 
