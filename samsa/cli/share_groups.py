@@ -369,7 +369,7 @@ class Tool:
             results = {t: error_message(e) for t in topics}
         print()
         print_table(["TOPIC", "STATUS"], [[t, "Successful" if results.get(t) is None else f"Error: {results[t]}"]
-                                          for t in topics], [None, 0])
+                                          for t in sorted(topics)], [None, 0])
         return 1 if any(v is not None for v in results.values()) else 0
 
 
