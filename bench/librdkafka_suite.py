@@ -8,7 +8,8 @@ topics with replication factor 3, as librdkafka's own harness runs three brokers
 PATH is a librdkafka v2.x source release whose tests you built yourself (``./configure
 --no-download && make && make -C tests build``); this script builds nothing. It starts one
 Samsa broker configured as librdkafka's test harness configures Kafka (``num.partitions=4``,
-``group.initial.rebalance.delay.ms`` left at Kafka's 3000, ``auto.create.topics.enable``),
+``group.initial.rebalance.delay.ms`` left at Kafka's 3000, ``auto.create.topics.enable``,
+``group.share.min.record.lock.duration.ms=1000``),
 then runs every test that needs a broker as its own ``test-runner`` process (``TESTS=NNNN``,
 ``TEST_KAFKA_VERSION=3.9.0``), one after the other, and prints one line a test and the totals.
 Not part of ``./test``: a failure here is a lead to a bug, found and fixed with a test of ours.
@@ -32,8 +33,11 @@ sys.path.insert(0, str(ROOT / "tests" / "cluster"))
 from broker_process import BrokerProcess  # noqa: E402
 from cluster_harness import Cluster  # noqa: E402
 
-# librdkafka's harness configures Kafka so (and leaves the initial rebalance delay at 3000 ms)
-HARNESS_CONFIG = {"num.partitions": 4, "group.initial.rebalance.delay.ms": 3000, "auto.create.topics.enable": "true"}
+# librdkafka's harness configures Kafka so (and leaves the initial rebalance delay at 3000 ms); for
+# Kafka 4.2+ (its share-consumer tests, 0170-0190, set locks of 3 s) it lowers the share groups'
+# minimum lock duration (tests/cluster_testing.py, run-all-tests.sh).
+HARNESS_CONFIG = {"num.partitions": 4, "group.initial.rebalance.delay.ms": 3000, "auto.create.topics.enable": "true",
+                  "group.share.min.record.lock.duration.ms": 1000}
 
 # Tests that need more than one broker, SSL/SASL/OAUTHBEARER, a ZooKeeper address, or that
 # only run with KAFKA_PATH (Kafka's own scripts): they cannot run against one Samsa broker.
