@@ -152,6 +152,13 @@ class KafkaProcess(ChildProcess):
             "transaction.state.log.min.isr": "1", "share.coordinator.state.topic.replication.factor": str(nodes),
             "share.coordinator.state.topic.min.isr": "1", "group.initial.rebalance.delay.ms": "0",
             "offsets.topic.num.partitions": "50",
+            # Share groups (KIP-932) are on: 4.4's storage format finalizes share.version=2 without
+            # a --feature flag. Only the lower bounds of the group configs tests set per group
+            # (share.record.lock.duration.ms, share.heartbeat.interval.ms, share.session.timeout.ms)
+            # are lowered here; the broker-wide defaults stay Kafka's.
+            "group.share.min.record.lock.duration.ms": "1000",
+            "group.share.min.heartbeat.interval.ms": "500",
+            "group.share.min.session.timeout.ms": "6000",
         }
         self.props.update({k: str(v) for k, v in overrides.items()})
         self.proc: subprocess.Popen | None = None

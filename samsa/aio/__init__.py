@@ -2,3 +2,4 @@
 
 from samsa.aio.consumer import AIOConsumer  # noqa: F401
 from samsa.aio.producer import AIOProducer  # noqa: F401
+from samsa.aio.share_consumer import AIOShareConsumer  # noqa: F401

@@ -202,6 +202,13 @@ def _value(v: str | None) -> str:
     return "null" if v is None else v
 
 
+def _share_group_ids(admin: Admin) -> set[str]:
+    try:
+        return {g.group_id for g in admin.list_share_groups()}
+    except errors.UnsupportedVersionError:  # a broker without ListGroups v5: no share groups
+        return set()
+
+
 def describe(admin: Admin, kind: str, name: str | None, describe_all: bool) -> None:
     singular = kind[:-1]
     if name is not None and not describe_all:
@@ -218,7 +225,8 @@ def describe(admin: Admin, kind: str, name: str | None, describe_all: bool) -> N
     elif kind == "topics":
         entities = list(admin.list_topics(include_internal=True))
     elif kind == "groups":
-        entities = sorted(g.group_id for g in admin.list_consumer_groups())
+        # every group with dynamic configs may be of either kind: consumer and share groups (KIP-932)
+        entities = sorted({g.group_id for g in admin.list_consumer_groups()} | _share_group_ids(admin))
     else:
         entities = [str(b.id) for b in admin.describe_cluster().brokers] + [""]
     for entity_name in entities:

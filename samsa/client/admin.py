@@ -21,6 +21,7 @@ from samsa.client.admin_driver import check as _check
 from samsa.client.admin_driver import error as _error
 from samsa.client.admin_driver import group_error as _group_error
 from samsa.client.admin_security import QuotaEntity, SecurityAdmin
+from samsa.client.admin_share import ShareAdmin
 from samsa.client.connection import BrokerConnection
 from samsa.client.loop import LoopThread
 from samsa.client.metadata import ClusterMetadata
@@ -47,6 +48,9 @@ from samsa.client.types import (
     FencedProducer,
     ProducerState,
     ReplicaInfo,
+    ShareGroupDescription,
+    ShareGroupListing,
+    SharePartitionOffset,
     TopicDescription,
     TopicListing,
     TopicPartition,
@@ -95,7 +99,7 @@ def decode_assignment(data: bytes | None) -> list[TopicPartition]:
     return [TopicPartition(t["topic"], p) for t in body["assigned_partitions"] for p in t["partitions"]]
 
 
-class AsyncAdmin(SecurityAdmin):
+class AsyncAdmin(SecurityAdmin, ShareAdmin):
     def __init__(self, config: Mapping[str, Any]):
         servers = config.get("bootstrap.servers")
         if not servers:
@@ -796,6 +800,28 @@ class Admin:
     def delete_consumer_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition]
                                       ) -> dict[TopicPartition, errors.KafkaError | None]:
         return self._run(self._admin.delete_consumer_group_offsets(group_id, list(partitions)))
+
+    # share groups (KIP-932)
+    def list_share_groups(self, states: Iterable[str] | None = None) -> list[ShareGroupListing]:
+        return self._run(self._admin.list_share_groups(None if states is None else list(states)))
+
+    def describe_share_groups(self, group_ids: Iterable[str]) -> dict[str, ShareGroupDescription]:
+        return self._run(self._admin.describe_share_groups(list(group_ids)))
+
+    def delete_share_groups(self, group_ids: Iterable[str]) -> dict[str, errors.KafkaError | None]:
+        return self._run(self._admin.delete_share_groups(list(group_ids)))
+
+    def list_share_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None = None
+                                 ) -> dict[TopicPartition, SharePartitionOffset | errors.KafkaError]:
+        return self._run(self._admin.list_share_group_offsets(
+            group_id, None if partitions is None else list(partitions)))
+
+    def alter_share_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]
+                                  ) -> dict[TopicPartition, errors.KafkaError | None]:
+        return self._run(self._admin.alter_share_group_offsets(group_id, dict(offsets)))
+
+    def delete_share_group_offsets(self, group_id: str, topics: Iterable[str]) -> dict[str, errors.KafkaError | None]:
+        return self._run(self._admin.delete_share_group_offsets(group_id, list(topics)))
 
     def elect_leaders(self, partitions: Iterable[TopicPartition] | None, unclean: bool = False
                       ) -> dict[TopicPartition, errors.KafkaError | None]:

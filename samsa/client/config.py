@@ -19,7 +19,8 @@ from samsa.serialization import SERDE_KEYS, with_headers
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ClientConfig", "ConfigError", "PRODUCER_KEYS", "CONSUMER_KEYS", "ADMIN_KEYS", "load_plugins"]
+__all__ = ["ClientConfig", "ConfigError", "PRODUCER_KEYS", "CONSUMER_KEYS", "SHARE_CONSUMER_KEYS", "ADMIN_KEYS",
+           "load_plugins"]
 
 
 def _acks(v: Any) -> str | None:
@@ -105,6 +106,31 @@ CONSUMER_KEYS = keys(
     Key("client.rack", "string", ""),
     Key("default.api.timeout.ms", "int", 60000, at_least(0)),
 )
+
+# The share consumer (KIP-932): what Java's ShareConsumerConfig takes. Offsets, isolation and
+# session timing are the share group's configs (share.auto.offset.reset, share.isolation.level,
+# share.record.lock.duration.ms, ...), set on the broker with IncrementalAlterConfigs.
+SHARE_CONSUMER_KEYS = keys(
+    *COMMON,
+    Key("group.id", "string", None),
+    Key("key.deserializer", "class", None),
+    Key("value.deserializer", "class", None),
+    Key("share.acknowledgement.mode", "string", "implicit", one_of("implicit", "explicit")),
+    Key("share.acquire.mode", "string", "batch_optimized", one_of("batch_optimized", "record_limit")),
+    Key("max.poll.interval.ms", "int", 300000, at_least(1)),
+    Key("max.poll.records", "int", 500, at_least(1)),
+    Key("fetch.min.bytes", "int", 1, at_least(0)),
+    Key("fetch.max.bytes", "int", 52428800, at_least(0)),
+    Key("fetch.max.wait.ms", "int", 500, at_least(0)),
+    Key("max.partition.fetch.bytes", "int", 1048576, at_least(0)),
+    Key("check.crcs", "bool", True),
+    Key("client.rack", "string", ""),
+    Key("default.api.timeout.ms", "int", 60000, at_least(0)),
+)
+# Consumer keys a share consumer refuses, as Java's ShareConsumerConfig does.
+SHARE_CONSUMER_REFUSED = ("auto.offset.reset", "enable.auto.commit", "group.instance.id", "isolation.level",
+                          "partition.assignment.strategy", "interceptor.classes", "session.timeout.ms",
+                          "heartbeat.interval.ms", "group.protocol", "group.remote.assignor")
 
 ADMIN_KEYS = keys(*COMMON, Key("default.api.timeout.ms", "int", 60000, at_least(0)))
 

@@ -277,3 +277,44 @@ class ProducerState:
     last_timestamp: int
     coordinator_epoch: int
     current_transaction_start_offset: int
+
+
+# ---------------------------------------------------------------- share groups (KIP-932)
+
+@dataclass(frozen=True)
+class ShareGroupListing:
+    group_id: str
+    state: str | None  # Empty, Stable, Dead; None: the broker did not say
+
+
+@dataclass
+class ShareMemberDescription:
+    member_id: str
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    host: str
+    subscribed_topics: list[str]
+    assignment: list[TopicPartition] = field(default_factory=list)
+
+
+@dataclass
+class ShareGroupDescription:
+    group_id: str
+    state: str  # Empty, Stable, Dead
+    coordinator: Node | None
+    group_epoch: int
+    assignment_epoch: int
+    assignor: str
+    members: list[ShareMemberDescription] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SharePartitionOffset:
+    """A share group's place in a partition: the first offset not yet delivered to completion
+    (``start_offset``, -1 if the group has none there), its leader epoch, and the lag (the
+    records not yet delivered to completion; -1 if the broker does not know)."""
+
+    start_offset: int
+    leader_epoch: int | None
+    lag: int

@@ -30,7 +30,9 @@ from samsa.cluster.partition import Partition
 from samsa.cluster.replica_manager import ReplicaManager
 from samsa.cluster.topic_admin import TopicAdmin
 from samsa.coordinator.groups import GroupCoordinator
+from samsa.coordinator.share import ShareCoordinator
 from samsa.coordinator.transactions import TransactionCoordinator, TransactionVerifier
+from samsa.protocol.api_keys import ApiKey
 from samsa.server.dispatcher import Dispatcher
 from samsa.server.fetch_sessions import FetchSessionCache
 from samsa.server.metrics.counters import BrokerTopicStats
@@ -71,6 +73,7 @@ class BrokerServer:
         self.groups = GroupCoordinator(GroupCoordinatorHost(self))
         self.markers = MarkerSender(self)
         self.txn = TransactionCoordinator(TransactionCoordinatorHost(self))
+        self.share = ShareCoordinator(ShareCoordinatorHost(self))
         self.verifier = TransactionVerifier(self.txn, self.markers)
         self.servers: list[asyncio.AbstractServer] = []
         self.bound: list[tuple[str, str, int]] = []  # (listener name, host, port) as bound
@@ -118,6 +121,7 @@ class BrokerServer:
         self.replicas.on_all_dirs_failed = _halt
         self.replicas.listeners.append(self.groups)
         self.replicas.listeners.append(self.txn)
+        self.replicas.listeners.append(self.share)
         self.shares = SharePartitionManager(self.config, self.replicas, self.groups.group_configs,
                                             self.share_persister)
         self.replicas.listeners.append(self.shares)
@@ -367,6 +371,15 @@ class GroupCoordinatorHost:
     def create_topic(self, name: str, num_partitions: int, replication_factor: int, *,
                      configs: dict[str, str] | None = None) -> TopicInfo:
         return self._server.admin.create_topic(name, num_partitions, replication_factor, configs=configs)
+
+
+class ShareCoordinatorHost(GroupCoordinatorHost):
+    """The broker as the share coordinator sees it
+    (:class:`samsa.coordinator.share.coordinator.ShareCoordinatorHost`): the group coordinator's
+    host, and requests to other brokers on the kept inter-broker connections."""
+
+    async def request_broker(self, broker_id: int, api_key: ApiKey, body: dict) -> dict:
+        return await self._server.markers.request_broker(broker_id, api_key, body)
 
 
 class TransactionCoordinatorHost(GroupCoordinatorHost):

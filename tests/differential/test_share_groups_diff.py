@@ -162,3 +162,43 @@ def test_share_version_feature(diff):
                 [f for f in r["finalized_features"] if f["name"] == "share.version"],
                 [(a["api_key"], a["min_version"], a["max_version"]) for a in r["api_keys"] if a["api_key"] in (76, 77)])
     diff(run)
+
+
+SHARE_GROUP_KEYS = ["share.auto.offset.reset", "share.isolation.level", "share.record.lock.duration.ms",
+                    "share.session.timeout.ms", "share.heartbeat.interval.ms", "share.delivery.count.limit",
+                    "share.partition.max.record.locks"]
+
+
+def _group_configs(side, group: str, keys: list[str] | None) -> list:
+    r = side.call(32, {"resources": [{"resource_type": 32, "resource_name": group, "configuration_keys": keys}],
+                       "include_synonyms": True, "include_documentation": False}, 4)["results"][0]
+    return [r["error_code"], r["error_message"],
+            sorted(({k: v for k, v in c.items() if k != "documentation"} for c in r["configs"]),
+                   key=lambda c: c["name"])]
+
+
+def _alter_group(side, group: str, configs: dict[str, str | None]) -> tuple[int, str | None]:
+    r = side.call(44, {"resources": [{"resource_type": 32, "resource_name": group, "configs": [
+        {"name": k, "config_operation": 0 if v is not None else 1, "value": v} for k, v in configs.items()]}],
+        "validate_only": False}, 1)["responses"][0]
+    return r["error_code"], r["error_message"]
+
+
+def test_share_group_configs(diff):
+    _, group = _names()
+
+    def run(side):
+        out = [_group_configs(side, group, SHARE_GROUP_KEYS)]
+        for key, value in [("share.auto.offset.reset", "earliest"), ("share.auto.offset.reset", "by_duration:PT1H"),
+                           ("share.auto.offset.reset", "nope"), ("share.isolation.level", "read_committed"),
+                           ("share.isolation.level", "nope"), ("share.record.lock.duration.ms", "20000"),
+                           ("share.record.lock.duration.ms", "1000"), ("share.delivery.count.limit", "3"),
+                           ("share.delivery.count.limit", "11"), ("share.session.timeout.ms", "50000"),
+                           ("share.heartbeat.interval.ms", "6000"), ("share.heartbeat.interval.ms", "x"),
+                           ("share.partition.max.record.locks", "200")]:
+            out.append((key, value, _alter_group(side, group, {key: value})))
+        out.append(_group_configs(side, group, SHARE_GROUP_KEYS))
+        out.append(_alter_group(side, group, {k: None for k in SHARE_GROUP_KEYS}))
+        out.append(_group_configs(side, group, ["share.isolation.level"]))
+        return out
+    diff(run)

@@ -1,5 +1,9 @@
-"""Fixtures of the share-partition tests: embedded brokers (real TCP, in this process) whose
-share partitions keep their state in an in-memory test persister, and a raw-request side."""
+"""Fixtures of the share-group tests (KIP-932).
+
+Client-level scenarios run against Apache Kafka 4.4.0 (the session's ``kafka`` fixture) and a
+Samsa broker process of their own, configured alike (``target``); the share-partition tests use
+embedded brokers (real TCP, in this process) whose share partitions keep their state in an
+in-memory test persister, and a raw-request side."""
 
 from __future__ import annotations
 
@@ -11,9 +15,27 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent.parent / "differential"))
 
+from broker_process import BrokerProcess  # noqa: E402
+from share_helpers import SHARE_BROKER_CONFIG, ShareTarget  # noqa: E402
 from share_memory_persister import MemoryPersister  # noqa: E402
 
 from samsa.embedded import Broker  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def share_samsa(tmp_path_factory):
+    """A Samsa broker process with the same share-group lower bounds as the reference Kafka."""
+    b = BrokerProcess(tmp_path_factory.mktemp("share-broker"), **SHARE_BROKER_CONFIG).start()
+    yield b
+    b.stop()
+
+
+@pytest.fixture(params=["kafka", "samsa"])
+def target(request) -> ShareTarget:
+    """One broker serving share groups: Kafka 4.4.0, then Samsa."""
+    if request.param == "kafka":
+        return ShareTarget("kafka", request.getfixturevalue("kafka").bootstrap)
+    return ShareTarget.samsa(request.getfixturevalue("share_samsa").bootstrap)
 
 
 def start_share_broker(**overrides) -> tuple[Broker, MemoryPersister]:

@@ -47,6 +47,22 @@ class ConsumerRecord(NamedTuple):
 _make_record = partial(tuple.__new__, ConsumerRecord)
 
 
+class ShareConsumerRecord(NamedTuple):
+    """A record a share consumer acquired: a :class:`ConsumerRecord`'s fields and the
+    ``delivery_count`` (1 the first time the share group hands it out, 2 the next, ...)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: Any
+    value: Any
+    headers: tuple[tuple[str, bytes | None], ...]
+    leader_epoch: int | None
+    delivery_count: int
+
+
 class OffsetAndMetadata(NamedTuple):
     """A committed offset: the next offset to read, with optional metadata and leader epoch."""
 

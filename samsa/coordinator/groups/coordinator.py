@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from samsa.broker_config import segment_bytes_config
 from samsa.cluster.metadata import BrokerInfo
-from samsa.coordinator.groups import persistence
+from samsa.coordinator.groups import group_configs, persistence
 from samsa.coordinator.groups.offsets import OffsetStore, TopicPartition
 from samsa.coordinator.groups.consumer_groups import CONFIG_KEYS as CONSUMER_CONFIG_KEYS
 from samsa.coordinator.groups.consumer_groups import (ConsumerGroupDescription, ConsumerGroups,
@@ -450,6 +450,16 @@ class GroupCoordinator:
         if cached is None or now - cached[0] > GROUP_CONFIG_TTL:
             cached = self._group_configs[group_id] = (now, dict(self.host.group_configs(group_id)))
         return cached[1]
+
+    def share_group_config(self, group_id: str, key: str) -> Any:
+        """A share group's effective ``share.*`` config (``share.record.lock.duration.ms``,
+        ``share.delivery.count.limit``, ``share.auto.offset.reset``, ``share.isolation.level``,
+        ...): the group's own value, else the broker's key it overrides, else Kafka's default;
+        numbers as ints. For the share partitions (KIP-932)."""
+        value = self.group_configs(group_id).get(key)
+        if value is None:
+            return group_configs.default(key, self.cfg)
+        return value if key in group_configs.OWN_DEFAULTS else int(value)
 
     def group_configs_changed(self, group_id: str) -> None:
         """This broker altered the group's configs: read them again at the next heartbeat."""

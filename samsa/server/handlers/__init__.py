@@ -17,6 +17,7 @@ from samsa.cluster.metadata_cache import MetadataCache
 from samsa.cluster.replica_manager import ReplicaManager
 from samsa.cluster.topic_admin import TopicAdmin
 from samsa.coordinator.groups import GroupCoordinator
+from samsa.coordinator.share import ShareCoordinator
 from samsa.coordinator.transactions import TransactionCoordinator, TransactionVerifier
 from samsa.protocol import api
 from samsa.protocol.api_keys import ApiKey
@@ -44,6 +45,7 @@ class Services(Protocol):
     shares: SharePartitionManager  # share partitions led here and share sessions (KIP-932)
     stats: BrokerTopicStats | None  # BrokerTopicMetrics, when the broker's metrics are on
     txn: TransactionCoordinator
+    share: ShareCoordinator        # the share coordinator (KIP-932): __share_group_state, the share persister
     verifier: TransactionVerifier  # KIP-890: Produce and TxnOffsetCommit ask it about the transaction
     authorizer: Authorizer | None  # None without authorizer.class.name: every check passes
     quotas: QuotaManager | None    # client quotas (producer/consumer byte rates, request percentage, mutations)
@@ -95,6 +97,7 @@ from samsa.server.handlers import (  # noqa: E402,F401  (registration side effec
     replication,
     sasl,
     scram,
+    share_state,
     share,
     transactions,
 )

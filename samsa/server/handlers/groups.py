@@ -16,13 +16,14 @@ from typing import Any
 
 from samsa.coordinator.groups import (ConsumerHeartbeat, ConsumerHeartbeatResult, GroupDescription, HeartbeatRequest, JoinRequest, JoinResult, LeavingMember,
                                       OffsetCommitEntry, OffsetCommitRequest, ShareHeartbeat, SyncRequest, SyncResult)
+from samsa.coordinator.share.coordinator import parse_coordinator_key
 from samsa.protocol import errors
 from samsa.protocol.acl import ResourceType, authorized_operations
 from samsa.protocol.api_keys import ApiKey
 from samsa.server.handlers import handles
 from samsa.server.handlers.authz import CLUSTER_NAME, RT, Op, allowed, operations, quietly_allowed
 
-GROUP_KEY, TRANSACTION_KEY = 0, 1
+GROUP_KEY, TRANSACTION_KEY, SHARE_KEY = 0, 1, 2
 
 
 def _client_host(ctx) -> str:
@@ -42,7 +43,19 @@ def _coordinator(ctx, key: str, key_type: int) -> dict:
         if key_type == GROUP_KEY and not allowed(ctx, Op.DESCRIBE, RT.GROUP, key):
             return {"key": key, "node_id": -1, "host": "", "port": -1,
                     "error_code": errors.E_GROUP_AUTHORIZATION_FAILED, "error_message": None}
+        if key_type == SHARE_KEY and not allowed(ctx, Op.CLUSTER_ACTION, RT.CLUSTER, CLUSTER_NAME):
+            return {"key": key, "node_id": -1, "host": "", "port": -1,
+                    "error_code": errors.E_CLUSTER_AUTHORIZATION_FAILED, "error_message": None}
     try:
+        if key_type == SHARE_KEY:  # a share partition's coordinator (KIP-932): "group:topicId:partition"
+            try:
+                share_key = parse_coordinator_key(key)
+            except errors.InvalidRequestError as e:  # Kafka 4.4: INVALID_REQUEST with an empty message
+                return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": e.code, "error_message": ""}
+            b = ctx.broker.share.coordinator_for(share_key)
+            host, port = b.endpoint(ctx.connection.listener) or (b.host, b.port)
+            return {"key": key, "node_id": b.id, "host": host, "port": port, "error_code": 0,
+                    "error_message": None}
         if key_type == TRANSACTION_KEY:
             if not key:
                 raise errors.InvalidRequestError("transactional id must not be empty")

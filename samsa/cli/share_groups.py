@@ -1,0 +1,386 @@
+"""``samsa share-groups``: kafka-share-groups.sh (KIP-932) with Kafka's flags and output.
+
+    samsa share-groups --bootstrap-server localhost:9092 --list [--state [Stable,Empty]]
+    samsa share-groups --bootstrap-server localhost:9092 --describe --group g1 [--members | --state | --offsets]
+        [--verbose]
+    samsa share-groups --bootstrap-server localhost:9092 --reset-offsets --group g1 --topic t:0,1 --to-earliest
+        --execute
+    samsa share-groups --bootstrap-server localhost:9092 --delete --group g1
+    samsa share-groups --bootstrap-server localhost:9092 --delete-offsets --group g1 --topic t
+
+A share group's offsets are its start offsets: the first record of each partition not yet
+delivered to completion (DescribeShareGroupOffsets), with the lag the broker computes.
+``--reset-offsets`` and ``--delete-offsets`` only work on groups without members, as in
+Kafka; new offsets are kept between each partition's earliest and latest offset. Where
+Kafka's tool prints an error and still exits 0 (an unknown group, a failed deletion), this
+one prints one line and exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from samsa.cli.common import Parser, UsageError, admin_config, error_message, run_tool
+from samsa.cli.consumer_groups import (_assignment, _given, flag, parse_datetime, parse_offsets_file, parse_topics,
+                                       print_table)
+from samsa.client import offset_reset
+from samsa.client.admin import Admin
+from samsa.client.offset_reset import ResetError
+from samsa.client.types import ShareGroupDescription, TopicPartition
+from samsa.protocol import errors
+
+DESCRIPTION = ("This tool helps to list, describe, reset and delete share groups.")
+ACTIONS = ("list", "describe", "delete", "reset_offsets", "delete_offsets")
+SCENARIOS = ("to_datetime", "to_earliest", "to_latest", "from_file", "to_current", "to_offset")
+STATES = ("Empty", "Stable", "Dead")  # Kafka's share group states, as --state accepts them
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = Parser(prog="samsa share-groups", description=DESCRIPTION)
+    a = p.add_argument
+    a("--bootstrap-server", metavar="<String: server to connect to>", help="REQUIRED: The server(s) to connect to.")
+    a("--command-config", metavar="<String: command config property file>",
+      help="Property file containing configs to be passed to Admin Client.")
+    a("--timeout", metavar="<Long: timeout (ms)>", type=int, default=30000,
+      help="The timeout that can be set for some use cases. (default: 30000)")
+    a("--list", action="store_true", help="List all share groups.")
+    a("--describe", action="store_true", help="Describe share group, members and offset information.")
+    a("--delete", action="store_true", help="Delete share group.")
+    a("--delete-offsets", action="store_true",
+      help="Delete offsets of share group. Supports one share group at a time, and multiple topics.")
+    a("--reset-offsets", action="store_true",
+      help="Reset offsets of share group. Supports one share group at a time, and instances must be inactive. "
+      "Has 2 execution options: --dry-run to plan which offsets to reset, and --execute to reset the offsets. "
+      "Additionally, the --export option can be used to generate the offsets in CSV format. You must choose one "
+      "of the following reset specifications: --to-datetime, --to-earliest, --to-latest, --from-file, "
+      "--to-current, --to-offset. To define the scope, use --all-topics or --topic.")
+    a("--group", metavar="<String: group id>", action="append", default=[], help="The share group id.")
+    a("--all-groups", action="store_true", help="Apply to all share groups.")
+    a("--topic", metavar="<String: topic>", action="append", default=[],
+      help="The topic whose offset information should be deleted or reset. When resetting offsets, partitions "
+      "can be specified using this format: `topic:0,1,2`, where 0,1,2 are the partitions to be included.")
+    a("--all-topics", action="store_true", help="Apply to all topics. Supported operation: reset-offsets.")
+    a("--members", action="store_true", help="Describe members of the group. This option may be used with the "
+      "--describe option only.")
+    a("--offsets", action="store_true", help="Describe the group and list all topic partitions in the group along "
+      "with their offset information. This is the default sub-action and may be used with the --describe option "
+      "only.")
+    a("--state", metavar="<String>", nargs="?", const="", default=None,
+      help="When specified with --describe, it displays the state of the group. When specified with --list, it "
+      "displays the state of all groups. It can also be used to list groups with specific states. Valid values "
+      "are Empty, Stable and Dead.")
+    a("--verbose", action="store_true", help="Provide additional information, if any, when describing the group.")
+    a("--dry-run", action="store_true", help="Output offset reset information without executing the operation. "
+      "Supported operation: reset-offsets.")
+    a("--execute", action="store_true", help="Execute the offset reset operation. Supported operation: "
+      "reset-offsets.")
+    a("--export", action="store_true", help="Generate offset reset information in CSV format for export to a file. "
+      "Supported operation: reset-offsets.")
+    a("--to-offset", metavar="<Long: offset>", type=int, help="Reset offsets to a specific offset.")
+    a("--from-file", metavar="<String: path to CSV file>", help="Reset offsets to values defined in CSV file.")
+    a("--to-datetime", metavar="<String: datetime>",
+      help="Reset offsets to offset from datetime. Format: 'YYYY-MM-DDThh:mm:ss.sss'")
+    a("--to-earliest", action="store_true", help="Reset offsets to earliest offset.")
+    a("--to-latest", action="store_true", help="Reset offsets to latest offset.")
+    a("--to-current", action="store_true", help="Reset offsets to current offset.")
+    return p
+
+
+def _cant(o: argparse.Namespace, name: str, allowed: tuple[str, ...]) -> None:
+    if not _given(o, name):
+        return
+    for action in ACTIONS:
+        if action not in allowed and getattr(o, action):
+            raise UsageError(f'Option "{flag(name)}" can\'t be used with option "{flag(action)}"')
+
+
+def check_args(o: argparse.Namespace) -> None:
+    actions = [a for a in ACTIONS if getattr(o, a)]
+    if len(actions) != 1:
+        raise UsageError("Command must include exactly one action: --list, --describe, --delete, --reset-offsets, "
+                         "--delete-offsets")
+    action = actions[0]
+    if not o.bootstrap_server:
+        raise UsageError('Missing required argument "[bootstrap-server]"')
+    if o.timeout is not None and o.timeout <= 0:
+        raise UsageError("Option [timeout] must be a positive number of milliseconds")
+    if o.group and o.all_groups:
+        raise UsageError('Option "[all-groups]" can\'t be used with option "[group]"')
+    if o.topic and o.all_topics:
+        raise UsageError('Option "[all-topics]" can\'t be used with option "[topic]"')
+    if action in ("describe", "delete") and not o.group and not o.all_groups:
+        raise UsageError(f"Option {flag(action)} takes one of these options: [all-groups], [group]")
+    if action == "describe":
+        views = [v for v in ("members", "offsets") if getattr(o, v)] + (["state"] if o.state is not None else [])
+        if len(views) > 1:
+            raise UsageError("Option [describe] takes at most one of these options: [members], [offsets], [state]")
+        if o.state:
+            raise UsageError(f"Option [describe] takes [state] without a value, got '{o.state}'")
+    if action == "reset_offsets":
+        if not o.group or len(o.group) > 1:
+            raise UsageError("Option [reset-offsets] takes the option: [group] (one share group at a time)")
+        if o.dry_run == o.execute:
+            raise UsageError("Option [reset-offsets] takes the option: [execute] or [dry-run]")
+        scenarios = [s for s in SCENARIOS if _given(o, s)]
+        if len(scenarios) != 1:
+            raise UsageError("Option [reset-offsets] takes exactly one of these options: "
+                             + ", ".join(flag(s) for s in SCENARIOS))
+        if not o.topic and not o.all_topics and not o.from_file:
+            raise UsageError("Option [reset-offsets] takes one of these options: [all-topics], [topic]")
+    if action == "delete_offsets":
+        if not o.group or not o.topic:
+            raise UsageError("Option [delete-offsets] takes the following options: [group], [topic]")
+        if len(o.group) > 1:
+            raise UsageError("Option [delete-offsets] supports only one [group] at a time")
+        if any(":" in t for t in o.topic):
+            raise UsageError("Option [delete-offsets] takes whole topics: --topic TOPIC")
+    _cant(o, "group", ("describe", "delete", "reset_offsets", "delete_offsets"))
+    _cant(o, "all_groups", ("describe", "delete"))
+    _cant(o, "topic", ("reset_offsets", "delete_offsets"))
+    _cant(o, "all_topics", ("reset_offsets",))
+    for name in ("members", "offsets", "verbose"):
+        _cant(o, name, ("describe",))
+    if o.state is not None and action not in ("list", "describe"):
+        raise UsageError(f'Option "[state]" can\'t be used with option "{flag(action)}"')
+    for name in ("dry_run", "execute", "export") + SCENARIOS:
+        _cant(o, name, ("reset_offsets",))
+    parse_topics(o.topic)
+    if action == "list" and o.state:
+        parse_states(o.state)
+    if o.to_datetime is not None:
+        parse_datetime(o.to_datetime)
+
+
+def parse_states(text: str) -> list[str]:
+    by_lower = {s.lower(): s for s in STATES}
+    names = [s.strip() for s in text.split(",")]
+    if not all(n.lower() in by_lower for n in names):
+        raise UsageError(f"Invalid state list '{text}'. Valid states are: {', '.join(STATES)}")
+    return list(dict.fromkeys(by_lower[n.lower()] for n in names))
+
+
+def warn(text: str) -> None:
+    print(text, file=sys.stderr)
+
+
+class Tool:
+    def __init__(self, admin: Admin, opts: argparse.Namespace):
+        self.admin = admin
+        self.o = opts
+
+    def group_ids(self) -> list[str]:
+        if self.o.all_groups:
+            return [g.group_id for g in self.admin.list_share_groups()]
+        return list(dict.fromkeys(self.o.group))
+
+    # ---------------------------------------------------------------- --list
+
+    def list(self) -> int:
+        states = parse_states(self.o.state) if self.o.state else None
+        groups = self.admin.list_share_groups(states)
+        if self.o.state is None:
+            for g in groups:
+                print(g.group_id)
+            return 0
+        print_table(["GROUP", "STATE"], [[g.group_id, g.state or "Unknown"] for g in groups], [None, 0])
+        return 0
+
+    # ---------------------------------------------------------------- --describe
+
+    def describe(self) -> int:
+        group_ids = self.group_ids()
+        described = self.admin.describe_share_groups(group_ids) if group_ids else {}
+        found = [described[g] for g in group_ids]
+        if self.o.state is not None:
+            self.print_states(found)
+        elif self.o.members:
+            self.print_members(found)
+        else:
+            self.print_offsets(found)
+        return 0
+
+    @staticmethod
+    def _no_members(d: ShareGroupDescription) -> bool:
+        if d.state == "Empty":
+            warn(f"\nShare group '{d.group_id}' has no active members.")
+            return True
+        return False
+
+    def print_offsets(self, found: list[ShareGroupDescription]) -> None:
+        verbose = self.o.verbose
+        rows = []
+        for d in found:
+            offsets = self.admin.list_share_group_offsets(d.group_id)
+            for tp, info in offsets.items():
+                if isinstance(info, BaseException):
+                    raise info
+                row = [d.group_id, tp.topic, str(tp.partition)]
+                if verbose:
+                    row.append("-" if info.leader_epoch is None else str(info.leader_epoch))
+                row += ["-" if info.start_offset < 0 else str(info.start_offset),
+                        "-" if info.lag < 0 else str(info.lag)]
+                rows.append(row)
+        header = ["GROUP", "TOPIC", "PARTITION"] + (["LEADER-EPOCH"] if verbose else []) + ["START-OFFSET", "LAG"]
+        widths: list[int | None] = [None, None, 10] + ([13] if verbose else []) + [13, 0]
+        print()
+        print_table(header, rows, widths)
+
+    def print_members(self, found: list[ShareGroupDescription]) -> None:
+        verbose = self.o.verbose
+        for d in found:
+            if self._no_members(d) or not d.members:
+                continue
+            header = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"] + \
+                (["MEMBER-EPOCH"] if verbose else []) + ["ASSIGNMENT"]
+            widths: list[int | None] = [None, None, None, None, 12] + ([13] if verbose else []) + [0]
+            rows = []
+            for m in sorted(d.members, key=lambda m: m.member_id):
+                rows.append([d.group_id, m.member_id, m.host, m.client_id, str(len(m.assignment))]
+                            + ([str(m.member_epoch)] if verbose else [])
+                            + [_assignment(m.assignment) if m.assignment else ""])
+            print()
+            print_table(header, rows, widths)
+
+    def print_states(self, found: list[ShareGroupDescription]) -> None:
+        verbose = self.o.verbose
+        for d in found:
+            c = d.coordinator
+            coordinator = f"{c.host}:{c.port}  ({c.id})" if c else "-"
+            header = ["GROUP", "COORDINATOR (ID)", "STATE"] + (["GROUP-EPOCH", "ASSIGNMENT-EPOCH"] if verbose else []) \
+                + ["#MEMBERS"]
+            row = [d.group_id, coordinator, d.state] + ([str(d.group_epoch), str(d.assignment_epoch)]
+                                                         if verbose else []) + [str(len(d.members))]
+            widths: list[int | None] = [None, max(25, len(coordinator)), 15] + ([12, 17] if verbose else []) + [0]
+            print()
+            print_table(header, [row], widths)
+            self._no_members(d)
+
+    # ---------------------------------------------------------------- --reset-offsets
+
+    def reset_offsets(self) -> int:
+        o = self.o
+        group_id = o.group[0]
+        d = self.admin.describe_share_groups([group_id])[group_id]
+        if d.state not in ("Empty", "Dead"):
+            warn(f"Share group '{group_id}' is not empty.")
+            return 1
+        current = {tp: info.start_offset for tp, info in self.admin.list_share_group_offsets(group_id).items()
+                   if not isinstance(info, BaseException) and info.start_offset >= 0}
+        from_file = parse_offsets_file(o.from_file, [group_id]).get(group_id, {}) if o.from_file else {}
+        if o.from_file:
+            tps = sorted(from_file)
+        elif o.all_topics:
+            tps = sorted(current)
+        else:
+            tps = self.partitions_of(parse_topics(o.topic))
+        plan = self.new_offsets(tps, current, from_file)
+        if o.execute and plan:
+            failed = {tp: e for tp, e in self.admin.alter_share_group_offsets(group_id, plan).items() if e is not None}
+            if failed:
+                tp, e = next(iter(failed.items()))
+                raise errors.error_for(e.code, f"Resetting the offset of {tp}: {error_message(e)}")
+        if o.export:
+            for tp, offset in sorted(plan.items()):
+                print(f"{tp.topic},{tp.partition},{offset}")
+            return 0
+        print()
+        print_table(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
+                    [[group_id, tp.topic, str(tp.partition), str(off)] for tp, off in sorted(plan.items())],
+                    [None, None, 10, 0])
+        return 0
+
+    def partitions_of(self, topics: list[tuple[str, list[int] | None]]) -> list[TopicPartition]:
+        described = self.admin.describe_topics(list(dict.fromkeys(name for name, _ in topics)))
+        out = []
+        for name, parts in topics:
+            known = [p.partition for p in described[name].partitions]
+            for p in known if parts is None else parts:
+                if p not in known:
+                    raise errors.UnknownTopicOrPartitionError(
+                        f"Partition {p} of topic '{name}' does not exist (the topic has {len(known)} partitions)")
+                out.append(TopicPartition(name, p))
+        return list(dict.fromkeys(out))
+
+    def offsets(self, tps: list[TopicPartition], spec: str | int) -> dict[TopicPartition, int]:
+        return {tp: r.offset for tp, r in self.admin.list_offsets({tp: spec for tp in tps}).items()} if tps else {}
+
+    def new_offsets(self, tps: list[TopicPartition], current: dict[TopicPartition, int],
+                    from_file: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        o = self.o
+        if not tps:
+            return {}
+        earliest, latest = self.offsets(tps, "earliest"), self.offsets(tps, "latest")
+        choice = next(c for c in ("to-earliest", "to-latest", "to-current", "to-offset", "to-datetime", "from-file")
+                      if _given(o, c.replace("-", "_")))
+        by_time = self.offsets(tps, max(parse_datetime(o.to_datetime), 0)) if o.to_datetime else None
+        # --to-current: a partition the group has no start offset for stays where a new group would start.
+        committed = {tp: current.get(tp, latest[tp]) for tp in tps} if choice == "to-current" else current
+        try:
+            new, clamped = offset_reset.new_offsets(choice, tps, committed, earliest, latest, offset=o.to_offset,
+                                                    shift=None, from_file=from_file, by_time=by_time)
+        except ResetError as e:
+            raise errors.KafkaError(str(e)) from None
+        for c in clamped:
+            warn(f"WARN: New offset ({c.asked}) is {'higher' if c.higher else 'lower'} than "
+                 f"{'latest' if c.higher else 'earliest'} offset for topic partition {c.tp}. Value will be set to "
+                 f"{c.bound}")
+        return new
+
+    # ---------------------------------------------------------------- --delete
+
+    def delete(self) -> int:
+        group_ids = self.group_ids()
+        share = {g.group_id for g in self.admin.list_share_groups()}
+        failed: dict[str, str] = {g: f"Group '{g}' is not a share group." for g in group_ids if g not in share}
+        todo = [g for g in group_ids if g in share]
+        for group_id, e in (self.admin.delete_share_groups(todo) if todo else {}).items():
+            if e is not None:
+                failed[group_id] = error_message(e)
+        deleted = ", ".join(f"'{g}'" for g in todo if g not in failed)
+        if not failed:
+            print(f"Deletion of requested share groups ({deleted}) was successful.")
+            return 0
+        warn("\nError: Deletion of some share groups failed:")
+        for group_id in group_ids:
+            if group_id in failed:
+                warn(f"* Group '{group_id}' could not be deleted due to: {failed[group_id]}")
+        if deleted:
+            print(f"\nThese share groups were deleted successfully: {deleted}")
+        return 1
+
+    # ---------------------------------------------------------------- --delete-offsets
+
+    def delete_offsets(self) -> int:
+        group_id = self.o.group[0]
+        topics = list(dict.fromkeys(self.o.topic))
+        try:
+            results = {t: (error_message(e) if e is not None else None)
+                       for t, e in self.admin.delete_share_group_offsets(group_id, topics).items()}
+        except errors.GroupIdNotFoundError:
+            warn(f"Error: Share group '{group_id}' does not exist.")
+            return 1
+        except errors.KafkaError as e:
+            warn(f"\nError: {error_message(e)}")
+            results = {t: error_message(e) for t in topics}
+        print()
+        print_table(["TOPIC", "STATUS"], [[t, "Successful" if results.get(t) is None else f"Error: {results[t]}"]
+                                          for t in topics], [None, 0])
+        return 1 if any(v is not None for v in results.values()) else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    def go(opts: argparse.Namespace) -> int:
+        check_args(opts)
+        config = admin_config(opts, "samsa-share-groups")
+        config.setdefault("request.timeout.ms", str(opts.timeout))
+        config.setdefault("default.api.timeout.ms", str(opts.timeout))
+        action = next(a for a in ACTIONS if getattr(opts, a))
+        with Admin(config) as admin:
+            return getattr(Tool(admin, opts), action)()
+    return run_tool(argv, build_parser(), go, description=DESCRIPTION, failures=[
+        ((errors.KafkaError, ValueError), "Error: Executing share group command failed due to {}")])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""Helpers of the share-group tests (KIP-932): plain functions and classes, no fixtures.
+
+:class:`ShareTarget` is one broker: topics, group configs (IncrementalAlterConfigs on the
+GROUP resource, as ``kafka-configs --entity-type groups`` sets them), producers. Every wait
+is bounded (``WAIT``); nothing asserts on how long anything took.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic,
+                                   ResourceType)
+
+from samsa.protocol.api import decode_response, encode_request
+from waiting import wait_until
+
+WAIT = 60.0
+# What the tests set per group, within the bounds both brokers get (tests/kafka_process.py).
+SHARE_BROKER_CONFIG = {"group.share.min.record.lock.duration.ms": 1000,
+                       "group.share.min.heartbeat.interval.ms": 500,
+                       "group.share.min.session.timeout.ms": 6000}
+FAST = {"share.auto.offset.reset": "earliest", "share.heartbeat.interval.ms": "500"}
+SHARE_APIS = (76, 78, 79)  # ShareGroupHeartbeat, ShareFetch, ShareAcknowledge
+
+
+def round_trip(bootstrap: str, api_key: int, version: int, body: dict) -> dict:
+    """One request to a one-broker cluster (which is every group's coordinator) and its answer."""
+    host, port = bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(b"".join(encode_request(api_key, version, 1, "share-tests", body)))
+        size = struct.unpack(">i", _read(s, 4))[0]
+        return decode_response(api_key, version, _read(s, size))[1]
+
+
+def api_keys(bootstrap: str) -> set[int]:
+    """The API keys a broker advertises (ApiVersions v0)."""
+    return {k["api_key"] for k in round_trip(bootstrap, 18, 0, {})["api_keys"]}
+
+
+def share_members(bootstrap: str, group: str) -> list[dict]:
+    """The share group's members as ShareGroupDescribe v1 answers them ([] if no such group)."""
+    g = round_trip(bootstrap, 77, 1, {"group_ids": [group], "include_authorized_operations": False})["groups"][0]
+    return g["members"] if g["error_code"] == 0 else []
+
+
+def wait_members_assigned(bootstrap: str, group: str, n: int) -> None:
+    """Until ``n`` members each have an assignment (the coordinator assigns in the background)."""
+    wait_until(lambda: len([m for m in share_members(bootstrap, group)
+                            if m["assignment"]["topic_partitions"]]) >= n, f"{n} assigned members of {group}", WAIT)
+
+
+def _read(s: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("closed")
+        buf += chunk
+    return buf
+
+
+class ShareTarget:
+    def __init__(self, name: str, bootstrap: str):
+        self.name = name
+        self.bootstrap = bootstrap
+        self.admin = AdminClient({"bootstrap.servers": bootstrap})
+
+    @classmethod
+    def samsa(cls, bootstrap: str) -> "ShareTarget":
+        missing = [k for k in SHARE_APIS if k not in api_keys(bootstrap)]
+        if missing:
+            pytest.skip(f"this Samsa broker does not serve share groups yet (API keys {missing} not advertised)")
+        return cls("samsa", bootstrap)
+
+    def names(self, prefix: str) -> tuple[str, str]:
+        """A fresh topic and group name."""
+        tag = f"{prefix}-{self.name}-{uuid.uuid4().hex[:8]}"
+        return f"t-{tag}", f"g-{tag}"
+
+    def create_topic(self, topic: str, partitions: int = 1) -> None:
+        self.admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(WAIT)
+        wait_until(lambda: topic in self.admin.list_topics(topic, timeout=5).topics and
+                   not self.admin.list_topics(topic, timeout=5).topics[topic].error, f"topic {topic}", WAIT)
+
+    def group_config(self, group: str, **configs: object) -> None:
+        """Set share.* group configs (dots as underscores in the keywords)."""
+        entries = [ConfigEntry(k.replace("_", "."), str(v), incremental_operation=AlterConfigOpType.SET)
+                   for k, v in {**{k.replace(".", "_"): v for k, v in FAST.items()}, **configs}.items()]
+        r = ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)
+        self.admin.incremental_alter_configs([r])[r].result(WAIT)
+
+    def produce(self, topic: str, values: list[str], partition: int = 0) -> None:
+        p = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True})
+        errors: list = []
+        for v in values:
+            p.produce(topic, v.encode(), partition=partition,
+                      on_delivery=lambda err, _m: err and errors.append(err))
+        assert p.flush(WAIT) == 0 and not errors, errors
+
+    def produce_transactions(self, topic: str, committed: list[str], aborted: list[str]) -> None:
+        """One aborted transaction then one committed one, interleaved with nothing else."""
+        p = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": f"tx-{uuid.uuid4().hex[:8]}"})
+        p.init_transactions(WAIT)
+        p.begin_transaction()
+        for v in aborted:
+            p.produce(topic, v.encode(), partition=0)
+        p.flush(WAIT)
+        p.abort_transaction(WAIT)
+        p.begin_transaction()
+        for v in committed:
+            p.produce(topic, v.encode(), partition=0)
+        p.commit_transaction(WAIT)
+
+
+def confluent_share_consumer(target: ShareTarget, group: str, topic: str, **config: object):
+    from confluent_kafka import ShareConsumer
+    c = ShareConsumer({"bootstrap.servers": target.bootstrap, "group.id": group, "log_level": 3,
+                       **{k.replace("_", "."): v for k, v in config.items()}})
+    c.subscribe([topic])
+    return c
+
+
+def poll_values(consumer, until, timeout: float = WAIT, on_record=None) -> list[tuple[str, int]]:
+    """Poll a confluent ShareConsumer until ``until(received)``: [(value, delivery count)]."""
+    received: list[tuple[str, int]] = []
+    deadline = time.monotonic() + timeout
+    while not until(received):
+        assert time.monotonic() < deadline, f"only {received} within {timeout}s"
+        for m in consumer.poll(0.5):
+            if m.error():
+                continue
+            received.append((m.value().decode(), m.delivery_count()))
+            if on_record is not None:
+                on_record(m)
+    return received
