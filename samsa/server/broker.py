@@ -32,6 +32,7 @@ from samsa.cluster.topic_admin import TopicAdmin
 from samsa.coordinator.groups import GroupCoordinator
 from samsa.coordinator.share import ShareCoordinator
 from samsa.coordinator.transactions import TransactionCoordinator, TransactionVerifier
+from samsa.protocol import errors
 from samsa.protocol.api_keys import ApiKey
 from samsa.server.dispatcher import Dispatcher
 from samsa.server.fetch_sessions import FetchSessionCache
@@ -74,6 +75,7 @@ class BrokerServer:
         self.markers = MarkerSender(self)
         self.txn = TransactionCoordinator(TransactionCoordinatorHost(self))
         self.share = ShareCoordinator(ShareCoordinatorHost(self))
+        self.groups.share_state = self.share.persister
         self.verifier = TransactionVerifier(self.txn, self.markers)
         self.servers: list[asyncio.AbstractServer] = []
         self.bound: list[tuple[str, str, int]] = []  # (listener name, host, port) as bound
@@ -367,6 +369,22 @@ class GroupCoordinatorHost:
 
     def group_configs(self, group_id: str) -> dict[str, str]:
         return self._server.store.entity_configs(f"groups/{group_id}")
+
+    async def latest_offset(self, topic: str, partition: int) -> int:
+        server = self._server
+        info = server.metadata.topics.get(topic)
+        state = info.partitions.get(partition) if info else None
+        if state is None:
+            raise errors.UnknownTopicOrPartitionError()
+        if state.leader == server.broker_id:
+            return server.replicas.partition(topic, partition).high_watermark
+        resp = await server.markers.request_broker(state.leader, ApiKey.LIST_OFFSETS, {
+            "replica_id": -1, "isolation_level": 0, "topics": [
+                {"name": topic, "partitions": [{"partition_index": partition, "timestamp": -1}]}]}, min_version=1)
+        p = resp["topics"][0]["partitions"][0]
+        if p["error_code"]:
+            raise errors.KafkaError(code=p["error_code"])
+        return p["offset"]
 
     def create_topic(self, name: str, num_partitions: int, replication_factor: int, *,
                      configs: dict[str, str] | None = None) -> TopicInfo:

@@ -71,7 +71,7 @@ def test_share_state_rpcs(diff):
                        and summary(p, 0)[0][1] != 16, f"share state partition of {p} loaded on {side.name}", 60)
         out += [("read unknown", read(0, 0)), ("summary unknown", summary(0, 0)),
                 ("write unknown", write(0, 0, 0, 0, [])), ("read after write unknown", read(0, 0))]
-        out += [("init", init(1, 1, 5)), ("init again", init(1, 1, 6)), ("init lower", init(1, 0, 7)),
+        out += [("init", init(1, 1, 5)), ("init again", init(1, 1, 6)), ("init lower", init(1, 0, 7)), ("summary after init", summary(1, 0)),
                 ("read", read(1, 3)), ("summary", summary(1, 3)), ("read lower leader", read(1, 2)),
                 ("summary lower leader", summary(1, 2)),
                 ("write", write(1, 1, 3, 10, [(10, 14, 0, 1), (15, 19, 2, 1)], 5)),

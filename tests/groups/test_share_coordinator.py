@@ -140,3 +140,58 @@ def test_share_state_survives_restart(own_broker, names):
         assert s.read(3)["error_code"] == INVALID_REQUEST
     finally:
         raw.close()
+
+
+def _describe_offsets(raw: Raw, group: str, topics=None) -> dict:
+    return raw.call(90, 1, {"groups": [{"group_id": group, "topics": topics}]})["groups"][0]
+
+
+def test_share_group_offsets_and_deletion(gbroker, names):
+    """A share group's offsets come from the share coordinator's state; AlterShareGroupOffsets and
+    DeleteShareGroupOffsets change it on an empty group only; DeleteGroups deletes it with the group."""
+    from confluent_kafka import Producer
+    topic, group = names
+    create_topic(gbroker.bootstrap, topic, 2)
+    p = Producer({"bootstrap.servers": gbroker.bootstrap})
+    for i in range(10):
+        p.produce(topic, b"v%d" % i, partition=0)
+    p.flush(30)
+    raw = Raw(gbroker.port)
+    try:
+        wait_until(lambda: raw.call(10, 3, {"key": group, "key_type": 0})["error_code"] == 0, what="a coordinator")
+        tid = raw.call(3, 12, {"topics": [{"topic_id": b"\0" * 16, "name": topic}], "allow_auto_topic_creation": False,
+                               "include_topic_authorized_operations": False})["topics"][0]["topic_id"]
+        m = str(uuid.uuid4())
+        joined = raw.call(76, 1, {"group_id": group, "member_id": m, "member_epoch": 0, "rack_id": None,
+                                  "subscribed_topic_names": [topic]})
+        assert joined["error_code"] == 0
+        # a leader's state for partition 0: records 0-3 acknowledged, start offset 4
+        s = State(raw, group, tid, 0)
+        wait_until(lambda: raw.call(10, 6, {"key_type": 2, "coordinator_keys": [_key(group, tid, 0)]})
+                   ["coordinators"][0]["error_code"] == 0 and s.summary(0)["error_code"] == 0,
+                   what="the share coordinator")
+        assert s.init(0, -1)["error_code"] == 0
+        assert s.write(0, 1, 4, [(4, 5, 0, 1)], dcc=0)["error_code"] == 0
+        d = _describe_offsets(raw, group)
+        rows = {(t["topic_name"], q["partition_index"]): (q["start_offset"], q["lag"]) for t in d["topics"]
+                for q in t["partitions"]}
+        assert rows == {(topic, 0): (4, 6), (topic, 1): (-1, -1)}  # partition 1 never read
+        alter = raw.call(91, 0, {"group_id": group, "topics": [{"topic_name": topic, "partitions": [
+            {"partition_index": 0, "start_offset": 8}]}]})
+        assert alter["error_code"] == 68                       # NON_EMPTY_GROUP while a member is in
+        assert raw.call(76, 1, {"group_id": group, "member_id": m, "member_epoch": joined["member_epoch"],
+                                "rack_id": None, "subscribed_topic_names": None})["error_code"] == 0
+        assert raw.call(76, 1, {"group_id": group, "member_id": m, "member_epoch": -1, "rack_id": None,
+                                "subscribed_topic_names": None})["error_code"] == 0
+        alter = raw.call(91, 0, {"group_id": group, "topics": [{"topic_name": topic, "partitions": [
+            {"partition_index": 0, "start_offset": 8}]}]})
+        assert alter["error_code"] == 0 and alter["responses"][0]["partitions"][0]["error_code"] == 0
+        assert (s.read(1)["state_epoch"], s.read(1)["start_offset"], _batches(s.read(1))) == (1, 8, [])
+        d = _describe_offsets(raw, group, [{"topic_name": topic, "partitions": [0]}])
+        assert (d["topics"][0]["partitions"][0]["start_offset"], d["topics"][0]["partitions"][0]["lag"]) == (8, 2)
+        # DeleteGroups: the group's share state goes with it
+        assert raw.call(42, 2, {"groups_names": [group]})["results"][0]["error_code"] == 0
+        assert s.read(1)["error_code"] == INVALID_REQUEST
+        assert _describe_offsets(raw, group)["error_code"] == 16  # Kafka's answer for an unknown group
+    finally:
+        raw.close()

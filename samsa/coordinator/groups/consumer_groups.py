@@ -203,7 +203,7 @@ class ConsumerGroups:
         if g is None:
             if req.member_epoch != JOIN_EPOCH:
                 raise _refuse(errors.GroupIdNotFoundError, f"{self.KIND.capitalize()} group {req.group_id} not found.")
-            g = ModernGroup(req.group_id)
+            g = ModernGroup(req.group_id, self.KIND)
         member_id = req.member_id or str(uuid.uuid4())
         member = g.members.get(member_id)
         bump = False
@@ -524,7 +524,7 @@ class ConsumerGroups:
         built: dict[str, ModernGroup] = {}
 
         def group(group_id: str) -> ModernGroup:
-            return built.setdefault(group_id, ModernGroup(group_id))
+            return built.setdefault(group_id, ModernGroup(group_id, self.KIND))
 
         def member(g: ModernGroup, member_id: str) -> ModernMember:
             if member_id not in g.members:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -36,6 +37,7 @@ from samsa.coordinator.groups.rebalance import (HeartbeatRequest, JoinRequest, J
 from samsa.coordinator.groups.state import DEAD, EMPTY, STABLE, Group, GroupState, Reply, Timer
 from samsa.clock import now_ms
 from samsa.coordinator.host import CoordinatorHost, ensure_internal_topic
+from samsa.coordinator.share.state import PersisterError, ShareKey, SharePersister
 from samsa.protocol import errors
 from samsa.protocol.group_records import OFFSETS_TOPIC, OffsetAndMetadata
 
@@ -132,6 +134,10 @@ class GroupCoordinatorHost(CoordinatorHost, Protocol):
         """A group's configs (IncrementalAlterConfigs on a GROUP resource), from the metadata store."""
         ...
 
+    async def latest_offset(self, topic: str, partition: int) -> int:
+        """A partition's high watermark, asked of its leader (a share group's lag)."""
+        ...
+
 
 class GroupCoordinator:
     def __init__(self, host: GroupCoordinatorHost):
@@ -147,6 +153,9 @@ class GroupCoordinator:
         self.share = ShareGroups(_RunningLoop(), self.cfg, lambda: self.host.topics, self._write_later,
                                  lambda group_id, key: self.group_configs(group_id).get(key))
         self._expiry_task: asyncio.Task | None = None
+        # The share coordinator's state of share partitions (KIP-932), set by the broker: share
+        # groups' offsets, and their state deleted with them.
+        self.share_state: SharePersister | None = None
         self._loaded: list[int] | None = None  # [partitions, records] taken over since the last report
         # Transactional commits awaiting their marker: producer id -> group -> partition -> offset.
         self.pending_txn: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}
@@ -612,6 +621,7 @@ class GroupCoordinator:
                 if (share := self.share.groups.get(group_id)) is not None:
                     if share.members:
                         raise errors.NonEmptyGroupError(f"group {group_id} has members")
+                    await self._delete_share_state(group_id, set(self.share.state_topics.get(group_id, {})))
                     await self.offsets_topic.write(group_id, self.share.tombstones(share))
                     self.share.forget(group_id)
                     out.append((group_id, 0))
@@ -642,6 +652,152 @@ class GroupCoordinator:
             except errors.KafkaError as e:
                 out.append((group_id, e.code))
         return out
+
+    # ---------------------------------------------------------------- share groups' offsets (KIP-932)
+
+    def _share_state(self) -> SharePersister:
+        if self.share_state is None:
+            raise errors.CoordinatorNotAvailableError("no share coordinator")
+        return self.share_state
+
+    async def _delete_share_state(self, group_id: str, topic_ids: set[bytes]) -> None:
+        """Delete the share coordinator's state of these topics' share partitions of the group,
+        then forget the topics; KafkaError if the share coordinator refuses."""
+        known = self.share.state_topics.get(group_id, {})
+        persister = self._share_state() if topic_ids & set(known) else None
+        for t in sorted(topic_ids & set(known)):
+            for p in sorted(known[t][1]):
+                try:
+                    await persister.delete(ShareKey(group_id, uuid.UUID(bytes=bytes(t)), p))
+                except PersisterError as e:
+                    raise errors.KafkaError(str(e), code=e.code) from None
+        entries = self.share.remove_state_topics(group_id, topic_ids)
+        if entries:
+            await self.offsets_topic.write(group_id, entries)
+
+    def _share_group_for_offsets(self, group_id: str) -> int:
+        """0 if a share group of this id may be the subject of Alter/DeleteShareGroupOffsets (or
+        none exists yet), else the error."""
+        if group_id in self.consumer.groups or (group_id in self.groups and group_id not in self.share.groups):
+            return errors.E_GROUP_ID_NOT_FOUND
+        return 0
+
+    async def describe_share_offsets(self, group_id: str, topics: dict[str, list[int]] | None
+                                     ) -> tuple[int, str | None, list[tuple[str, bytes, list[dict]]]]:
+        """DescribeShareGroupOffsets of one group: (error, message, [(topic, topic id, partitions)]),
+        each partition ``{partition_index, start_offset, leader_epoch, lag, error_code, error_message}``.
+        Without topics: every topic with share state (none for a group of another type)."""
+        if code := self._coordinator_error(group_id):
+            return code, None, []
+        share = self.share.groups.get(group_id)
+        if topics is None:
+            if share is None and group_id not in self.groups and group_id not in self.consumer.groups:
+                # Kafka 4.4 answers so for a group it does not know
+                return errors.E_NOT_COORDINATOR, "This is not the correct coordinator.", []
+            known = self.share.state_topics.get(group_id, {}) if share is not None else {}
+            wanted = [(name, t, sorted(parts)) for t, (name, parts) in sorted(known.items(), key=lambda kv: kv[1][0])]
+        else:
+            wanted = []
+            for name, parts in topics.items():
+                info = self.host.topics.get(name)
+                wanted.append((name, info.topic_id if info else bytes(16), parts))
+        out = []
+        for name, tid, parts in wanted:
+            rows = []
+            for p in parts:
+                row = {"partition_index": p, "start_offset": -1, "leader_epoch": 0, "lag": -1, "error_code": 0,
+                       "error_message": None}
+                info = self.host.topics.get(name)
+                if info is None or p not in info.partitions:
+                    row.update(error_code=errors.E_UNKNOWN_TOPIC_OR_PARTITION,
+                               error_message="This server does not host this topic-partition.")
+                elif share is not None:
+                    try:
+                        st = await self._share_state().read_summary(
+                            ShareKey(group_id, uuid.UUID(bytes=bytes(info.topic_id)), p), 0)
+                    except PersisterError as e:
+                        row.update(error_code=e.code, error_message=str(e))
+                    except errors.KafkaError as e:
+                        row.update(error_code=e.code, error_message=e.message)
+                    else:
+                        row.update(start_offset=st.start_offset, leader_epoch=max(st.leader_epoch, 0))
+                        if st.start_offset >= 0:
+                            try:
+                                end = await self.host.latest_offset(name, p)
+                            except (errors.KafkaError, OSError):
+                                end = None
+                            if end is not None:
+                                row["lag"] = end - st.start_offset - max(st.delivery_complete_count, 0)
+                rows.append(row)
+            out.append((name, tid, rows))
+        return 0, None, out
+
+    async def alter_share_offsets(self, group_id: str, offsets: dict[str, dict[int, int]]
+                                  ) -> tuple[int, str | None, list[tuple[str, bytes, list[tuple[int, int, str | None]]]]]:
+        """AlterShareGroupOffsets: each partition's share state starts afresh at its offset (a new
+        state epoch); only for an empty share group, which is created if unknown, as Kafka does."""
+        if code := self._coordinator_error(group_id):
+            return code, None, []
+        if code := self._share_group_for_offsets(group_id):
+            return code, f"Group {group_id} is not a share group.", []
+        share = self.share.groups.get(group_id)
+        if share is not None and share.members:
+            return errors.E_NON_EMPTY_GROUP, "The group is not empty.", []
+        entries = self.share.create_empty(group_id) if share is None else []
+        persister = self._share_state()
+        out, done = [], {}
+        for name, parts in offsets.items():
+            info = self.host.topics.get(name)
+            rows = []
+            for p, offset in parts.items():
+                if info is None or p not in info.partitions:
+                    rows.append((p, errors.E_UNKNOWN_TOPIC_OR_PARTITION,
+                                 "This server does not host this topic-partition."))
+                    continue
+                key = ShareKey(group_id, uuid.UUID(bytes=bytes(info.topic_id)), p)
+                try:
+                    current = await persister.read_summary(key, 0)
+                    await persister.initialize(key, current.state_epoch + 1, offset)
+                except PersisterError as e:
+                    rows.append((p, e.code, str(e)))
+                    continue
+                rows.append((p, 0, None))
+                done.setdefault(info.topic_id, (name, set()))[1].add(p)
+            out.append((name, info.topic_id if info else bytes(16), rows))
+        entries += self.share.add_state_topics(group_id, {t: (n, frozenset(ps)) for t, (n, ps) in done.items()})
+        if entries:
+            try:
+                await self.offsets_topic.write(group_id, entries)
+            except errors.KafkaError as e:
+                return e.code, e.message, []
+        return 0, None, out
+
+    async def delete_share_offsets(self, group_id: str, topic_names: list[str]
+                                   ) -> tuple[int, str | None, list[tuple[str, bytes, int, str | None]]]:
+        """DeleteShareGroupOffsets: the share state of these topics goes (an empty share group only)."""
+        if code := self._coordinator_error(group_id):
+            return code, None, []
+        if code := self._share_group_for_offsets(group_id):
+            return code, f"Group {group_id} is not a share group.", []
+        share = self.share.groups.get(group_id)
+        if share is None:
+            return errors.E_GROUP_ID_NOT_FOUND, f"Group {group_id} not found.", []
+        if share.members:
+            return errors.E_NON_EMPTY_GROUP, "The group is not empty.", []
+        out = []
+        for name in topic_names:
+            info = self.host.topics.get(name)
+            if info is None:
+                out.append((name, bytes(16), errors.E_UNKNOWN_TOPIC_OR_PARTITION,
+                            "This server does not host this topic-partition."))
+                continue
+            try:
+                await self._delete_share_state(group_id, {info.topic_id})
+            except errors.KafkaError as e:
+                out.append((name, info.topic_id, e.code, e.message))
+                continue
+            out.append((name, info.topic_id, 0, None))
+        return 0, None, out
 
     async def delete_offsets(self, group_id: str, partitions: list[TopicPartition]) -> tuple[int, list[int]]:
         """(group error, one error per partition): a consumer group's offsets of topics it does

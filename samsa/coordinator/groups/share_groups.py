@@ -12,7 +12,11 @@ declared here:
   instance id, regex, assignor choice or owned partitions;
 - its records in ``__consumer_offsets``: ``ShareGroup*`` (key versions 10 to 15). Kafka keeps
   no partition-metadata record for a share group (the subscribed topics' hash is in
-  ``ShareGroupMetadata``): on loading, the subscribed topics are taken from the metadata as it is.
+  ``ShareGroupMetadata``): on loading, the subscribed topics are taken from the metadata as it is;
+- the topics whose share partitions may have state in the share coordinator
+  (``ShareGroupStatePartitionMetadata``'s initialized topics): every topic ever assigned to
+  the group or given a start offset by AlterShareGroupOffsets, until DeleteShareGroupOffsets or
+  DeleteGroups removes their state. DescribeShareGroupOffsets lists them.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from dataclasses import dataclass
 
 from samsa.coordinator.groups.consumer_groups import (ConsumerGroups, ConsumerHeartbeat, ConsumerHeartbeatResult,
                                                       Entry, _refuse, _wire_partitions)
+from samsa.coordinator.groups.assignors import TopicId
 from samsa.coordinator.groups.modern import JOIN_EPOCH, LEAVE_EPOCH, ModernGroup, ModernMember
 from samsa.protocol import errors
 
@@ -50,6 +55,50 @@ class ShareGroups(ConsumerGroups):
     CONFIG = "share"
     REVOKE_FIRST = False
     GROUP_RECORDS = ("TargetAssignmentMetadata", "StatePartitionMetadata", "Metadata")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # group id -> the topics with share state: topic id -> (name, partitions)
+        self.state_topics: dict[str, dict[TopicId, tuple[str, frozenset[int]]]] = {}
+
+    def forget(self, group_id: str) -> ModernGroup | None:
+        self.state_topics.pop(group_id, None)
+        return super().forget(group_id)
+
+    def create_empty(self, group_id: str) -> list[Entry]:
+        """An empty share group (AlterShareGroupOffsets of a group not known yet, as Kafka does)."""
+        g = self.groups[group_id] = ModernGroup(group_id, "share")
+        return [self._epoch_entry(g)]
+
+    def add_state_topics(self, group_id: str, topics: dict[TopicId, tuple[str, frozenset[int]]]) -> list[Entry]:
+        """Topics (or partitions) that now may have share state: the record if that changed."""
+        known = self.state_topics.setdefault(group_id, {})
+        changed = False
+        for t, (name, parts) in topics.items():
+            old = known.get(t, (name, frozenset()))[1]
+            if not parts <= old:
+                known[t], changed = (name, old | parts), True
+        return [self._state_entry(group_id)] if changed else []
+
+    def remove_state_topics(self, group_id: str, topic_ids: set[TopicId]) -> list[Entry]:
+        known = self.state_topics.get(group_id, {})
+        if not topic_ids & set(known):
+            return []
+        for t in topic_ids:
+            known.pop(t, None)
+        return [self._state_entry(group_id)]
+
+    def _state_entry(self, group_id: str) -> Entry:
+        return self._record(group_id, None, "StatePartitionMetadata", {
+            "initializing_topics": [], "deleting_topics": [],
+            "initialized_topics": [{"topic_id": t, "topic_name": name, "partitions": sorted(parts)}
+                                   for t, (name, parts) in sorted(self.state_topics.get(group_id, {}).items())]})
+
+    def _assign(self, g: ModernGroup) -> list[Entry]:
+        entries = super()._assign(g)
+        assigned = {t for target in g.target.values() for t in target}
+        return entries + self.add_state_topics(g.group_id, {
+            t: (name, frozenset(range(n))) for t, (name, n) in g.topics.items() if t in assigned})
 
     def share_heartbeat(self, req: ShareHeartbeat) -> tuple[ConsumerHeartbeatResult, list[Entry]]:
         if not req.member_id:  # Kafka 4.4 refuses it before its coordinator sees it, without a message
@@ -96,7 +145,12 @@ class ShareGroups(ConsumerGroups):
 
     def load(self, records) -> None:
         super().load(records)
+        for (kind, group_id, _), v in records.items():
+            if kind == "ShareGroupStatePartitionMetadata" and group_id in self.groups:
+                self.state_topics[group_id] = {t["topic_id"]: (t["topic_name"], frozenset(t["partitions"]))
+                                               for t in v["initialized_topics"]}
         for g in self.groups.values():
+            g.group_type = "share"
             if not g.topics:
                 g.topics = self._subscribed_topics(g)
 

@@ -298,7 +298,7 @@ class ShareCoordinator:
             if s is not None and state_epoch < s.state_epoch:
                 raise PersisterError(errors.E_FENCED_STATE_EPOCH, FENCED_STATE)
             ts = now_ms()
-            new = _Stored(state_epoch, -1, start_offset, 0 if start_offset >= 0 else -1, [],
+            new = _Stored(state_epoch, 0, start_offset, 0 if start_offset >= 0 else -1, [],
                           s.snapshot_epoch + 1 if s is not None else 0, ts, ts, 0)
             await self._write(partition, [self._snapshot_entry(key, new)])
             self.states[key] = new

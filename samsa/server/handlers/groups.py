@@ -420,3 +420,49 @@ def share_group_describe(ctx, req: dict) -> dict:
                         for m, _ in d.members],
             "authorized_operations": -2147483648 if ops is None or d.error else ops})
     return {"throttle_time_ms": 0, "groups": out}
+
+
+# ---------------------------------------------------------------- share groups' offsets (KIP-932)
+
+@handles(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS)
+async def describe_share_group_offsets(ctx, req: dict) -> dict:
+    out = []
+    for g in req["groups"]:
+        group_id = g["group_id"]
+        if not allowed(ctx, Op.DESCRIBE, RT.GROUP, group_id):
+            out.append({"group_id": group_id, "topics": [], "error_code": errors.E_GROUP_AUTHORIZATION_FAILED,
+                        "error_message": None})
+            continue
+        topics = None if g["topics"] is None else {t["topic_name"]: t["partitions"] for t in g["topics"]}
+        code, message, described = await ctx.broker.groups.describe_share_offsets(group_id, topics)
+        out.append({"group_id": group_id, "error_code": code, "error_message": message,
+                    "topics": [{"topic_name": name, "topic_id": tid, "partitions": rows}
+                               for name, tid, rows in described]})
+    return {"throttle_time_ms": 0, "groups": out}
+
+
+@handles(ApiKey.ALTER_SHARE_GROUP_OFFSETS)
+async def alter_share_group_offsets(ctx, req: dict) -> dict:
+    group_id = req["group_id"]
+    if not allowed(ctx, Op.READ, RT.GROUP, group_id):
+        return {"throttle_time_ms": 0, "error_code": errors.E_GROUP_AUTHORIZATION_FAILED, "error_message": None,
+                "responses": []}
+    code, message, altered = await ctx.broker.groups.alter_share_offsets(
+        group_id, {t["topic_name"]: {p["partition_index"]: p["start_offset"] for p in t["partitions"]}
+                   for t in req["topics"]})
+    return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "responses": [
+        {"topic_name": name, "topic_id": tid, "partitions": [
+            {"partition_index": p, "error_code": c, "error_message": m} for p, c, m in rows]}
+        for name, tid, rows in altered]}
+
+
+@handles(ApiKey.DELETE_SHARE_GROUP_OFFSETS)
+async def delete_share_group_offsets(ctx, req: dict) -> dict:
+    group_id = req["group_id"]
+    if not allowed(ctx, Op.DELETE, RT.GROUP, group_id):
+        return {"throttle_time_ms": 0, "error_code": errors.E_GROUP_AUTHORIZATION_FAILED, "error_message": None,
+                "responses": []}
+    code, message, deleted = await ctx.broker.groups.delete_share_offsets(
+        group_id, [t["topic_name"] for t in req["topics"]])
+    return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "responses": [
+        {"topic_name": name, "topic_id": tid, "error_code": c, "error_message": m} for name, tid, c, m in deleted]}
