@@ -125,7 +125,8 @@ class BrokerServer:
         self.replicas.listeners.append(self.txn)
         self.replicas.listeners.append(self.share)
         self.shares = SharePartitionManager(self.config, self.replicas, self.groups.group_configs,
-                                            self.share_persister)
+                                            self.share_persister if self.share_persister is not None
+                                            else self.share.persister)
         self.replicas.listeners.append(self.shares)
         self.dispatcher.on_connection_closed.append(self.shares.connection_closed)
         if zookeeper:
