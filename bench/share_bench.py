@@ -1,0 +1,149 @@
+"""Records/s through a share group (KIP-932) of 1, 2 and 4 consumers beside a classic consumer
+group of the same sizes, on Apache Kafka 4.4.0 and on Samsa in one run.
+
+    .venv/bin/python bench/share_bench.py [--records 30000] [--partitions 8] [--sizes 1,2,4]
+
+One Kafka KRaft node (tests/kafka_process.py, through bench/kafka_nodes.py) and one Samsa broker
+(as the tests start it) run side by side; each gets one topic of ``--partitions`` partitions
+holding ``--records`` records of 100 B, written once. Every run is a new group on that topic
+reading it from the start: a share group (confluent-kafka ``ShareConsumer``, implicit
+acknowledgement, the group's ``share.auto.offset.reset=earliest``) or a classic group
+(``Consumer``, ``auto.offset.reset=earliest``, auto commit), with each consumer in a process of
+its own. A run's rate is the records over the time from the group's first record to the
+moment all records were read (joins and assignment before the first record are not counted).
+The brokers alternate run by run so that the machine's changing load falls on both. Prints a
+Markdown table and the load average. Not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "bench")]
+
+# Both brokers accept the share group's heartbeat interval and lock duration the tests set.
+SHARE_BROKER_CONFIG = {"group.share.min.record.lock.duration.ms": 1000,
+                       "group.share.min.heartbeat.interval.ms": 500,
+                       "group.share.min.session.timeout.ms": 6000}
+
+
+def worker(kind: str, bootstrap: str, group: str, topic: str, total, first, done) -> None:
+    """One consumer: counts what it reads into ``total``, notes the first record's time."""
+    from confluent_kafka import Consumer, ShareConsumer
+    if kind == "share":
+        c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, "log_level": 3})
+        c.subscribe([topic])
+
+        def read():
+            return [m for m in c.poll(0.5) if not m.error()]
+    else:
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                      "log_level": 3})
+        c.subscribe([topic])
+
+        def read():
+            return [m for m in c.consume(500, 0.5) if not m.error()]
+    while not done.is_set():
+        got = read()
+        if got:
+            with first.get_lock():
+                if first.value == 0:
+                    first.value = time.time()
+            with total.get_lock():
+                total.value += len(got)
+    if kind == "share":
+        c.commit_sync(10)  # the last poll's records (implicit acknowledgement)
+    c.close()
+
+
+def set_share_group_config(bootstrap: str, group: str) -> None:
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+    r = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept until the answer: a destroyed handle fails it
+    admin.incremental_alter_configs([r])[r].result(60)
+
+
+def run(kind: str, consumers: int, bootstrap: str, topic: str, records: int, timeout: float) -> dict:
+    group = f"bench-{kind}-{consumers}-{uuid.uuid4().hex[:6]}"
+    if kind == "share":
+        set_share_group_config(bootstrap, group)
+    ctx = mp.get_context("spawn")
+    total, first, done = ctx.Value("q", 0), ctx.Value("d", 0.0), ctx.Event()
+    procs = [ctx.Process(target=worker, args=(kind, bootstrap, group, topic, total, first, done), daemon=True)
+             for _ in range(consumers)]
+    for p in procs:
+        p.start()
+    deadline = time.time() + timeout
+    while total.value < records and time.time() < deadline:
+        time.sleep(0.05)
+    end = time.time()
+    read = total.value
+    done.set()
+    for p in procs:
+        p.join(30)
+        if p.is_alive():
+            p.kill()
+    secs = end - first.value if first.value else float("nan")
+    return {"records": read, "seconds": secs, "rate": read / secs if first.value and secs > 0 else 0,
+            "error": None if read >= records else f"only {read} of {records} within {timeout:.0f} s"}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--records", type=int, default=30_000)
+    ap.add_argument("--partitions", type=int, default=8)
+    ap.add_argument("--sizes", default="1,2,4", help="comma list of group sizes")
+    ap.add_argument("--timeout", type=float, default=180, help="seconds per run")
+    args = ap.parse_args()
+    from broker_process import BrokerProcess
+    from kafka_compare import create_topic, data_file, kcat_produce
+    from kafka_nodes import kafka_cluster
+
+    work = Path(tempfile.mkdtemp(prefix="share-bench-"))
+    load0, started = os.getloadavg(), time.time()
+    rows: list[tuple[str, int, dict]] = []
+    with kafka_cluster(1, work / "kafka", **SHARE_BROKER_CONFIG) as kafkas:
+        samsa = BrokerProcess(work / "samsa", **SHARE_BROKER_CONFIG).start()
+        try:
+            brokers = {"kafka": kafkas[0].bootstrap, "samsa": samsa.bootstrap}
+            data = data_file(work, args.records, 100)
+            for bs in brokers.values():
+                create_topic(bs, "jobs", args.partitions)
+                r = kcat_produce(bs, "jobs", data, args.records, "1", 600)
+                assert r["error"] is None, r["error"]
+            flip = False
+            for size in [int(s) for s in args.sizes.split(",")]:
+                for kind in ("share", "classic"):
+                    row = {}
+                    for side in (("samsa", "kafka") if flip else ("kafka", "samsa")):
+                        row[side] = run(kind, size, brokers[side], "jobs", args.records, args.timeout)
+                        print(f"  {kind:<7} x{size} {side:<5} {row[side]}", flush=True)
+                    flip = not flip
+                    rows.append((kind, size, row))
+        finally:
+            samsa.stop()
+    print(f"\n{args.records:,} records of 100 B in {args.partitions} partitions; {len(rows) * 2} runs in "
+          f"{time.time() - started:.0f} s; load average before {tuple(round(x, 1) for x in load0)}, after "
+          f"{tuple(round(x, 1) for x in os.getloadavg())}; {os.cpu_count()} CPUs\n")
+    print("| group | consumers | Kafka 4.4.0 (records/s) | Samsa (records/s) | Samsa/Kafka |\n|---|---:|---:|---:|---:|")
+    for kind, size, row in rows:
+        k, s = row["kafka"], row["samsa"]
+        err = k["error"] or s["error"]
+        ratio = f"{s['rate'] / k['rate']:.2f}" if k["rate"] and s["rate"] and not err else f"error: {err}"
+        print(f"| {kind} | {size} | {k['rate']:,.0f} | {s['rate']:,.0f} | {ratio} |")
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
