@@ -32,8 +32,11 @@ sys.path.insert(0, str(ROOT / "tests" / "cluster"))
 from broker_process import BrokerProcess  # noqa: E402
 from cluster_harness import Cluster  # noqa: E402
 
-# librdkafka's harness configures Kafka so (and leaves the initial rebalance delay at 3000 ms)
-HARNESS_CONFIG = {"num.partitions": 4, "group.initial.rebalance.delay.ms": 3000, "auto.create.topics.enable": "true"}
+# librdkafka's harness configures Kafka so (and leaves the initial rebalance delay at 3000 ms);
+# its share consumer tests set share.record.lock.duration.ms down to 1000 ms on their groups, as
+# its CI's brokers allow (group.share.min.record.lock.duration.ms=1000).
+HARNESS_CONFIG = {"num.partitions": 4, "group.initial.rebalance.delay.ms": 3000, "auto.create.topics.enable": "true",
+                  "group.share.min.record.lock.duration.ms": 1000}
 
 # Tests that need more than one broker, SSL/SASL/OAUTHBEARER, a ZooKeeper address, or that
 # only run with KAFKA_PATH (Kafka's own scripts): they cannot run against one Samsa broker.
