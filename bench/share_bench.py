@@ -4,13 +4,14 @@ group of the same sizes, on Apache Kafka 4.4.0 and on Samsa in one run.
     .venv/bin/python bench/share_bench.py [--records 30000] [--partitions 8] [--sizes 1,2,4]
 
 One Kafka KRaft node (tests/kafka_process.py, through bench/kafka_nodes.py) and one Samsa broker
-(as the tests start it) run side by side; each gets one topic of ``--partitions`` partitions
-holding ``--records`` records of 100 B, written once. Every run is a new group on that topic
-reading it from the start: a share group (confluent-kafka ``ShareConsumer``, implicit
+(as the tests start it) run side by side; each gets topics of ``--partitions`` partitions. Every run
+is a new group: a share group (confluent-kafka ``ShareConsumer``, implicit
 acknowledgement, the group's ``share.auto.offset.reset=earliest``) or a classic group
 (``Consumer``, ``auto.offset.reset=earliest``, auto commit), with each consumer in a process of
-its own. A run's rate is the records over the time from the group's first record to the
-moment all records were read (joins and assignment before the first record are not counted).
+its own, on a topic of its own. Once every member of the group has partitions, ``--records``
+records of 100 B are produced (kcat, acks=1) and a run's rate is the records over the time from
+the produce's start until the group has read them all: a work queue's throughput, end to end
+(joins and assignment are not counted; the produce's own rate is printed beside).
 The brokers alternate run by run so that the machine's changing load falls on both. Prints a
 Markdown table and the load average. Not a test.
 """
@@ -28,7 +29,7 @@ import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "bench")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "share"), str(ROOT / "bench")]
 
 # Both brokers accept the share group's heartbeat interval and lock duration the tests set.
 SHARE_BROKER_CONFIG = {"group.share.min.record.lock.duration.ms": 1000,
@@ -36,28 +37,28 @@ SHARE_BROKER_CONFIG = {"group.share.min.record.lock.duration.ms": 1000,
                        "group.share.min.session.timeout.ms": 6000}
 
 
-def worker(kind: str, bootstrap: str, group: str, topic: str, total, first, done) -> None:
-    """One consumer: counts what it reads into ``total``, notes the first record's time."""
+def worker(kind: str, bootstrap: str, group: str, topic: str, index: int, assigned, total, done) -> None:
+    """One consumer: counts what it reads into ``total``; a classic consumer notes how many
+    partitions it has in ``assigned[index]``."""
     from confluent_kafka import Consumer, ShareConsumer
     if kind == "share":
         c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, "log_level": 3})
         c.subscribe([topic])
 
         def read():
-            return [m for m in c.poll(0.5) if not m.error()]
+            return [m for m in c.poll(0.2) if not m.error()]
     else:
         c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
                       "log_level": 3})
         c.subscribe([topic])
 
         def read():
-            return [m for m in c.consume(500, 0.5) if not m.error()]
+            got = [m for m in c.consume(500, 0.2) if not m.error()]
+            assigned[index] = len(c.assignment())
+            return got
     while not done.is_set():
         got = read()
         if got:
-            with first.get_lock():
-                if first.value == 0:
-                    first.value = time.time()
             with total.get_lock():
                 total.value += len(got)
     if kind == "share":
@@ -73,28 +74,54 @@ def set_share_group_config(bootstrap: str, group: str) -> None:
     admin.incremental_alter_configs([r])[r].result(60)
 
 
-def run(kind: str, consumers: int, bootstrap: str, topic: str, records: int, timeout: float) -> dict:
+def share_members_assigned(bootstrap: str, group: str) -> int:
+    """How many of the share group's members have partitions (ShareGroupDescribe v1 to a one-node cluster)."""
+    from share_helpers import share_members
+    return len([m for m in share_members(bootstrap, group) if m["assignment"]["topic_partitions"]])
+
+
+def run(kind: str, consumers: int, bootstrap: str, topic: str, partitions: int, data: Path, records: int,
+        timeout: float) -> dict:
+    """A new group of ``consumers`` on the empty ``topic``; once every member has partitions,
+    ``records`` are produced (kcat, acks=1) and the time runs from the produce's start until
+    the group has read them all."""
+    from kafka_compare import create_topic, kcat_produce
+    create_topic(bootstrap, topic, partitions)
     group = f"bench-{kind}-{consumers}-{uuid.uuid4().hex[:6]}"
     if kind == "share":
         set_share_group_config(bootstrap, group)
     ctx = mp.get_context("spawn")
-    total, first, done = ctx.Value("q", 0), ctx.Value("d", 0.0), ctx.Event()
-    procs = [ctx.Process(target=worker, args=(kind, bootstrap, group, topic, total, first, done), daemon=True)
-             for _ in range(consumers)]
+    assigned, total, done = ctx.Array("i", consumers), ctx.Value("q", 0), ctx.Event()
+    procs = [ctx.Process(target=worker, args=(kind, bootstrap, group, topic, i, assigned, total, done), daemon=True)
+             for i in range(consumers)]
     for p in procs:
         p.start()
-    deadline = time.time() + timeout
-    while total.value < records and time.time() < deadline:
-        time.sleep(0.05)
-    end = time.time()
-    read = total.value
-    done.set()
-    for p in procs:
-        p.join(30)
-        if p.is_alive():
-            p.kill()
-    secs = end - first.value if first.value else float("nan")
-    return {"records": read, "seconds": secs, "rate": read / secs if first.value and secs > 0 else 0,
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline:  # the group formed: every member with partitions
+            if kind == "share" and share_members_assigned(bootstrap, group) >= consumers:
+                break
+            if kind == "classic" and all(assigned) and sum(assigned) == partitions:
+                break
+            time.sleep(0.1)
+        else:
+            return {"records": 0, "seconds": 0, "rate": 0, "error": "the group did not form within 120 s"}
+        t0 = time.time()
+        produced = kcat_produce(bootstrap, topic, data, records, "1", timeout)
+        if produced["error"]:
+            return {"records": 0, "seconds": 0, "rate": 0, "error": produced["error"]}
+        deadline = t0 + timeout
+        while total.value < records and time.time() < deadline:
+            time.sleep(0.01)
+        secs, read = time.time() - t0, total.value
+    finally:
+        done.set()
+        for p in procs:
+            p.join(30)
+            if p.is_alive():
+                p.kill()
+    return {"records": read, "seconds": secs, "rate": read / secs,
+            "produce_rate": produced["rate"],
             "error": None if read >= records else f"only {read} of {records} within {timeout:.0f} s"}
 
 
@@ -117,30 +144,32 @@ def main() -> int:
         try:
             brokers = {"kafka": kafkas[0].bootstrap, "samsa": samsa.bootstrap}
             data = data_file(work, args.records, 100)
-            for bs in brokers.values():
-                create_topic(bs, "jobs", args.partitions)
-                r = kcat_produce(bs, "jobs", data, args.records, "1", 600)
-                assert r["error"] is None, r["error"]
-            flip = False
+            for bs in brokers.values():  # warm-up, not measured: Kafka's JIT, Samsa's first segments
+                create_topic(bs, "warm-up", args.partitions)
+                kcat_produce(bs, "warm-up", data, args.records, "1", 600)
+            flip, n = False, 0
             for size in [int(s) for s in args.sizes.split(",")]:
                 for kind in ("share", "classic"):
                     row = {}
                     for side in (("samsa", "kafka") if flip else ("kafka", "samsa")):
-                        row[side] = run(kind, size, brokers[side], "jobs", args.records, args.timeout)
+                        row[side] = run(kind, size, brokers[side], f"jobs-{n}", args.partitions, data,
+                                        args.records, args.timeout)
                         print(f"  {kind:<7} x{size} {side:<5} {row[side]}", flush=True)
-                    flip = not flip
+                    flip, n = not flip, n + 1
                     rows.append((kind, size, row))
         finally:
             samsa.stop()
     print(f"\n{args.records:,} records of 100 B in {args.partitions} partitions; {len(rows) * 2} runs in "
           f"{time.time() - started:.0f} s; load average before {tuple(round(x, 1) for x in load0)}, after "
           f"{tuple(round(x, 1) for x in os.getloadavg())}; {os.cpu_count()} CPUs\n")
-    print("| group | consumers | Kafka 4.4.0 (records/s) | Samsa (records/s) | Samsa/Kafka |\n|---|---:|---:|---:|---:|")
+    print("| group | consumers | Kafka 4.4.0 (records/s) | Samsa (records/s) | Samsa/Kafka "
+          "| kcat's produce in the run, Kafka / Samsa (records/s) |\n|---|---:|---:|---:|---:|---:|")
     for kind, size, row in rows:
         k, s = row["kafka"], row["samsa"]
         err = k["error"] or s["error"]
         ratio = f"{s['rate'] / k['rate']:.2f}" if k["rate"] and s["rate"] and not err else f"error: {err}"
-        print(f"| {kind} | {size} | {k['rate']:,.0f} | {s['rate']:,.0f} | {ratio} |")
+        print(f"| {kind} | {size} | {k['rate']:,.0f} | {s['rate']:,.0f} | {ratio} "
+              f"| {k.get('produce_rate', 0):,.0f} / {s.get('produce_rate', 0):,.0f} |")
     shutil.rmtree(work, ignore_errors=True)
     return 0
 
