@@ -40,11 +40,8 @@ def target(request) -> ShareTarget:
 
 def start_share_broker(**overrides) -> tuple[Broker, MemoryPersister]:
     broker = Broker(overrides).start()
-    persister = MemoryPersister()
-    if broker.server.shares.persister is None:  # until the share coordinator's persister is the broker's own
-        broker.server.shares.persister = persister
-    else:
-        persister = broker.server.shares.persister
+    persister = MemoryPersister()  # in place of the broker's own (the share coordinator's): tests read its states
+    broker.server.shares.persister = persister
     return broker, persister
 
 
