@@ -12,8 +12,8 @@ its own, on a topic of its own. Once every member of the group has partitions, `
 records of 100 B are produced (kcat, acks=1) and a run's rate is the records over the time from
 the produce's start until the group has read them all: a work queue's throughput, end to end
 (joins and assignment are not counted; the produce's own rate is printed beside).
-The brokers alternate run by run so that the machine's changing load falls on both. Prints a
-Markdown table and the load average. Not a test.
+The brokers alternate run by run so that the machine's changing load falls on both; each
+cell is the median of ``--rounds`` runs. Prints a Markdown table and the load average. Not a test.
 """
 
 from __future__ import annotations
@@ -125,12 +125,19 @@ def run(kind: str, consumers: int, bootstrap: str, topic: str, partitions: int, 
             "error": None if read >= records else f"only {read} of {records} within {timeout:.0f} s"}
 
 
+def median(runs: list[dict]) -> dict:
+    """The run of median rate (a failed run, if any, is the answer: its error is shown)."""
+    failed = [r for r in runs if r["error"]]
+    return failed[0] if failed else sorted(runs, key=lambda r: r["rate"])[len(runs) // 2]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--records", type=int, default=30_000)
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--sizes", default="1,2,4", help="comma list of group sizes")
     ap.add_argument("--timeout", type=float, default=180, help="seconds per run")
+    ap.add_argument("--rounds", type=int, default=3, help="runs per group kind, size and broker (the median is shown)")
     args = ap.parse_args()
     from broker_process import BrokerProcess
     from kafka_compare import create_topic, data_file, kcat_produce
@@ -150,16 +157,19 @@ def main() -> int:
             flip, n = False, 0
             for size in [int(s) for s in args.sizes.split(",")]:
                 for kind in ("share", "classic"):
-                    row = {}
-                    for side in (("samsa", "kafka") if flip else ("kafka", "samsa")):
-                        row[side] = run(kind, size, brokers[side], f"jobs-{n}", args.partitions, data,
-                                        args.records, args.timeout)
-                        print(f"  {kind:<7} x{size} {side:<5} {row[side]}", flush=True)
-                    flip, n = not flip, n + 1
-                    rows.append((kind, size, row))
+                    row: dict[str, list[dict]] = {"kafka": [], "samsa": []}
+                    for _ in range(args.rounds):
+                        for side in (("samsa", "kafka") if flip else ("kafka", "samsa")):
+                            res = run(kind, size, brokers[side], f"jobs-{n}", args.partitions, data,
+                                      args.records, args.timeout)
+                            row[side].append(res)
+                            print(f"  {kind:<7} x{size} {side:<5} {res}", flush=True)
+                            n += 1
+                        flip = not flip
+                    rows.append((kind, size, {side: median(runs) for side, runs in row.items()}))
         finally:
             samsa.stop()
-    print(f"\n{args.records:,} records of 100 B in {args.partitions} partitions; {len(rows) * 2} runs in "
+    print(f"\n{args.records:,} records of 100 B in {args.partitions} partitions; {len(rows) * 2 * args.rounds} runs (median of {args.rounds} each) in "
           f"{time.time() - started:.0f} s; load average before {tuple(round(x, 1) for x in load0)}, after "
           f"{tuple(round(x, 1) for x in os.getloadavg())}; {os.cpu_count()} CPUs\n")
     print("| group | consumers | Kafka 4.4.0 (records/s) | Samsa (records/s) | Samsa/Kafka "
