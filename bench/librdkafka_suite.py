@@ -4,6 +4,9 @@
 
 With ``--brokers 3`` the broker is a ZooKeeper cluster of three (the transaction tests create
 topics with replication factor 3, as librdkafka's own harness runs three brokers).
+With ``--broker kafka`` the same tests run against Apache Kafka 4.4.0 KRaft nodes
+(tests/kafka_process.py) instead, for the reference totals; ``--kafka-version 4.4.0`` is what
+the share consumer tests (0170-0185, ``TEST_BRKVER(4, 2, 0, 0)``) need not to skip themselves.
 
 PATH is a librdkafka v2.x source release whose tests you built yourself (``./configure
 --no-download && make && make -C tests build``); this script builds nothing. It starts one
