@@ -3,7 +3,9 @@ ShareConsumers reads a replicated topic while a producer keeps writing; the brok
 partition is SIGKILLed (the share partition moves to the new leader, which reads its state back
 from the share coordinator), then the broker that is the share coordinator of the group's
 state (FindCoordinator key type 2, ``group:topicId:partition``: the leader of its
-``__share_group_state`` partition); at last the whole cluster is SIGKILLed and started again.
+``__share_group_state`` partition; the group's name is chosen so that this is broker 2, which
+neither led the partition nor took it over, so the share partition's leader keeps running and
+writes its state to a coordinator that moves); at last the whole cluster is SIGKILLed and started again.
 Checked: no record delivered again once a consumer's acknowledgement of it was answered without
 error (commit_sync), and none lost: every record whose produce was acknowledged is accepted,
 or was acknowledged with an outcome unknown to the consumer (a transport error as a leader
@@ -171,9 +173,15 @@ def live(cluster, but: set[int] = frozenset()) -> str:
 def test_share_group_survives_leader_and_share_coordinator_kills(cluster_factory):
     cluster = cluster_factory(**SETTINGS)
     tag = uuid.uuid4().hex[:6]
-    topic, group = f"share-jobs-{tag}", f"share-workers-{tag}"
+    topic = f"share-jobs-{tag}"
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    admin.create_topics([NewTopic(topic, 1, 3, config={"min.insync.replicas": "2"})])[topic].result(30)
+    # Replicas 0, 1, 2: broker 0 leads, and broker 1 takes over when 0 dies.
+    admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[0, 1, 2]], config={"min.insync.replicas": "2"})]
+                        )[topic].result(30)
+    wait_until(lambda: cluster.partition(topic, 0)[0] == 0, "broker 0 leading the partition")
+    topic_id = _topic_id(cluster.bootstrap, topic)
+    group = _group_coordinated_by(cluster.bootstrap, f"share-workers-{tag}", topic_id, 2)
+    key = f"{group}:{topic_id}:0"
     r = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
         ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in GROUP_CONFIG.items()])
     admin.incremental_alter_configs([r])[r].result(30)
@@ -199,10 +207,9 @@ def test_share_group_survives_leader_and_share_coordinator_kills(cluster_factory
         cluster.brokers[leader].start()
 
         # 2. The share coordinator of the group's state on that partition.
-        topic_id = _topic_id(cluster.bootstrap, topic)
-        key = f"{group}:{topic_id}:0"
         wait_until(lambda: len(cluster.partition(topic, 0)[2]) == 3, "the restarted broker back in the ISR", 60)
         (coordinator,) = wait_until(lambda: _coordinator_or_none(cluster.bootstrap, key), "the share coordinator", 30)
+        print(f"share coordinator {coordinator}; the partition's leader {cluster.partition(topic, 0)[0]}")
         cluster.brokers[coordinator].kill()
         others = live(cluster, {coordinator})
         wait_until(lambda: _coordinator_or_none(others, key) not in (None, (coordinator,)),
@@ -276,6 +283,23 @@ def _topic_id(bootstrap: str, topic: str) -> str:
     tid = md["topics"][0]["topic_id"]
     raw = tid.bytes if isinstance(tid, uuid.UUID) else bytes(tid)
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")  # as Kafka prints a Uuid
+
+
+def _group_coordinated_by(bootstrap: str, prefix: str, topic_id: str, broker: int) -> str:
+    """A group name whose share state for partition 0 has ``broker`` as its share coordinator
+    (the one that neither leads the partition nor takes over from its leader), else any other
+    than broker 0's."""
+    fallback = None
+    for i in range(100):
+        group = f"{prefix}-{i}"
+        (c,) = wait_until(lambda: _coordinator_or_none(bootstrap, f"{group}:{topic_id}:0"),
+                          "FindCoordinator answering for share state keys", 30)
+        if c == broker:
+            return group
+        if c != 0 and fallback is None:
+            fallback = group
+    assert fallback is not None, "every share state key coordinated by broker 0"
+    return fallback
 
 
 def _coordinator_or_none(bootstrap: str, key: str) -> tuple[int] | None:
