@@ -1,27 +1,22 @@
-"""Records/s through a share group (KIP-932) of 1, 2 and 4 consumers beside a classic consumer
-group of the same sizes, on Apache Kafka 4.4.0 and on Samsa in one run.
+"""Records/s through a share group (KIP-932) of 1, 2 and 4 consumers against a classic consumer
+group of as many, on a fresh Samsa broker process and on Apache Kafka 4.4.0 (not a test).
 
-    .venv/bin/python bench/share_bench.py [--records 30000] [--partitions 8] [--sizes 1,2,4]
+    .venv/bin/python bench/share_bench.py [--records 50000] [--partitions 4] [--targets samsa,kafka]
 
-One Kafka KRaft node (tests/kafka_process.py, through bench/kafka_nodes.py) and one Samsa broker
-(as the tests start it) run side by side; each gets topics of ``--partitions`` partitions. Every run
-is a new group: a share group (confluent-kafka ``ShareConsumer``, implicit
-acknowledgement, the group's ``share.auto.offset.reset=earliest``) or a classic group
-(``Consumer``, ``auto.offset.reset=earliest``, auto commit), with each consumer in a process of
-its own, on a topic of its own. Once every member of the group has partitions, ``--records``
-records of 100 B are produced (kcat, acks=1) and a run's rate is the records over the time from
-the produce's start until the group has read them all: a work queue's throughput, end to end
-(joins and assignment are not counted; the produce's own rate is printed beside).
-The brokers alternate run by run so that the machine's changing load falls on both; each
-cell is the median of ``--rounds`` runs. Prints a Markdown table and the load average. Not a test.
+A 4-partition topic gets ``--records`` records of 100 bytes first; then each group reads them all
+from the start, each consumer a process of its own (confluent-kafka 2.16's ``ShareConsumer``,
+implicit acknowledgement, and its ``Consumer``, auto-commit). Two rates: records / the time from
+the consumers' start to the moment the group has every record (joining included: the share
+group's assignment comes with the coordinator's heartbeats, the classic group rebalances, as a
+worker pool starting against a backlog sees it), and records / the time from the first record
+to the last. One more row: Samsa's own
+``ShareConsumer`` (one process) on each broker.
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
-import os
-import shutil
 import sys
 import tempfile
 import time
@@ -29,160 +24,128 @@ import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "share"), str(ROOT / "bench")]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
 
-# Both brokers accept the share group's heartbeat interval and lock duration the tests set.
-SHARE_BROKER_CONFIG = {"group.share.min.record.lock.duration.ms": 1000,
-                       "group.share.min.heartbeat.interval.ms": 500,
-                       "group.share.min.session.timeout.ms": 6000}
+WAIT = 300.0
 
 
-def worker(kind: str, bootstrap: str, group: str, topic: str, index: int, assigned, total, done) -> None:
-    """One consumer: counts what it reads into ``total``; a classic consumer notes how many
-    partitions it has in ``assigned[index]``."""
+def _count(counter, first, n: int) -> None:
+    with counter.get_lock():
+        if counter.value == 0:
+            first.value = time.monotonic()  # CLOCK_MONOTONIC: one clock for every process
+        counter.value += n
+
+
+def consume(kind: str, bootstrap: str, group: str, topic: str, counter, first, stop) -> None:
+    """One consumer process: counts what it gets into ``counter`` until ``stop`` is set."""
+    if kind == "samsa-share":
+        from samsa.client.share_consumer import ShareConsumer as SamsaShare
+        c = SamsaShare({"bootstrap.servers": bootstrap, "group.id": group, "max.poll.records": 2000})
+        c.subscribe([topic])
+        while not stop.is_set():
+            n = len(c.poll(0.2))
+            if n:
+                _count(counter, first, n)
+        c.close()
+        return
     from confluent_kafka import Consumer, ShareConsumer
     if kind == "share":
-        c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, "log_level": 3})
+        c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, "log_level": 3,
+                           "max.poll.records": 2000})
         c.subscribe([topic])
-
-        def read():
-            return [m for m in c.poll(0.2) if not m.error()]
+        while not stop.is_set():
+            n = sum(1 for m in c.poll(0.2) if not m.error())
+            if n:
+                _count(counter, first, n)
     else:
         c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
                       "log_level": 3})
         c.subscribe([topic])
-
-        def read():
-            got = [m for m in c.consume(500, 0.2) if not m.error()]
-            assigned[index] = len(c.assignment())
-            return got
-    while not done.is_set():
-        got = read()
-        if got:
-            with total.get_lock():
-                total.value += len(got)
-    if kind == "share":
-        c.commit_sync(10)  # the last poll's records (implicit acknowledgement)
+        while not stop.is_set():
+            n = sum(1 for m in c.consume(1000, 0.2) if not m.error())
+            if n:
+                _count(counter, first, n)
     c.close()
 
 
-def set_share_group_config(bootstrap: str, group: str) -> None:
-    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
-    r = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
-        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept until the answer: a destroyed handle fails it
-    admin.incremental_alter_configs([r])[r].result(60)
-
-
-def share_members_assigned(bootstrap: str, group: str) -> int:
-    """How many of the share group's members have partitions (ShareGroupDescribe v1 to a one-node cluster)."""
-    from share_helpers import share_members
-    return len([m for m in share_members(bootstrap, group) if m["assignment"]["topic_partitions"]])
-
-
-def run(kind: str, consumers: int, bootstrap: str, topic: str, partitions: int, data: Path, records: int,
-        timeout: float) -> dict:
-    """A new group of ``consumers`` on the empty ``topic``; once every member has partitions,
-    ``records`` are produced (kcat, acks=1) and the time runs from the produce's start until
-    the group has read them all."""
-    from kafka_compare import create_topic, kcat_produce
-    create_topic(bootstrap, topic, partitions)
+def run_group(kind: str, bootstrap: str, topic: str, consumers: int, records: int, admin) -> tuple[float, float]:
+    """(records/s from the consumers' start, records/s from the first record) for one group."""
     group = f"bench-{kind}-{consumers}-{uuid.uuid4().hex[:6]}"
-    if kind == "share":
-        set_share_group_config(bootstrap, group)
+    if kind != "classic":
+        from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+        r = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+            ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+        admin.incremental_alter_configs([r])[r].result(WAIT)
     ctx = mp.get_context("spawn")
-    assigned, total, done = ctx.Array("i", consumers), ctx.Value("q", 0), ctx.Event()
-    procs = [ctx.Process(target=worker, args=(kind, bootstrap, group, topic, i, assigned, total, done), daemon=True)
-             for i in range(consumers)]
+    counter, first, stop = ctx.Value("q", 0), ctx.Value("d", 0.0), ctx.Event()
+    procs = [ctx.Process(target=consume, args=(kind, bootstrap, group, topic, counter, first, stop))
+             for _ in range(consumers)]
+    start = time.monotonic()
     for p in procs:
         p.start()
-    try:
-        deadline = time.time() + 120
-        while time.time() < deadline:  # the group formed: every member with partitions
-            if kind == "share" and share_members_assigned(bootstrap, group) >= consumers:
+    deadline = start + WAIT
+    while counter.value < records and time.monotonic() < deadline:
+        time.sleep(0.02)
+    end = time.monotonic()
+    got = counter.value
+    stop.set()
+    for p in procs:
+        p.join(30)
+        if p.is_alive():
+            p.kill()
+    if got < records:
+        return float("nan"), float("nan")
+    return records / (end - start), records / max(end - first.value, 1e-6)
+
+
+def fill(bootstrap: str, topic: str, partitions: int, records: int, admin) -> None:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import NewTopic
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(WAIT)
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    value = b"x" * 100
+    for i in range(records):
+        while True:
+            try:
+                p.produce(topic, value, partition=i % partitions)
                 break
-            if kind == "classic" and all(assigned) and sum(assigned) == partitions:
-                break
-            time.sleep(0.1)
-        else:
-            return {"records": 0, "seconds": 0, "rate": 0, "error": "the group did not form within 120 s"}
-        t0 = time.time()
-        produced = kcat_produce(bootstrap, topic, data, records, "1", timeout)
-        if produced["error"]:
-            return {"records": 0, "seconds": 0, "rate": 0, "error": produced["error"]}
-        deadline = t0 + timeout
-        while total.value < records and time.time() < deadline:
-            time.sleep(0.01)
-        secs, read = time.time() - t0, total.value
-    finally:
-        done.set()
-        for p in procs:
-            p.join(30)
-            if p.is_alive():
-                p.kill()
-    return {"records": read, "seconds": secs, "rate": read / secs,
-            "produce_rate": produced["rate"],
-            "error": None if read >= records else f"only {read} of {records} within {timeout:.0f} s"}
+            except BufferError:
+                p.poll(0.1)
+    assert p.flush(WAIT) == 0
 
 
-def median(runs: list[dict]) -> dict:
-    """The run of median rate (a failed run, if any, is the answer: its error is shown)."""
-    failed = [r for r in runs if r["error"]]
-    return failed[0] if failed else sorted(runs, key=lambda r: r["rate"])[len(runs) // 2]
-
-
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--records", type=int, default=30_000)
-    ap.add_argument("--partitions", type=int, default=8)
-    ap.add_argument("--sizes", default="1,2,4", help="comma list of group sizes")
-    ap.add_argument("--timeout", type=float, default=180, help="seconds per run")
-    ap.add_argument("--rounds", type=int, default=3, help="runs per group kind, size and broker (the median is shown)")
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--records", type=int, default=50000)
+    ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--targets", default="samsa,kafka")
     args = ap.parse_args()
+    from confluent_kafka.admin import AdminClient
+    import kafka_process
     from broker_process import BrokerProcess
-    from kafka_compare import create_topic, data_file, kcat_produce
-    from kafka_nodes import kafka_cluster
-
-    work = Path(tempfile.mkdtemp(prefix="share-bench-"))
-    load0, started = os.getloadavg(), time.time()
-    rows: list[tuple[str, int, dict]] = []
-    with kafka_cluster(1, work / "kafka", **SHARE_BROKER_CONFIG) as kafkas:
-        samsa = BrokerProcess(work / "samsa", **SHARE_BROKER_CONFIG).start()
-        try:
-            brokers = {"kafka": kafkas[0].bootstrap, "samsa": samsa.bootstrap}
-            data = data_file(work, args.records, 100)
-            for bs in brokers.values():  # warm-up, not measured: Kafka's JIT, Samsa's first segments
-                create_topic(bs, "warm-up", args.partitions)
-                kcat_produce(bs, "warm-up", data, args.records, "1", 600)
-            flip, n = False, 0
-            for size in [int(s) for s in args.sizes.split(",")]:
-                for kind in ("share", "classic"):
-                    row: dict[str, list[dict]] = {"kafka": [], "samsa": []}
-                    for _ in range(args.rounds):
-                        for side in (("samsa", "kafka") if flip else ("kafka", "samsa")):
-                            res = run(kind, size, brokers[side], f"jobs-{n}", args.partitions, data,
-                                      args.records, args.timeout)
-                            row[side].append(res)
-                            print(f"  {kind:<7} x{size} {side:<5} {res}", flush=True)
-                            n += 1
-                        flip = not flip
-                    rows.append((kind, size, {side: median(runs) for side, runs in row.items()}))
-        finally:
-            samsa.stop()
-    print(f"\n{args.records:,} records of 100 B in {args.partitions} partitions; {len(rows) * 2 * args.rounds} runs (median of {args.rounds} each) in "
-          f"{time.time() - started:.0f} s; load average before {tuple(round(x, 1) for x in load0)}, after "
-          f"{tuple(round(x, 1) for x in os.getloadavg())}; {os.cpu_count()} CPUs\n")
-    print("| group | consumers | Kafka 4.4.0 (records/s) | Samsa (records/s) | Samsa/Kafka "
-          "| kcat's produce in the run, Kafka / Samsa (records/s) |\n|---|---:|---:|---:|---:|---:|")
-    for kind, size, row in rows:
-        k, s = row["kafka"], row["samsa"]
-        err = k["error"] or s["error"]
-        ratio = f"{s['rate'] / k['rate']:.2f}" if k["rate"] and s["rate"] and not err else f"error: {err}"
-        print(f"| {kind} | {size} | {k['rate']:,.0f} | {s['rate']:,.0f} | {ratio} "
-              f"| {k.get('produce_rate', 0):,.0f} / {s.get('produce_rate', 0):,.0f} |")
-    shutil.rmtree(work, ignore_errors=True)
-    return 0
+    rows = []
+    for target in args.targets.split(","):
+        with tempfile.TemporaryDirectory() as tmp:
+            server = (BrokerProcess(Path(tmp)) if target == "samsa" else kafka_process.KafkaProcess(Path(tmp))).start()
+            try:
+                admin = AdminClient({"bootstrap.servers": server.bootstrap})
+                topic = f"bench-share-{uuid.uuid4().hex[:6]}"
+                fill(server.bootstrap, topic, args.partitions, args.records, admin)
+                for kind, counts in (("share", (1, 2, 4)), ("classic", (1, 2, 4)), ("samsa-share", (1,))):
+                    for n in counts:
+                        rate, steady = run_group(kind, server.bootstrap, topic, n, args.records, admin)
+                        rows.append((target, kind, n, rate, steady))
+                        print(f"{target:6} {kind:12} {n} consumers: {rate:,.0f} records/s with the join, "
+                              f"{steady:,.0f} from the first record", flush=True)
+            finally:
+                server.stop()
+    print("\n| broker | group | consumers | records/s with the join | from the first record |\n|---|---|---|---|---|")
+    for target, kind, n, rate, steady in rows:
+        name = {"share": "share (confluent-kafka)", "classic": "classic (confluent-kafka)",
+                "samsa-share": "share (Samsa's ShareConsumer)"}[kind]
+        print(f"| {target} | {name} | {n} | {rate:,.0f} | {steady:,.0f} |")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

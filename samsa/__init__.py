@@ -1,6 +1,6 @@
 """Samsa: Apache Kafka, rebuilt in Python.
 
-``from samsa import Producer, Consumer, Admin, TopicPartition`` — the clients load on first
+``from samsa import Producer, Consumer, ShareConsumer, Admin, TopicPartition`` — the clients load on first
 use, so importing ``samsa`` (or starting a broker) does not pull them in.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Producer", "Consumer", "Admin", "TopicPartition"]
+__all__ = ["Producer", "Consumer", "ShareConsumer", "AcknowledgeType", "Admin", "TopicPartition"]
 
 
 def __getattr__(name: str) -> Any:
@@ -18,6 +18,9 @@ def __getattr__(name: str) -> Any:
     if name == "Consumer":
         from samsa.client.consumer import Consumer
         return Consumer
+    if name in ("ShareConsumer", "AcknowledgeType"):
+        from samsa.client import share_consumer
+        return getattr(share_consumer, name)
     if name == "Admin":
         from samsa.client.admin import Admin
         return Admin

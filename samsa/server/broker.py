@@ -30,7 +30,7 @@ from samsa.cluster.partition import Partition
 from samsa.cluster.replica_manager import ReplicaManager
 from samsa.cluster.topic_admin import TopicAdmin
 from samsa.coordinator.groups import GroupCoordinator
-from samsa.coordinator.share import ShareCoordinator
+from samsa.coordinator.share import ShareCoordinator, SharePersister
 from samsa.coordinator.transactions import TransactionCoordinator, TransactionVerifier
 from samsa.protocol import errors
 from samsa.protocol.api_keys import ApiKey
@@ -88,8 +88,8 @@ class BrokerServer:
         self.quotas: QuotaManager | None = None  # client quotas, from the metadata store
         self.shares: SharePartitionManager
         # How share partitions read and write their state (KIP-932): the share coordinator's
-        # persister; tests may set another before start().
-        self.share_persister = None
+        # persister unless this is set before start().
+        self.share_persister: SharePersister | None = None
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -124,9 +124,8 @@ class BrokerServer:
         self.replicas.listeners.append(self.groups)
         self.replicas.listeners.append(self.txn)
         self.replicas.listeners.append(self.share)
-        self.shares = SharePartitionManager(self.config, self.replicas, self.groups.group_configs,
-                                            self.share_persister if self.share_persister is not None
-                                            else self.share.persister)
+        self.shares = SharePartitionManager(self.config, self.replicas, self.groups.share_group_config,
+                                            self.share_persister or self.share.persister)
         self.replicas.listeners.append(self.shares)
         self.dispatcher.on_connection_closed.append(self.shares.connection_closed)
         if zookeeper:

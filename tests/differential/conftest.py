@@ -15,8 +15,11 @@ import harness  # noqa: E402
 from allowlist import ALLOW, KNOWN  # noqa: E402
 from broker_process import BrokerProcess  # noqa: E402
 
-# The Samsa broker is configured as the Kafka fixture: node id 1, one partition a topic.
-SAMSA_CONF = {"broker.id": "1", "num.partitions": "1", "offsets.topic.num.partitions": "50"}
+# The Samsa broker is configured as the Kafka fixture: node id 1, one partition a topic, the
+# share groups' lower bounds the share tests need (tests/kafka_process.py).
+SAMSA_CONF = {"broker.id": "1", "num.partitions": "1", "offsets.topic.num.partitions": "50",
+              "group.share.min.record.lock.duration.ms": "1000", "group.share.min.heartbeat.interval.ms": "500",
+              "group.share.min.session.timeout.ms": "6000"}
 
 
 @pytest.fixture(scope="session")

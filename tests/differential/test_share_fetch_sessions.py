@@ -1,8 +1,7 @@
 """Share sessions (KIP-932) on both brokers, without a share group member: ShareFetch and
 ShareAcknowledge answers and errors for session epochs (open, next, wrong, closed, unknown),
 requests without a group or member id, acknowledgements on the opening request, an unknown
-topic id, and a partition of a group whose share state was never initialised (Kafka answers
-UNKNOWN_SERVER_ERROR there)."""
+topic id, and a session ending with the connection that opened it."""
 
 from __future__ import annotations
 
@@ -10,7 +9,8 @@ import os
 import time
 import uuid
 
-from harness import create_topic
+from harness import Side, create_topic
+from waiting import wait_until
 
 SHARE_FETCH, SHARE_ACKNOWLEDGE = 78, 79
 
@@ -59,5 +59,17 @@ def test_share_fetch_session_epochs_and_errors(diff):
         steps.append(("after close", _fetch(side, member, 5)))
         steps.append(("close again", _ack(side, member, -1)))
         steps.append(("final fetch without session", _fetch(side, other, -1)))
+        # a session belongs to the connection that opened it last: when that one closes, it ends
+        steps.append(("reopen", _fetch(side, member, 0)))
+        steps.append(("open again", _fetch(side, member, 0)))
+        steps.append(("next after open again", _fetch(side, member, 1)))
+        second = Side(side.name, side.bootstrap)
+        try:
+            steps.append(("next on another connection", _fetch(second, member, 2)))
+            steps.append(("opened on another connection", _fetch(second, member, 0)))
+        finally:
+            second.close()
+        steps.append(("after that connection closed", wait_until(
+            lambda: (r := _fetch(side, member, 1))["error_code"] == 122 and r, "the session gone with its connection", 15)))
         return steps
     diff(scenario)

@@ -47,7 +47,11 @@ def test_share_group_offsets(diff):
         create_topic(side, topic, 2)
         create_topic(side, other, 1)
         side.produce(topic, [(None, b"x%d" % i) for i in range(5)], partition=0)
-        wait_until(lambda: side.call(10, {"key": group, "key_type": 0}, 3)["error_code"] == 0, "a coordinator", 30)
+        # (until the coordinator has loaded the group's partition: a Kafka node started a moment ago
+        # answers NOT_COORDINATOR while it loads)
+        wait_until(lambda: side.call(10, {"key": group, "key_type": 0}, 3)["error_code"] == 0
+                   and side.call(77, {"group_ids": [group], "include_authorized_operations": False}, 1)
+                   ["groups"][0]["error_code"] not in (14, 15, 16), "a coordinator", 30)
         out = [("unknown group", _describe(side, group, None)),
                ("unknown group topics", _describe(side, group, {topic: [0]})),
                ("delete unknown group", _delete(side, group, [topic])),

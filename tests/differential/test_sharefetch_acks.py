@@ -10,38 +10,12 @@ NOT_COORDINATOR, and that module expects the latter.)"""
 
 from __future__ import annotations
 
-import sys
 import uuid
-from pathlib import Path
 
-import harness
-import pytest
 from harness import create_topic
 from waiting import wait_until
 
-from samsa.embedded import Broker
-
 SHARE_FETCH, SHARE_ACKNOWLEDGE = 78, 79
-
-
-@pytest.fixture(scope="module")
-def samsa_side():
-    """Samsa's side here is an embedded broker configured as the differential one; while the
-    broker has no share-state persister of its own (the share coordinator's), its share
-    partitions keep their state in the test persister of tests/share."""
-    if harness.one_side() == "kafka":
-        yield None
-        return
-    # as tests/differential/conftest.py's SAMSA_CONF
-    broker = Broker({"broker.id": "1", "num.partitions": "1", "offsets.topic.num.partitions": "50"}).start()
-    if broker.server.shares.persister is None:
-        sys.path.insert(0, str(Path(__file__).parent.parent / "share"))
-        from share_memory_persister import MemoryPersister
-        broker.server.shares.persister = MemoryPersister()
-    side = harness.Side("samsa", broker.bootstrap_servers)
-    yield side
-    side.close()
-    broker.stop()
 
 
 def _join(side, group: str, topic: str) -> str:
@@ -101,7 +75,14 @@ def test_share_fetch_acknowledgements(diff):
 
         def a(first, last, *types):
             return {"first_offset": first, "last_offset": last, "acknowledge_types": list(types)}
-        steps = [("open m1", fetch(m1, topics())), ("open m2", fetch(m2, topics()))]
+        def open_session(m):
+            """Open, again until the share partition has loaded (the state topic may be coming up)."""
+            def loaded():
+                epochs[m] = 0
+                r = fetch(m, topics(), max_wait_ms=0)
+                return r if r["error_code"] == 0 and not r["responses"][0]["partitions"][0]["error_code"] else None
+            return wait_until(loaded, f"{m}'s share session on {side.name}", 60)
+        steps = [("open m1", open_session(m1)), ("open m2", open_session(m2))]
         for i in range(3):
             side.produce(topic, [(None, b"v%d-%d" % (i, j)) for j in range(3)])
         steps.append(("m1 acquires", fetch(m1)))

@@ -11,14 +11,20 @@ tests/differential/test_share_groups_diff.py.
 
 from __future__ import annotations
 
+import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
+from broker_process import free_port
 from group_helpers import Raw, create_topic, wait_until
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "metrics"))
+from scrape import scrape, value  # noqa: E402
+
 GROUP_ID_NOT_FOUND, INVALID_REQUEST, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH = 69, 42, 25, 110
-GROUP_MAX_SIZE_REACHED, NON_EMPTY_GROUP, INCONSISTENT_GROUP_PROTOCOL, NOT_COORDINATOR = 81, 68, 23, 16
+GROUP_MAX_SIZE_REACHED, NON_EMPTY_GROUP, INCONSISTENT_GROUP_PROTOCOL = 81, 68, 23
 
 
 def hb(raw: Raw, group: str, member: str, epoch: int, topics: list[str] | None = None, **kw) -> dict:
@@ -162,8 +168,10 @@ def test_heartbeat_errors(env):
     assert (r["error_code"], r["error_message"]) == (INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")
     assert hb(raw, group, m, 0, [])["error_code"] == INVALID_REQUEST
     assert hb(raw, group, m, -2)["error_code"] == INVALID_REQUEST
-    # an unknown group: Kafka 4.4 answers NOT_COORDINATOR, no message (tests/differential checks it)
-    assert (hb(raw, group, m, 3)["error_code"], hb(raw, group, m, -1)["error_code"]) == (NOT_COORDINATOR,) * 2
+    # an unknown group (tests/differential checks Kafka's words)
+    assert (hb(raw, group, m, 3)["error_message"], hb(raw, group, m, -1)["error_message"]) == (
+        f"Share group {group} not found.", f"Group {group} not found.")
+    assert hb(raw, group, m, 3)["error_code"] == GROUP_ID_NOT_FOUND
     joined = hb(raw, group, m, 0, [topic])
     assert joined["error_code"] == 0
     r = hb(raw, group, m, joined["member_epoch"] + 5)
@@ -216,8 +224,10 @@ def test_group_apis_and_kinds(env):
 
 
 def test_share_group_survives_restart(own_broker, names):
+    """... and its broker's metrics count it (Kafka 4's group-coordinator-metrics names)."""
     topic, group = names
-    b = own_broker()
+    metrics_port = free_port()
+    b = own_broker(**{"prometheus.listener": f"http://127.0.0.1:{metrics_port}"})
     create_topic(b.bootstrap, topic, 2)
     raw = Raw(b.port)
     wait_until(lambda: raw.call(10, 3, {"key": group, "key_type": 0})["error_code"] == 0, what="a coordinator")
@@ -225,6 +235,10 @@ def test_share_group_survives_restart(own_broker, names):
     a.beat(), c.beat()
     settle([a, c])
     before = describe(raw, group)
+    m = scrape(f"http://127.0.0.1:{metrics_port}/metrics")
+    assert value(m, "kafka_server_group_coordinator_metrics_group_count", protocol="share") == 1
+    assert value(m, "kafka_server_group_coordinator_metrics_share_group_count", state="stable") == 1
+    assert value(m, "kafka_server_group_coordinator_metrics_share_group_rebalance_total") >= 2
     raw.close()
     b.kill()
     b.start()

@@ -2,8 +2,8 @@
 
 Client-level scenarios run against Apache Kafka 4.4.0 (the session's ``kafka`` fixture) and a
 Samsa broker process of their own, configured alike (``target``); the share-partition tests use
-embedded brokers (real TCP, in this process) whose share partitions keep their state in an
-in-memory test persister, and a raw-request side."""
+embedded brokers (real TCP, in this process; their share partitions keep their state with the
+broker's share coordinator, in __share_group_state)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,7 @@ sys.path.insert(0, str(Path(__file__).parent.parent / "differential"))
 
 from broker_process import BrokerProcess  # noqa: E402
 from share_helpers import SHARE_BROKER_CONFIG, ShareTarget  # noqa: E402
-from share_memory_persister import MemoryPersister  # noqa: E402
-
-from samsa.embedded import Broker  # noqa: E402
+from share_wire import start_share_broker  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -38,33 +36,19 @@ def target(request) -> ShareTarget:
     return ShareTarget.samsa(request.getfixturevalue("share_samsa").bootstrap)
 
 
-def start_share_broker(**overrides) -> tuple[Broker, MemoryPersister]:
-    broker = Broker(overrides).start()
-    persister = MemoryPersister()  # in place of the broker's own (the share coordinator's): tests read its states
-    broker.server.shares.persister = persister
-    return broker, persister
-
-
 @pytest.fixture(scope="module")
 def share_broker():
     """One embedded broker (locks of Kafka's default 30 s) for a module's tests; topics and groups are per test."""
-    broker, persister = start_share_broker()
-    yield broker, persister
+    broker = start_share_broker()
+    yield broker
     broker.stop()
 
 
 @pytest.fixture(scope="module")
 def short_lock_broker():
     """An embedded broker whose acquisition locks last 1 s and whose records are archived after 2 deliveries."""
-    broker, persister = start_share_broker(**{
+    broker = start_share_broker(**{
         "group.share.min.record.lock.duration.ms": "1000", "group.share.record.lock.duration.ms": "1000",
         "group.share.delivery.count.limit": "2"})
-    yield broker, persister
+    yield broker
     broker.stop()
-
-
-def set_group_configs(broker: Broker, group: str, configs: dict[str, str]) -> None:
-    """A group's share.* configs, written to the broker's metadata store directly (the group
-    configs room reads them from there), and its cached copy dropped."""
-    broker.server.store.put_entity_configs(f"groups/{group}", configs)
-    broker.server.groups.group_configs_changed(group)

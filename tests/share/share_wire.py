@@ -6,6 +6,8 @@ import uuid
 
 import harness
 
+from samsa.embedded import Broker
+
 SHARE_FETCH, SHARE_ACKNOWLEDGE = 78, 79
 
 
@@ -51,10 +53,31 @@ class ShareWire:
         body.update(kw)
         return self.side.call(SHARE_FETCH, body, 1)
 
+    def open(self, member: str, partitions=(0,), **kw) -> dict:
+        """Open the member's share session on ``partitions``, again until each share partition has
+        loaded (the share coordinator's state topic may still be coming up): a share partition
+        starts at the log end (share.auto.offset.reset=latest) when it loads."""
+        from waiting import wait_until
+
+        def loaded():
+            r = self.fetch(member, self.topics(partitions), epoch=0, **kw)
+            codes = [p["error_code"] for t in r["responses"] for p in t["partitions"]]
+            return r if r["error_code"] == 0 and not any(codes) else None
+        return wait_until(loaded, f"the share session of {member} open", 60)
+
     def acknowledge(self, member: str, acks: list, epoch: int | None = None, partition: int = 0) -> dict:
         return self.side.call(SHARE_ACKNOWLEDGE, {
             "group_id": self.group, "member_id": member, "share_session_epoch": self._epoch(member, epoch),
             "topics": self.topics((partition,), acks)}, 1)
+
+
+    def start_offset(self, partition: int = 0) -> int:
+        """The share partition's start offset as its share coordinator stores it (ReadShareGroupStateSummary)."""
+        r = self.side.call(87, {"group_id": self.group, "topics": [
+            {"topic_id": self.topic_id, "partitions": [{"partition": partition, "leader_epoch": 0}]}]}, 0)
+        p = r["results"][0]["partitions"][0]
+        assert p["error_code"] == 0, r
+        return p["start_offset"]
 
 
 def ack(first: int, last: int, *types: int) -> dict:
@@ -75,3 +98,20 @@ def partition_of(response: dict, partition: int = 0) -> dict:
 
 def member() -> str:
     return str(uuid.uuid4())
+
+
+def start_share_broker(**overrides) -> Broker:
+    """An embedded broker (real TCP, in this process) with the broker keys given."""
+    return Broker(overrides).start()
+
+
+def set_group_configs(broker: Broker, group: str, configs: dict[str, str]) -> None:
+    """A group's share.* configs, set over the wire (IncrementalAlterConfigs on a GROUP resource)."""
+    import harness
+    side = harness.Side("samsa", broker.bootstrap_servers)
+    try:
+        r = side.call(44, {"resources": [{"resource_type": 32, "resource_name": group, "configs": [
+            {"name": k, "config_operation": 0, "value": v} for k, v in configs.items()]}], "validate_only": False}, 1)
+    finally:
+        side.close()
+    assert r["responses"][0]["error_code"] == 0, r

@@ -135,6 +135,19 @@ def test_samsa_close_releases_at_once(target):
         taker.close()
     assert held == [("held", 1)] and taken == [("held", 2)]
 
+    # A consumer that stops calling poll() for max.poll.interval.ms leaves the group: what it
+    # held goes to the others, again well before its lock expires.
+    target.produce(topic, ["idle"])
+    idle = samsa_consumer(target, group, topic, share_acknowledgement_mode="explicit", max_poll_interval_ms=1000)
+    taker = samsa_consumer(target, group, topic)
+    try:
+        assert poll_until(idle, lambda rs: ("idle", 1) in rs) == [("idle", 1)]
+        taken = poll_until(taker, lambda rs: any(v == "idle" for v, _ in rs), timeout=40)
+    finally:
+        taker.close()
+        idle.close()
+    assert taken == [("idle", 2)]
+
 
 def test_aio_share_consumer(target):
     topic, group = target.names("aio")

@@ -42,7 +42,7 @@ def test_three_consumers_share_one_partition_exactly_once(target):
         for t in threads:
             t.start()
         wait_members_assigned(target.bootstrap, group, 3)
-        values = [f"v{i}" for i in range(300)]
+        values = [f"v{i}" for i in range(150)]
         p = Producer({"bootstrap.servers": target.bootstrap, "batch.num.messages": 1, "linger.ms": 0})
         for v in values:
             p.produce(topic, v.encode(), partition=0)

@@ -1,8 +1,8 @@
 """The broker path end to end with confluent-kafka's ShareConsumer (librdkafka 2.15's share
 consumer): three consumers of one share group on a one-partition topic together receive every
 record exactly once when they accept them, and a released record comes back with delivery
-count 2. (The share coordinator's heartbeat assigns the partition; the share partitions keep
-their state in the test persister until the share coordinator's own persister is wired.)"""
+count 2. (The group coordinator's ShareGroupHeartbeat assigns the partition; the share
+partitions keep their state with the share coordinator.)"""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import threading
 import time
 
 from confluent_kafka import Producer, ShareConsumer
-from conftest import set_group_configs
+from share_wire import set_group_configs
 
 from samsa import Admin
 from samsa.client.types import NewTopic
@@ -26,7 +26,7 @@ def _consumer(bootstrap: str, group: str, topic: str, **extra) -> ShareConsumer:
 
 
 def test_three_share_consumers_get_every_record_exactly_once(share_broker):
-    broker, _ = share_broker
+    broker = share_broker
     bootstrap = broker.bootstrap_servers
     topic, group = f"share-e2e-{os.getpid()}", f"g-share-e2e-{os.getpid()}"
     with Admin({"bootstrap.servers": bootstrap}) as admin:
@@ -75,7 +75,7 @@ def test_three_share_consumers_get_every_record_exactly_once(share_broker):
 
 
 def test_released_record_comes_back_with_delivery_count_two(share_broker):
-    broker, _ = share_broker
+    broker = share_broker
     bootstrap = broker.bootstrap_servers
     topic, group = f"share-e2e-release-{os.getpid()}", f"g-share-e2e-release-{os.getpid()}"
     with Admin({"bootstrap.servers": bootstrap}) as admin:
@@ -99,3 +99,39 @@ def test_released_record_comes_back_with_delivery_count_two(share_broker):
         assert [m.delivery_count() for m in got] == [1, 2]
     finally:
         c.close()
+
+
+def test_read_committed_share_group_over_a_transactional_topic(share_broker):
+    """share.isolation.level=read_committed: no aborted record reaches the consumer, and the
+    share partition's start offset reaches the log end (the markers' offsets are settled too)."""
+    from share_wire import ShareWire
+    from waiting import wait_until
+    broker = share_broker
+    bootstrap = broker.bootstrap_servers
+    topic, group = f"share-e2e-rc-{os.getpid()}", f"g-share-e2e-rc-{os.getpid()}"
+    wire = ShareWire(bootstrap, topic, group)
+    set_group_configs(broker, group, {"share.isolation.level": "read_committed", "share.auto.offset.reset": "earliest"})
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{topic}"})
+    p.init_transactions()
+    for r in range(5):
+        p.begin_transaction()
+        for i in range(3):
+            p.produce(topic, b"committed-%d-%d" % (r, i))
+        p.commit_transaction()
+        p.begin_transaction()
+        for i in range(2):
+            p.produce(topic, b"aborted-%d-%d" % (r, i))
+        p.flush()
+        p.abort_transaction()
+    end = 5 * (3 + 1 + 2 + 1)  # records and a marker per transaction
+    c = _consumer(bootstrap, group, topic)
+    got: list[bytes] = []
+    try:
+        def settled():
+            got.extend(m.value() for m in c.poll(0.5) if m.error() is None)
+            return len(got) >= 15 and wire.start_offset() == end
+        wait_until(settled, "the committed records consumed and every offset settled", 60)
+        assert sorted(got) == sorted(b"committed-%d-%d" % (r, i) for r in range(5) for i in range(3))
+    finally:
+        c.close()
+        wire.close()

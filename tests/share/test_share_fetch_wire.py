@@ -1,5 +1,5 @@
-"""ShareFetch v1 and ShareAcknowledge v1 over TCP against a real Samsa broker (embedded, its
-share-group state in a test persister): acquisition, accept, release redelivered with delivery
+"""ShareFetch v1-2 and ShareAcknowledge v1-2 over TCP against a real Samsa broker (embedded, its
+share-group state kept by its share coordinator in __share_group_state): acquisition, accept, release redelivered with delivery
 count 2, reject archived, lock expiry, the delivery count limit, sessions closing (by epoch -1
 and by the connection) releasing the member's records, long polls woken by appends and by
 releases, read_committed over a transactional topic, leadership reloading the state, and the
@@ -13,8 +13,8 @@ import time
 
 import pytest
 from confluent_kafka import Producer
-from conftest import set_group_configs
-from share_wire import ShareWire, ack, acquired, member, partition_of
+from share_wire import (ShareWire, ack, acquired, member, partition_of, set_group_configs,
+                        start_share_broker)
 from waiting import wait_until
 
 from samsa.protocol import errors
@@ -24,7 +24,7 @@ ACCEPT, RELEASE, REJECT, GAP = 1, 2, 3, 0
 
 @pytest.fixture
 def wire(share_broker, request):
-    broker, _ = share_broker
+    broker = share_broker
     name = f"share-{request.node.name}-{os.getpid()}"
     w = ShareWire(broker.bootstrap_servers, name, "g-" + name)
     yield w
@@ -37,12 +37,11 @@ def test_api_versions_advertise_share_fetch_and_acknowledge(wire):
 
 
 def test_acquire_accept_release_reject(wire, share_broker):
-    _, persister = share_broker
     m1, m2 = member(), member()
-    opened = wire.fetch(m1, wire.topics())  # share.auto.offset.reset=latest: the log end
+    opened = wire.open(m1)  # share.auto.offset.reset=latest: the log end
     assert opened["acquisition_lock_timeout_ms"] == 30000
     assert acquired(opened) == [] and partition_of(opened)["error_code"] == 0
-    assert acquired(wire.fetch(m2, wire.topics())) == []
+    assert acquired(wire.open(m2)) == []
     for i in range(3):
         wire.produce([b"a%d" % i, b"b%d" % i, b"c%d" % i])
     first = wire.fetch(m1)
@@ -60,8 +59,7 @@ def test_acquire_accept_release_reject(wire, share_broker):
     assert done["error_code"] == 0 and partition_of(done)["error_code"] == 0
     twice = wire.acknowledge(m1, [ack(8, 8, ACCEPT)])  # archived already: below the start offset now, ignored
     assert partition_of(twice)["error_code"] == 0
-    state = next(s for k, s in persister.states.items() if k.group_id == wire.group)
-    assert state.start_offset == 9 and state.batches == []
+    assert wire.start_offset() == 9
     wire.produce([b"d"])
     late = wire.fetch(m2)
     assert acquired(late) == [(9, 9, 1)]
@@ -71,8 +69,8 @@ def test_acquire_accept_release_reject(wire, share_broker):
 
 def test_session_close_releases_records(wire):
     m1, m2 = member(), member()
-    wire.fetch(m1, wire.topics())
-    wire.fetch(m2, wire.topics())
+    wire.open(m1)
+    wire.open(m2)
     wire.produce([b"x", b"y"])
     assert acquired(wire.fetch(m1)) == [(0, 1, 1)]
     closed = wire.acknowledge(m1, [ack(0, 0, ACCEPT)], epoch=-1)  # acknowledges 0, closes, releases 1
@@ -82,11 +80,11 @@ def test_session_close_releases_records(wire):
 
 
 def test_connection_close_releases_records(wire, share_broker):
-    broker, _ = share_broker
+    broker = share_broker
     m1, m2 = member(), member()
     other = ShareWire(broker.bootstrap_servers, wire.topic, wire.group, create=False)
-    other.fetch(m1, wire.topics())
-    wire.fetch(m2, wire.topics())
+    other.open(m1)
+    wire.open(m2)
     wire.produce([b"x", b"y"])
     assert acquired(other.fetch(m1)) == [(0, 1, 1)]
     other.close()  # its share session ends with its connection
@@ -95,8 +93,8 @@ def test_connection_close_releases_records(wire, share_broker):
 
 def test_long_poll_woken_by_append_and_by_release(wire):
     m1, m2 = member(), member()
-    wire.fetch(m1, wire.topics())
-    wire.fetch(m2, wire.topics())
+    wire.open(m1)
+    wire.open(m2)
     timer = threading.Timer(0.3, lambda: ShareWire(wire.side.bootstrap, wire.topic, wire.group, create=False)
                             .produce([b"late"]))
     timer.start()
@@ -133,7 +131,7 @@ def test_session_epochs_and_bad_requests(wire):
     codes = sorted(p["error_code"] for t in unknown["responses"] for p in t["partitions"])
     assert codes == [errors.E_UNKNOWN_TOPIC_OR_PARTITION, errors.E_UNKNOWN_TOPIC_ID]
     m2 = member()
-    wire.fetch(m2, wire.topics(), epoch=0)
+    wire.open(m2)
     wire.produce([b"x", b"y"])
     wire.fetch(m2)
     for acks in ([ack(0, 1, ACCEPT, ACCEPT, ACCEPT)], [ack(0, 0, 9)], [ack(1, 0, ACCEPT)], [ack(0, 0)]):
@@ -148,10 +146,10 @@ def test_session_epochs_and_bad_requests(wire):
 
 
 def test_leadership_change_reloads_state_with_acquired_records_available(wire, share_broker):
-    broker, _ = share_broker
+    broker = share_broker
     m1, m2 = member(), member()
-    wire.fetch(m1, wire.topics())
-    wire.fetch(m2, wire.topics())
+    wire.open(m1)
+    wire.open(m2)
     wire.produce([b"a", b"b", b"c"])
     assert acquired(wire.fetch(m1)) == [(0, 2, 1)]
     assert partition_of(wire.acknowledge(m1, [ack(1, 1, ACCEPT)]))["error_code"] == 0
@@ -163,7 +161,7 @@ def test_leadership_change_reloads_state_with_acquired_records_available(wire, s
 
 
 def test_read_committed_skips_aborted_records(share_broker, request):
-    broker, _ = share_broker
+    broker = share_broker
     name = f"share-rc-{os.getpid()}"
     for isolation in ("read_committed", "read_uncommitted"):
         wire = ShareWire(broker.bootstrap_servers, f"{name}-{isolation}", f"g-{name}-{isolation}")
@@ -183,7 +181,7 @@ def test_read_committed_skips_aborted_records(share_broker, request):
             p.abort_transaction()                        # 4-5, marker 6
             wire.produce([b"plain"])                     # 7
             m = member()
-            got = acquired(wire.fetch(m, wire.topics()))
+            got = acquired(wire.open(m))
             if isolation == "read_committed":
                 assert got == [(0, 3, 1), (6, 7, 1)]     # the markers' offsets are acquired, as Kafka does
             else:
@@ -193,21 +191,20 @@ def test_read_committed_skips_aborted_records(share_broker, request):
 
 
 def test_lock_expiry_and_delivery_count_limit(short_lock_broker, request):
-    broker, persister = short_lock_broker
+    broker = short_lock_broker
     name = f"share-locks-{os.getpid()}"
     wire = ShareWire(broker.bootstrap_servers, name, "g-" + name)
     try:
         m1, m2 = member(), member()
-        assert wire.fetch(m1, wire.topics())["acquisition_lock_timeout_ms"] == 1000
-        wire.fetch(m2, wire.topics())
+        assert wire.open(m1)["acquisition_lock_timeout_ms"] == 1000
+        wire.open(m2)
         wire.produce([b"slow"])
         assert acquired(wire.fetch(m1)) == [(0, 0, 1)]
         # m1 never acknowledges: after the lock (1 s) the record is available again, delivery count 2
         r = wire.fetch(m2, max_wait_ms=10000)
         assert acquired(r) == [(0, 0, 2)]
         # m2 does not either: group.share.delivery.count.limit=2, so the record is archived, never delivered again
-        wait_until(lambda: any(k.group_id == wire.group and s.start_offset == 1 for k, s in persister.states.items()),
-                   "the record archived after its second delivery", 15)
+        wait_until(lambda: wire.start_offset() == 1, "the record archived after its second delivery", 15)
         assert wire.fetch(m1, max_wait_ms=1500)["responses"] == []
         # a group config shortens nothing below the broker's minimum; it may lengthen the lock
         set_group_configs(broker, wire.group, {"share.record.lock.duration.ms": "5000"})
@@ -218,7 +215,7 @@ def test_lock_expiry_and_delivery_count_limit(short_lock_broker, request):
 
 def test_v2_record_limit_and_renew(wire):
     m1 = member()
-    wire.fetch(m1, wire.topics())
+    wire.open(m1)
     wire.produce([b"a", b"b", b"c"])
     body = {"group_id": wire.group, "member_id": m1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20,
             "max_records": 2, "batch_size": 500, "forgotten_topics_data": []}
@@ -246,16 +243,15 @@ def test_share_metrics(request):
     from pathlib import Path
 
     from broker_process import free_port
-    from conftest import start_share_broker
     sys.path.insert(0, str(Path(__file__).parent.parent / "metrics"))
     from scrape import scrape, value
     port = free_port()
-    broker, _ = start_share_broker(**{"prometheus.listener": f"http://127.0.0.1:{port}"})
+    broker = start_share_broker(**{"prometheus.listener": f"http://127.0.0.1:{port}"})
     wire = ShareWire(broker.bootstrap_servers, f"share-metrics-{os.getpid()}", "g-metrics")
     try:
         m1, m2 = member(), member()
-        wire.fetch(m1, wire.topics())
-        wire.fetch(m2, wire.topics())
+        wire.open(m1)
+        wire.open(m2)
         wire.produce([b"a", b"b", b"c", b"d"])
         wire.fetch(m1)
         wire.acknowledge(m1, [ack(0, 0, ACCEPT), ack(1, 1, RELEASE)])
@@ -275,9 +271,8 @@ def test_share_metrics(request):
 def test_authorization_group_and_topic_read():
     from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient,
                                        ResourcePatternType, ResourceType)
-    from conftest import start_share_broker
     # ANONYMOUS (a PLAINTEXT client) may do what no ACL names; ACLs for someone else deny it the rest
-    broker, _ = start_share_broker(**{"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+    broker = start_share_broker(**{"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
                                       "allow.everyone.if.no.acl.found": "true"})
     name = f"share-authz-{os.getpid()}"
     wire = ShareWire(broker.bootstrap_servers, name, "g-open")
@@ -300,3 +295,19 @@ def test_authorization_group_and_topic_read():
     finally:
         wire.close()
         broker.stop()
+
+
+def test_state_moved_on_by_the_share_coordinator_is_loaded_again(wire):
+    """The stored state is initialised anew (as an offsets reset does, at a higher state epoch):
+    the leader's next write is fenced, it forgets its copy, and the next fetch starts from the new state."""
+    m1 = member()
+    wire.open(m1)
+    wire.produce([b"r%d" % i for i in range(6)])
+    assert acquired(wire.fetch(m1)) == [(0, 5, 1)]
+    r = wire.side.call(83, {"group_id": wire.group, "topics": [{"topic_id": wire.topic_id, "partitions": [
+        {"partition": 0, "state_epoch": 1, "start_offset": 4}]}]}, 0)
+    assert r["results"][0]["partitions"][0]["error_code"] == 0, r
+    fenced = wire.acknowledge(m1, [ack(0, 1, ACCEPT)])
+    assert partition_of(fenced)["error_code"] == errors.E_FENCED_STATE_EPOCH
+    assert acquired(wire.fetch(m1)) == [(4, 5, 1)]
+    assert wire.start_offset() == 4

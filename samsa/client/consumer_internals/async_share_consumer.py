@@ -82,9 +82,13 @@ class AsyncShareConsumer:
                                        metadata_max_age_ms=c["metadata.max.age.ms"], security=security_of(c))
         self._wake = asyncio.Event()
         self._metadata_needed = asyncio.Event()
+        self.max_poll_interval = c["max.poll.interval.ms"] / 1000
+        self._last_poll: float | None = None
+        self._polling = 0
         self.member = ShareMember(self.cluster, self.group_id, rack=c["client.rack"],
                                   request_timeout_ms=request_timeout, retry_backoff_ms=c["retry.backoff.ms"],
-                                  on_change=self._changed)
+                                  on_change=self._changed, poll_expired=self._poll_expired,
+                                  before_leaving=self._release_and_close_sessions)
         self.fetcher = ShareFetcher(self.cluster, self.group_id, lambda: self.member.member_id, c,
                                     self._metadata_needed.set, self._acked)
         self._buffer: deque[ShareConsumerRecord] = deque()
@@ -118,6 +122,19 @@ class AsyncShareConsumer:
 
     def _changed(self) -> None:
         self._wake.set()
+
+    async def _release_and_close_sessions(self) -> None:
+        """Leaving for want of poll(): everything held is released, the share sessions closed."""
+        tasks = [t for t in self._fetches.values() if not t.done()]
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        self._release_all(handed=True)
+        await self.fetcher.close_sessions()
+
+    def _poll_expired(self) -> bool:
+        """More than ``max.poll.interval.ms`` since the application last called poll()."""
+        return not self._polling and self._last_poll is not None and \
+            asyncio.get_running_loop().time() - self._last_poll > self.max_poll_interval
 
     def wakeup(self) -> None:
         self._wakeup = True
@@ -233,13 +250,25 @@ class AsyncShareConsumer:
         self._check_open()
         if not self.member.topics:
             raise IllegalStateError("Consumer is not subscribed to any topics.")
+        loop = asyncio.get_running_loop()
+        if self.member.left_for_poll:  # it left the group: what it held is no longer its own
+            self.member.left_for_poll = False
+            self._buffer.clear()
+            self._handed.clear()
+            self.fetcher.pending.clear()
         if self.explicit and self._handed:
             raise IllegalStateError("All records must be acknowledged in explicit acknowledgement mode "
                                     f"({len(self._handed)} of the last poll are not)")
         self._accept_handed()
         await self.start()
-        loop = asyncio.get_running_loop()
-        deadline = None if timeout is None else loop.time() + max(timeout, 0)
+        self._polling += 1
+        try:
+            return await self._poll(loop, None if timeout is None else loop.time() + max(timeout, 0))
+        finally:
+            self._polling -= 1
+            self._last_poll = loop.time()
+
+    async def _poll(self, loop: asyncio.AbstractEventLoop, deadline: float | None) -> list[ShareConsumerRecord]:
         while True:
             if self.member.fatal is not None:
                 raise self.member.fatal

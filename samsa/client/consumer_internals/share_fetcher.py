@@ -11,8 +11,9 @@ Records come with the offset ranges this member acquired and their delivery coun
 records inside those ranges are handed out. An acquired offset without a record to hand out
 (a control record, a record removed by compaction) is acknowledged as a gap at once.
 
-A partition whose leader moved (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, ...) is dropped
-from its old session, metadata refreshed, and read from the new leader's session; what was
+A partition whose leader moved (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, ...) has the
+metadata refreshed, is forgotten by its old session's next request and read in the new
+leader's session; what was
 acquired from the old leader is that leader's no more (its locks went with the leadership),
 so its pending acknowledgements are dropped.
 """
@@ -94,6 +95,8 @@ class ShareFetcher:
         self.lock_timeout_ms: int | None = None
         self.ack_errors: dict[TopicPartition, BaseException] = {}  # per-partition answers to acknowledgements
         self.on_acked = on_acked or (lambda tp, offsets, error: None)
+        self._warned: dict[TopicPartition, int] = {}  # partitions whose error was logged as a warning
+        self.failed = False
 
     # ---------------------------------------------------------------- acknowledgements
 
@@ -186,7 +189,9 @@ class ShareFetcher:
             out = self._read(node, session, resp)
             for tp, acks in taken.items():
                 self.on_acked(tp, set(acks), self.ack_errors.pop(tp, None))
-            return out
+        if self.failed:  # partitions in error and nothing else: not again at once
+            await asyncio.sleep(self.retry_backoff)
+        return out
 
     async def _top_error(self, session: Session, code: int, resp: dict,
                          taken: dict[TopicPartition, dict[int, int]]) -> list[Acquired]:
@@ -214,7 +219,7 @@ class ShareFetcher:
     def _read(self, node: int, session: Session, resp: dict) -> list[Acquired]:
         names = {m.topic_id: name for name, m in self.cluster.topics.items()}
         out: list[Acquired] = []
-        moved = False
+        moved = failed = False
         for t in resp["responses"]:
             name = names.get(t["topic_id"])
             for p in t["partitions"]:
@@ -228,15 +233,19 @@ class ShareFetcher:
                         f"Acknowledgement of {tp}: {errors.error_name(p['acknowledge_error_code'])}")
                 code = p["error_code"]
                 if code in _MOVED:
+                    # Forgotten by the next request to this broker once the metadata names the new leader.
                     log.debug("ShareFetch of %s from node %d: %s; refreshing metadata", tp, node,
                               errors.error_name(code))
-                    session.partitions.discard(tp)  # the broker has left it out of the session too
                     self.pending.pop(tp, None)
-                    moved = True
+                    moved = failed = True
                     continue
                 if code:
-                    log.warning("ShareFetch of %s: %s", tp, p.get("error_message") or errors.error_name(code))
+                    failed = True
+                    level = logging.DEBUG if self._warned.get(tp) == code else logging.WARNING
+                    self._warned[tp] = code
+                    log.log(level, "ShareFetch of %s: %s", tp, p.get("error_message") or errors.error_name(code))
                     continue
+                self._warned.pop(tp, None)
                 acquired = p["acquired_records"]
                 if not acquired:
                     continue
@@ -244,6 +253,7 @@ class ShareFetcher:
                 out.append(self._acquired(tp, bytes(p["records"] or b""), acquired))
         if moved:
             self.request_metadata()
+        self.failed = failed and not out
         return out
 
     def _acquired(self, tp: TopicPartition, data: bytes, ranges: list[dict]) -> Acquired:

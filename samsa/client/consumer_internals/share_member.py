@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable
+from typing import Awaitable, Callable
 
 from samsa.client.consumer_internals.consumer_protocol import new_member_id
 from samsa.client.consumer_internals.membership import COORDINATOR_MOVED, NETWORK_ERRORS, GroupMembership
@@ -40,7 +40,9 @@ class ShareMember(GroupMembership):
     protocol_type = "share"
 
     def __init__(self, cluster: ClusterMetadata, group_id: str, *, rack: str | None, request_timeout_ms: int,
-                 retry_backoff_ms: int, on_change: Callable[[], None]):
+                 retry_backoff_ms: int, on_change: Callable[[], None],
+                 poll_expired: Callable[[], bool] = lambda: False,
+                 before_leaving: Callable[[], Awaitable[None]] | None = None):
         super().__init__(cluster, group_id, session_timeout_ms=45000, rebalance_timeout_ms=-1,
                          heartbeat_interval_ms=5000, request_timeout_ms=request_timeout_ms,
                          retry_backoff_ms=retry_backoff_ms)
@@ -55,7 +57,9 @@ class ShareMember(GroupMembership):
         self._on_change = on_change              # the assignment changed, or a fatal error
         self._send_now = asyncio.Event()
         self._task: asyncio.Task | None = None
-        self._pending_ids: list[dict] | None = None
+        self._poll_expired = poll_expired      # max.poll.interval.ms passed without a poll()
+        self.left_for_poll = False             # left the group for that; joins again at the next poll()
+        self._before_leaving = before_leaving    # release what the consumer holds, close its share sessions
 
     # ---------------------------------------------------------------- subscription
 
@@ -85,6 +89,15 @@ class ShareMember(GroupMembership):
     async def _heartbeat_loop(self) -> None:
         backoff = self.retry_backoff
         while self.topics and self.fatal is None:
+            if self._poll_expired() and self.member_epoch > 0:
+                log.warning("Share consumer of group %s: no poll() within max.poll.interval.ms; leaving the group "
+                            "(its records are released) until the next poll()", self.group_id)
+                if self._before_leaving is not None:
+                    await self._before_leaving()
+                await self.leave("max.poll.interval.ms was exceeded")
+                self.left_for_poll = True
+                self._on_change()
+                return  # started again by the next poll()
             body = self._body()
             try:
                 resp, _ = await self.request(ApiKey.SHARE_GROUP_HEARTBEAT, body, timeout_ms=self.request_timeout_ms)

@@ -171,7 +171,8 @@ class GroupCoordinator:
                             {gid: {tp: o.offset for tp, o in offsets.committed(gid).items()}
                              for gid in offsets.group_ids()},
                             self.rebalancer.completed_rebalances,
-                            [g.state.value for g in list(self.consumer.groups.values())], self.consumer.rebalances)
+                            [g.state.value for g in list(self.consumer.groups.values())], self.consumer.rebalances,
+                            [g.state.value for g in list(self.share.groups.values())], self.share.rebalances)
 
     # ---------------------------------------------------------------- config
 
@@ -691,9 +692,6 @@ class GroupCoordinator:
             return code, None, []
         share = self.share.groups.get(group_id)
         if topics is None:
-            if share is None and group_id not in self.groups and group_id not in self.consumer.groups:
-                # Kafka 4.4 answers so for a group it does not know
-                return errors.E_NOT_COORDINATOR, "This is not the correct coordinator.", []
             known = self.share.state_topics.get(group_id, {}) if share is not None else {}
             wanted = [(name, t, sorted(parts)) for t, (name, parts) in sorted(known.items(), key=lambda kv: kv[1][0])]
         else:
@@ -861,3 +859,5 @@ class GroupMetrics:
     completed_rebalances: int
     consumer_states: list[str] = field(default_factory=list)  # each consumer group's (KIP-848) state name
     consumer_rebalances: int = 0  # target assignments computed for consumer groups
+    share_states: list[str] = field(default_factory=list)  # each share group's (KIP-932) state name
+    share_rebalances: int = 0  # target assignments computed for share groups

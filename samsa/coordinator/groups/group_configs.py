@@ -38,6 +38,10 @@ GROUP_CONFIGS: dict[str, tuple[str | None, str | None, str | None]] = {
     "share.isolation.level": (None, None, None),
 }
 
+#: Each numeric key's own lower bound (Kafka's GroupConfig definitions), checked before the broker's.
+AT_LEAST: dict[str, int] = {"share.record.lock.duration.ms": 1000, "share.delivery.count.limit": 2,
+                            "share.partition.max.record.locks": 100}
+
 #: The keys without a broker key: group key -> (type, default).
 OWN_DEFAULTS: dict[str, tuple[str, str]] = {
     "share.auto.offset.reset": ("string", "latest"),
@@ -80,6 +84,10 @@ def validate(configs: dict[str, str], broker: Callable[[str], Any]) -> None:
         except (TypeError, ValueError):
             raise errors.InvalidConfigError(
                 f"Invalid value {value} for configuration {key}: Not a number of type INT") from None
+        at_least = AT_LEAST.get(key, 1)
+        if number < at_least:
+            raise errors.InvalidConfigError(
+                f"Invalid value {value} for configuration {key}: Value must be at least {at_least}")
         low = broker(low_key) if low_key else None
         high = broker(high_key) if high_key else None
         if (low is not None and number < low) or (high is not None and number > high):

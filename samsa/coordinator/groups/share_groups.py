@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from samsa.coordinator.groups.consumer_groups import (ConsumerGroups, ConsumerHeartbeat, ConsumerHeartbeatResult,
                                                       Entry, _refuse, _wire_partitions)
-from samsa.coordinator.groups.assignors import TopicId
+from samsa.coordinator.groups.assignors import ASSIGNORS, TopicId
 from samsa.coordinator.groups.modern import JOIN_EPOCH, LEAVE_EPOCH, ModernGroup, ModernMember
 from samsa.protocol import errors
 
@@ -100,15 +100,15 @@ class ShareGroups(ConsumerGroups):
         return entries + self.add_state_topics(g.group_id, {
             t: (name, frozenset(range(n))) for t, (name, n) in g.topics.items() if t in assigned})
 
+    def preferred_assignor(self, g: ModernGroup) -> str:
+        """The first of ``group.share.assignors`` Samsa has (Kafka's SimpleAssignor: ``simple``)."""
+        return next((a for a in self.assignors() if a in ASSIGNORS), "simple")
+
     def share_heartbeat(self, req: ShareHeartbeat) -> tuple[ConsumerHeartbeatResult, list[Entry]]:
         if not req.member_id:  # Kafka 4.4 refuses it before its coordinator sees it, without a message
             return ConsumerHeartbeatResult(errors.E_INVALID_REQUEST), []
-        if (req.member_epoch != JOIN_EPOCH and req.group_id not in self.groups and req.member_id
-                and (req.member_epoch > 0 or req.member_epoch == LEAVE_EPOCH) and req.rack_id != ""):
-            # Kafka 4.4 answers NOT_COORDINATOR, without a message, to a heartbeat or a leave of
-            # a member of a share group it does not know (its "share group not found" is an
-            # internal error it maps so); a client rediscovers the coordinator and rejoins.
-            return ConsumerHeartbeatResult(errors.E_NOT_COORDINATOR), []
+        if req.member_epoch == LEAVE_EPOCH and req.group_id not in self.groups and req.rack_id != "":
+            return ConsumerHeartbeatResult(errors.E_GROUP_ID_NOT_FOUND, f"Group {req.group_id} not found."), []
         return self.heartbeat(ConsumerHeartbeat(
             group_id=req.group_id, member_id=req.member_id, member_epoch=req.member_epoch, rack_id=req.rack_id,
             subscribed_topic_names=req.subscribed_topic_names, owned={} if req.member_epoch == JOIN_EPOCH else None,

@@ -97,7 +97,7 @@ from samsa.server.handlers import (  # noqa: E402,F401  (registration side effec
     replication,
     sasl,
     scram,
-    share_state,
     share,
+    share_state,
     transactions,
 )

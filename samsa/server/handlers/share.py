@@ -190,8 +190,9 @@ async def share_fetch(ctx, req: dict) -> dict:
 
 
 def _renewing(ctx, req: dict) -> bool:
-    """A v2 request with IsRenewAck, in a group where renewing is enabled: RENEW (4) acknowledgements are allowed."""
-    return ctx.version >= 2 and bool(req.get("is_renew_ack")) and ctx.broker.shares.renew_enabled(req["group_id"])
+    """A v2 request with IsRenewAck: RENEW (4) acknowledgements are allowed (share.renew.acknowledge.enable
+    is not a Samsa group key: always on, Kafka's default)."""
+    return ctx.version >= 2 and bool(req.get("is_renew_ack"))
 
 
 def _fetch_body(answer: _Answer, lock_ms: int) -> dict:

@@ -17,7 +17,7 @@ import asyncio
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from samsa.broker_config import BrokerConfig
 from samsa.clock import now_ms
@@ -40,6 +40,9 @@ _PERSISTER_CODES = {
     errors.E_FENCED_STATE_EPOCH: errors.E_FENCED_STATE_EPOCH,
 }
 
+_RETRIABLE = (errors.E_NOT_COORDINATOR, errors.E_COORDINATOR_NOT_AVAILABLE, errors.E_COORDINATOR_LOAD_IN_PROGRESS,
+              errors.E_REQUEST_TIMED_OUT)
+
 
 @dataclass
 class FetchResult:
@@ -60,11 +63,13 @@ class ShareMetrics:
 
 
 class SharePartitionManager:
-    def __init__(self, config: BrokerConfig, replicas: ReplicaManager, group_configs: Callable[[str], dict[str, str]],
+    def __init__(self, config: BrokerConfig, replicas: ReplicaManager, share_config: Callable[[str, str], Any],
                  persister: SharePersister | None = None):
         self.config = config
         self.replicas = replicas
-        self.group_configs = group_configs  # a group's own configs (share.*)
+        # a share group's effective share.* config (the group's, else the group.share.* broker
+        # key's): the group configs room's rule (GroupCoordinator.share_group_config)
+        self.share_config = share_config
         self.persister = persister  # the share coordinator's, wired by the broker
         self.sessions = ShareSessionCache(config["group.share.max.share.sessions"])
         self.partitions: dict[ShareKey, SharePartition] = {}
@@ -77,39 +82,22 @@ class SharePartitionManager:
 
     # ------------------------------------------------------------------ group configs
 
-    def _bounded(self, group_id: str, key: str, broker_key: str) -> int:
-        value = self.group_configs(group_id).get(key) if group_id else None
-        default = self.config[broker_key]
-        if value is None:
-            return default
-        try:
-            number = int(value)
-        except ValueError:
-            return default
-        low = self.config[broker_key.replace("group.share.", "group.share.min.")]
-        high = self.config[broker_key.replace("group.share.", "group.share.max.")]
-        return min(max(number, low), high)
-
     def lock_duration_ms(self, group_id: str) -> int:
-        return self._bounded(group_id, "share.record.lock.duration.ms", "group.share.record.lock.duration.ms")
+        return self.share_config(group_id, "share.record.lock.duration.ms")
 
     def delivery_count_limit(self, group_id: str) -> int:
-        return self._bounded(group_id, "share.delivery.count.limit", "group.share.delivery.count.limit")
+        return self.share_config(group_id, "share.delivery.count.limit")
 
     def max_record_locks(self, group_id: str) -> int:
-        return self._bounded(group_id, "share.partition.max.record.locks", "group.share.partition.max.record.locks")
-
-    def renew_enabled(self, group_id: str) -> bool:
-        """share.renew.acknowledge.enable (KIP-1222), true unless the group says otherwise."""
-        return self.group_configs(group_id).get("share.renew.acknowledge.enable", "true").strip().lower() != "false"
+        return self.share_config(group_id, "share.partition.max.record.locks")
 
     def read_committed(self, group_id: str) -> bool:
-        return self.group_configs(group_id).get("share.isolation.level", "read_uncommitted") == "read_committed"
+        return self.share_config(group_id, "share.isolation.level") == "read_committed"
 
     def _reset_offset(self, group_id: str, partition: Partition) -> int:
         """share.auto.offset.reset: latest (the default), earliest, or by_duration:<ISO-8601 duration>."""
         plog = partition.log
-        choice = self.group_configs(group_id).get("share.auto.offset.reset", "latest").strip().lower()
+        choice = str(self.share_config(group_id, "share.auto.offset.reset")).strip().lower()
         if choice == "earliest":
             return plog.log_start_offset
         if choice.startswith("by_duration:"):
@@ -244,8 +232,10 @@ class SharePartitionManager:
             await asyncio.gather(*(self._write(key, sp) for key, sp in changed))
 
     def member_left(self, group_id: str, member_id: str) -> None:
-        """The share coordinator's hook: a member left the group (or was fenced). Its share
-        session here ends and its records are released."""
+        """A hook for the group coordinator: a member left the group (or was fenced), so its share
+        session here ends and its records are released. (Kafka's brokers release a member's
+        records when its share session ends, closed or with its connection, as
+        :meth:`connection_closed` does; nothing calls this yet.)"""
         self.sessions.close(group_id, member_id)
         self._spawn(self.release_member(group_id, member_id))
 
@@ -283,6 +273,13 @@ class SharePartitionManager:
             except PersisterError as e:
                 log.warning("share partition %s %s-%d: writing its state failed with error %d: %s",
                             key.group_id, sp.topic, sp.index, e.code, e)
+                if e.code not in _RETRIABLE and self.partitions.get(key) is sp:
+                    # the stored state moved on without this leader (offsets reset or deleted,
+                    # a newer leader epoch): forget this copy, the next request loads it again
+                    self.partitions.pop(key, None)
+                    for handle in self._timers.pop(key, ()):
+                        handle.cancel()
+                    self._wake()
                 return _PERSISTER_CODES.get(e.code, errors.E_UNKNOWN_SERVER_ERROR)
         return 0
 
