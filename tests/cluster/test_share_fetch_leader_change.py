@@ -15,6 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "share"))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "differential"))
 
+import harness  # noqa: E402
 from share_wire import ShareWire, ack, acquired, partition_of  # noqa: E402
 from waiting import wait_until  # noqa: E402
 
@@ -67,6 +68,18 @@ def test_new_leader_loads_the_share_partition(cluster_factory):
             got = acquired(r) if r["error_code"] == 0 else r
             return got if got == [(2, 5, 2)] else None  # retriable errors while the state moves
         assert wait_until(redelivered, "records 2-5 delivered again by the new leader, 0-1 never", 60)
-        assert at_new.start_offset() == 2
+        def stored_start():  # asked of each live broker: one of them is the share coordinator
+            for i, b in cluster.brokers.items():
+                if i == leader:
+                    continue
+                side = harness.Side("samsa", b.bootstrap)
+                try:
+                    return at_new.start_offset(side=side)
+                except AssertionError:
+                    continue
+                finally:
+                    side.close()
+            return None
+        assert wait_until(stored_start, "the share coordinator's stored start offset", 30) == 2
     finally:
         at_new.close()

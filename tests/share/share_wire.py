@@ -71,9 +71,10 @@ class ShareWire:
             "topics": self.topics((partition,), acks)}, 1)
 
 
-    def start_offset(self, partition: int = 0) -> int:
-        """The share partition's start offset as its share coordinator stores it (ReadShareGroupStateSummary)."""
-        r = self.side.call(87, {"group_id": self.group, "topics": [
+    def start_offset(self, partition: int = 0, side=None) -> int:
+        """The share partition's start offset as its share coordinator stores it
+        (ReadShareGroupStateSummary, to ``side``: by default this connection's broker)."""
+        r = (side or self.side).call(87, {"group_id": self.group, "topics": [
             {"topic_id": self.topic_id, "partitions": [{"partition": partition, "leader_epoch": 0}]}]}, 0)
         p = r["results"][0]["partitions"][0]
         assert p["error_code"] == 0, r

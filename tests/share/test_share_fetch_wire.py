@@ -311,3 +311,11 @@ def test_state_moved_on_by_the_share_coordinator_is_loaded_again(wire):
     assert partition_of(fenced)["error_code"] == errors.E_FENCED_STATE_EPOCH
     assert acquired(wire.fetch(m1)) == [(4, 5, 1)]
     assert wire.start_offset() == 4
+
+
+def test_max_bytes_zero_acquires_nothing(wire):
+    m1 = member()
+    wire.open(m1)
+    wire.produce([b"a", b"b"])
+    assert acquired(wire.fetch(m1, max_bytes=0)) == []  # librdkafka's fetch.max.bytes=0, as Kafka answers it
+    assert acquired(wire.fetch(m1)) == [(0, 1, 1)]

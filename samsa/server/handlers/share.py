@@ -230,7 +230,7 @@ async def _acquire(ctx, req: dict, session, answer: _Answer, denied: set[bytes])
     max_records = req["max_records"] if req["max_records"] > 0 else 500
     batch_size = req["batch_size"] if req["batch_size"] > 0 else max_records
     record_limit = ctx.version >= 2 and req.get("share_acquire_mode", 0) == 1  # KIP-1206
-    remaining_bytes = req["max_bytes"]  # 0 acquires nothing, as Kafka 4.4 (librdkafka's 0180, fetch.max.bytes=0)
+    remaining_bytes = req["max_bytes"]  # 0: no records at all, as Kafka answers fetch.max.bytes=0
     got = False
     readable = []
     for tid, index in list(session.partitions):

@@ -2,11 +2,7 @@
 whole batches, another member's acknowledgement (not the owner), release redelivered at once
 with delivery count 2, accept and reject per offset, acknowledging what is not acquired or
 not there, a bad acknowledge type, BatchSize and MaxRecords cutting the acquired ranges at
-batch boundaries, and a closed session's records released to the other member.
-
-(Named to run after test_share_groups_diff.py: once a share group has state on Kafka, Kafka
-answers a heartbeat of an unknown share group GROUP_ID_NOT_FOUND where before it answered
-NOT_COORDINATOR, and that module expects the latter.)"""
+batch boundaries, and a closed session's records released to the other member."""
 
 from __future__ import annotations
 
