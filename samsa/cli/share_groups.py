@@ -208,9 +208,10 @@ class Tool:
         return False
 
     def print_offsets(self, found: list[ShareGroupDescription]) -> None:
+        """One table a group, as Kafka's tool prints them."""
         verbose = self.o.verbose
-        rows = []
         for d in found:
+            rows = []
             offsets = self.admin.list_share_group_offsets(d.group_id)
             for tp, info in offsets.items():
                 if isinstance(info, BaseException):
@@ -221,10 +222,13 @@ class Tool:
                 row += ["-" if info.start_offset < 0 else str(info.start_offset),
                         "-" if info.lag < 0 else str(info.lag)]
                 rows.append(row)
-        header = ["GROUP", "TOPIC", "PARTITION"] + (["LEADER-EPOCH"] if verbose else []) + ["START-OFFSET", "LAG"]
-        widths: list[int | None] = [None, None, 10] + ([13] if verbose else []) + [13, 0]
-        print()
-        print_table(header, rows, widths)
+            header = ["GROUP", "TOPIC", "PARTITION"] + (["LEADER-EPOCH"] if verbose else []) + ["START-OFFSET", "LAG"]
+            widths: list[int | None] = [None, None, 10] + ([13] if verbose else []) + [13, 0]
+            print()
+            if not rows:
+                print(f"Share group '{d.group_id}' has no offset information.")
+                continue
+            print_table(header, rows, widths)
 
     def print_members(self, found: list[ShareGroupDescription]) -> None:
         verbose = self.o.verbose
@@ -365,7 +369,7 @@ class Tool:
             results = {t: error_message(e) for t in topics}
         print()
         print_table(["TOPIC", "STATUS"], [[t, "Successful" if results.get(t) is None else f"Error: {results[t]}"]
-                                          for t in topics], [None, 0])
+                                          for t in sorted(topics)], [None, 0])
         return 1 if any(v is not None for v in results.values()) else 0
 
 

@@ -177,6 +177,7 @@ class ShareFetcher:
             except (*_NETWORK, errors.KafkaError) as e:
                 log.debug("ShareFetch to node %d failed: %s", node, e)
                 self._session_lost(session, taken)
+                self.request_metadata()  # the broker may be gone, its partitions led elsewhere
                 await asyncio.sleep(self.retry_backoff)
                 return []
             code = resp["error_code"]
