@@ -159,8 +159,9 @@ def main() -> int:
     ap.add_argument("--group-protocol", choices=("classic", "consumer"),
                     help="TEST_CONSUMER_GROUP_PROTOCOL: 'consumer' runs the tests' consumers with the consumer "
                          "group protocol (KIP-848); TEST_KAFKA_VERSION is then 4.0.0 unless --kafka-version")
-    ap.add_argument("--kafka-version", help="TEST_KAFKA_VERSION (default 3.9.0, or 4.0.0 with --group-protocol consumer); "
-                                            "4.4.0 runs the share consumer tests (0170-0185 need 4.2)")
+    ap.add_argument("--kafka-version",
+                    help="TEST_KAFKA_VERSION (default 3.9.0, or 4.0.0 with --group-protocol consumer); "
+                         "4.4.0 runs the share consumer tests (0170-0185 need 4.2)")
     ap.add_argument("--broker", choices=("samsa", "kafka"), default="samsa",
                     help="what the tests run against: Samsa, or Apache Kafka 4.4.0 KRaft nodes (bench/kafka_nodes.py; "
                          "--brokers 1 or 3) for the same tests' totals on the reference broker")

@@ -169,7 +169,9 @@ def main() -> int:
                     rows.append((kind, size, {side: median(runs) for side, runs in row.items()}))
         finally:
             samsa.stop()
-    print(f"\n{args.records:,} records of 100 B in {args.partitions} partitions; {len(rows) * 2 * args.rounds} runs (median of {args.rounds} each) in "
+    runs = len(rows) * 2 * args.rounds
+    print(f"\n{args.records:,} records of 100 B in {args.partitions} partitions; {runs} runs "
+          f"(median of {args.rounds} each) in "
           f"{time.time() - started:.0f} s; load average before {tuple(round(x, 1) for x in load0)}, after "
           f"{tuple(round(x, 1) for x in os.getloadavg())}; {os.cpu_count()} CPUs\n")
     print("| group | consumers | Kafka 4.4.0 (records/s) | Samsa (records/s) | Samsa/Kafka "

@@ -177,8 +177,8 @@ def test_share_group_survives_leader_and_share_coordinator_kills(cluster_factory
     topic = f"share-jobs-{tag}"
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     # Replicas 0, 1, 2: broker 0 leads, and broker 1 takes over when 0 dies.
-    admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[0, 1, 2]], config={"min.insync.replicas": "2"})]
-                        )[topic].result(30)
+    new = NewTopic(topic, num_partitions=1, replica_assignment=[[0, 1, 2]], config={"min.insync.replicas": "2"})
+    admin.create_topics([new])[topic].result(30)
     wait_until(lambda: cluster.partition(topic, 0)[0] == 0, "broker 0 leading the partition")
     topic_id = _topic_id(cluster.bootstrap, topic)
     group = _group_coordinated_by(cluster.bootstrap, f"share-workers-{tag}", topic_id, 2)
