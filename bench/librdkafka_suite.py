@@ -11,7 +11,8 @@ the share consumer tests (0170-0185, ``TEST_BRKVER(4, 2, 0, 0)``) need not to sk
 PATH is a librdkafka v2.x source release whose tests you built yourself (``./configure
 --no-download && make && make -C tests build``); this script builds nothing. It starts one
 Samsa broker configured as librdkafka's test harness configures Kafka (``num.partitions=4``,
-``group.initial.rebalance.delay.ms`` left at Kafka's 3000, ``auto.create.topics.enable``),
+``group.initial.rebalance.delay.ms`` left at Kafka's 3000, ``auto.create.topics.enable``,
+``group.share.min.record.lock.duration.ms=1000``),
 then runs every test that needs a broker as its own ``test-runner`` process (``TESTS=NNNN``,
 ``TEST_KAFKA_VERSION=3.9.0``), one after the other, and prints one line a test and the totals.
 Not part of ``./test``: a failure here is a lead to a bug, found and fixed with a test of ours.
@@ -35,9 +36,9 @@ sys.path.insert(0, str(ROOT / "tests" / "cluster"))
 from broker_process import BrokerProcess  # noqa: E402
 from cluster_harness import Cluster  # noqa: E402
 
-# librdkafka's harness configures Kafka so (and leaves the initial rebalance delay at 3000 ms);
-# its share consumer tests set share.record.lock.duration.ms down to 1000 ms on their groups, as
-# its CI's brokers allow (group.share.min.record.lock.duration.ms=1000).
+# librdkafka's harness configures Kafka so (and leaves the initial rebalance delay at 3000 ms); for
+# Kafka 4.2+ (its share-consumer tests, 0170-0190, set locks of 3 s) it lowers the share groups'
+# minimum lock duration (tests/cluster_testing.py, run-all-tests.sh).
 HARNESS_CONFIG = {"num.partitions": 4, "group.initial.rebalance.delay.ms": 3000, "auto.create.topics.enable": "true",
                   "group.share.min.record.lock.duration.ms": 1000}
 
