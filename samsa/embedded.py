@@ -6,7 +6,8 @@
 It is the same broker as ``samsa server start``, on its own event loop in a thread, bound
 to an ephemeral loopback port, with its data in a temporary directory unless
 ``log.dirs`` is given. Defaults differ from Kafka's only where one broker needs it:
-``offsets.topic.replication.factor=1`` and ``group.initial.rebalance.delay.ms=0``.
+``offsets.topic.replication.factor=1`` (and the transaction and share state topics' replication
+factors and min ISRs 1) and ``group.initial.rebalance.delay.ms=0``.
 
 Secured listeners take the broker's keys (each listener on its own ephemeral port)::
 
@@ -32,6 +33,7 @@ class Broker:
         # One broker: internal topics can only have one replica; tests want groups to form at once.
         props = {"listeners": "PLAINTEXT://127.0.0.1:0", "broker.id": "0", "offsets.topic.replication.factor": "1",
                  "transaction.state.log.replication.factor": "1", "transaction.state.log.min.isr": "1",
+                 "share.coordinator.state.topic.replication.factor": "1", "share.coordinator.state.topic.min.isr": "1",
                  "group.initial.rebalance.delay.ms": "0"}
         props.update({k: str(v) for k, v in (config or {}).items()})
         props.update({k.replace("_", "."): str(v) for k, v in overrides.items()})

@@ -75,7 +75,9 @@ class BrokerProcess(ChildProcess):
         self.overrides = {"broker.id": "0", "listeners": f"PLAINTEXT://{self.host}:{self.port}",
                           "log.dirs": str(self.data_dir / "logs"), "num.partitions": "1",
                           "offsets.topic.replication.factor": "1", "group.initial.rebalance.delay.ms": "0",
-                          "transaction.state.log.replication.factor": "1", "transaction.state.log.min.isr": "1"}
+                          "transaction.state.log.replication.factor": "1", "transaction.state.log.min.isr": "1",
+                          "share.coordinator.state.topic.replication.factor": "1",
+                          "share.coordinator.state.topic.min.isr": "1"}
         self.overrides.update({k: str(v) for k, v in overrides.items()})
         self.proc: subprocess.Popen | None = None
         self.log_path = self.data_dir / f"broker-{self.port}.log"

@@ -180,7 +180,9 @@ class KafkaProcess(ChildProcess):
         conf = self._write_config()
         if (self.log_dir / "meta.properties").exists():
             return
-        r = run_tool(TOOLS["kafka-storage"], "format", "-t", self.cluster_id, "-c", str(conf), "--ignore-formatted")
+        # --cluster-id=ID: a random id may begin with "-", which argparse would take for an option
+        r = run_tool(TOOLS["kafka-storage"], "format", f"--cluster-id={self.cluster_id}", "-c", str(conf),
+                     "--ignore-formatted")
         if r.returncode != 0:
             raise RuntimeError(f"kafka-storage format failed ({r.returncode}): {r.stdout}{r.stderr}")
 

@@ -7,6 +7,7 @@ index), ``.txnindex`` (aborted transactions) and Samsa's ``.snapshot`` producer-
 files, and prints them as Kafka's tool does. With ``--offsets-decoder`` the keys and
 values of ``__consumer_offsets`` records print as JSON, as Kafka's do; group members'
 ``subscription`` and ``assignment`` stay base64 (Kafka decodes the consumer protocol).
+``--share-group-state-decoder`` prints ``__share_group_state`` records (KIP-932) so.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from samsa.cli.common import Parser, UsageError, run_tool
-from samsa.protocol import group_records, txn_records
+from samsa.protocol import group_records, share_records, txn_records
 from samsa.protocol.batch import DELETE_HORIZON_BIT, BatchHeader, compute_crc, iter_headers
 from samsa.protocol.errors import CorruptRecordError, KafkaError
 from samsa.protocol.records import Record, decode_batch
@@ -62,6 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
       help="If set, log data will be parsed as offset data from the __consumer_offsets topic.")
     a("--transaction-log-decoder", action="store_true",
       help="If set, log data will be parsed as transaction metadata from the __transaction_state topic.")
+    a("--share-group-state-decoder", action="store_true",
+      help="If set, log data will be parsed as share group state data from the __share_group_state topic.")
     a("--cluster-metadata-decoder", action="store_true", help=argparse.SUPPRESS)
     a("--remote-log-metadata-decoder", action="store_true", help=argparse.SUPPRESS)
     a("--skip-record-metadata", action="store_true", help="Whether to skip printing metadata for each record.")
@@ -97,7 +100,7 @@ def offsets_parser(record: Record) -> tuple[str | None, str | None]:
                                  "(message had a missing key)")
     try:
         key_version = _I16.unpack_from(record.key)[0]
-        if key_version in group_records.CONSUMER_RECORDS:
+        if key_version in group_records.CONSUMER_RECORDS or key_version in group_records.SHARE_RECORDS:
             return _consumer_group_record(record)
         kind, group, topic, partition = group_records.parse_key(bytes(record.key))
         data = {"group": group, "topic": topic, "partition": partition} if kind == "offset" else {"group": group}
@@ -142,7 +145,7 @@ def _camel(obj):
 
 
 def _consumer_group_record(record: Record) -> tuple[str | None, str | None]:
-    """A consumer group record of the new protocol (key versions 3 to 8)."""
+    """A consumer (key versions 3 to 8) or share (10 to 15) group record of the new protocols."""
     kind, group, member = group_records.parse_consumer_key(bytes(record.key))
     data = {"groupId": group} if member is None else {"groupId": group, "memberId": member}
     key = _json({"type": str(_I16.unpack_from(record.key)[0]), "data": data})
@@ -150,6 +153,25 @@ def _consumer_group_record(record: Record) -> tuple[str | None, str | None]:
         return key, "<DELETE>"
     body = group_records.parse_consumer_value(kind, bytes(record.value))
     return key, _json({"version": "0", "data": _camel(body)})
+
+
+def share_state_parser(record: Record) -> tuple[str | None, str | None]:
+    """__share_group_state records (ShareSnapshot, ShareUpdate) as Kafka's parser shows them."""
+    if record.key is None:
+        raise CorruptRecordError(f"Failed to decode message at offset {record.offset} using share group state "
+                                 "decoder (message had a missing key)")
+    try:
+        parsed = share_records.parse_key(bytes(record.key))
+        if parsed is None:
+            return f"Unknown record type {_I16.unpack_from(record.key)[0]} at offset {record.offset}, skipping.", None
+        kind, group, topic_id, partition = parsed
+        key = _json({"type": str(kind), "data": {"groupId": group, "topicId": _camel(topic_id.bytes),
+                                                 "partition": partition}})
+        if record.value is None:
+            return key, "<DELETE>"
+        return key, _json({"version": "0", "data": _camel(share_records.parse_value(kind, bytes(record.value)))})
+    except (ValueError, struct.error, UnicodeDecodeError, KafkaError) as e:
+        return f"Error at offset {record.offset}, skipping. {e}", None
 
 
 def transaction_log_parser(record: Record) -> tuple[str | None, str | None]:
@@ -438,9 +460,12 @@ def _tool(opts: argparse.Namespace) -> int:
         record_parser: PayloadDecoder = offsets_parser
     elif opts.transaction_log_decoder:
         record_parser = transaction_log_parser
+    elif opts.share_group_state_decoder:
+        record_parser = share_state_parser
     else:
         record_parser = plain_parser(opts.key_decoder_class, opts.value_decoder_class)
     print_data = bool(opts.print_data_log or opts.offsets_decoder or opts.transaction_log_decoder
+                      or opts.share_group_state_decoder
                       or opts.key_decoder_class
                       or opts.value_decoder_class)
     mismatches: dict[str, list[tuple[int, int]]] = {}

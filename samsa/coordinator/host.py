@@ -58,6 +58,23 @@ class CoordinatorHost(Protocol):
         ...
 
 
+def java_string_hash(s: str) -> int:
+    """Java's String.hashCode over UTF-16 code units, as a signed 32-bit int."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def coordinator_partition(key: str, partitions: int) -> int:
+    """Which partition of its internal topic holds a coordinator's key (a group id, a
+    transactional id, a share partition's ``group:topicId:partition``): Kafka's
+    Utils.abs(key.hashCode) % partitions."""
+    h = java_string_hash(key)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
 def ensure_internal_topic(host: CoordinatorHost, name: str, num_partitions: int, rf_key: str,
                           configs: dict[str, str]) -> None:
     """Create a coordinator's internal topic when a client first looks for a coordinator.

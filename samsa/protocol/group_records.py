@@ -9,7 +9,8 @@ Two kinds of record, told apart by the key's version prefix:
   ``(offset, leader_epoch, metadata, commit_timestamp)``;
 - group metadata: key v2 ``(group)``, value v3 ``(protocol_type, generation, protocol,
   leader, state_timestamp, members[...])``;
-- consumer groups of the new protocol (KIP-848): keys v3 to v8, see :data:`CONSUMER_RECORDS`.
+- consumer groups of the new protocol (KIP-848): keys v3 to v8, see :data:`CONSUMER_RECORDS`;
+- share groups (KIP-932): keys v10 to v15, see :data:`SHARE_RECORDS`.
 
 A null value is a tombstone: the offset or the group was deleted. The topic is compacted,
 so the latest record per key is the state.
@@ -198,14 +199,31 @@ CONSUMER_RECORDS = {
     7: "ConsumerGroupTargetAssignmentMember",   # a member's target assignment
     8: "ConsumerGroupCurrentMemberAssignment",  # a member's epoch, state, partitions and pending revocation
 }
-_CONSUMER_KINDS = {name: version for version, name in CONSUMER_RECORDS.items()}
+#: Share groups (KIP-932): key versions 10 to 15, in the same format.
+SHARE_RECORDS = {
+    10: "ShareGroupMemberMetadata",             # a member's subscription and client details
+    11: "ShareGroupMetadata",                   # the group epoch (and the subscribed topics' hash)
+    12: "ShareGroupTargetAssignmentMetadata",   # the assignment epoch
+    13: "ShareGroupTargetAssignmentMember",     # a member's target assignment
+    14: "ShareGroupCurrentMemberAssignment",    # a member's epoch, state and partitions
+    15: "ShareGroupStatePartitionMetadata",     # the share partitions initialised in the share coordinator
+}
+_MODERN_RECORDS = {**CONSUMER_RECORDS, **SHARE_RECORDS}
+_CONSUMER_KINDS = {name: version for version, name in _MODERN_RECORDS.items()}
 
 
 def consumer_key(kind: str, group: str, member: str | None = None) -> bytes:
-    """The key of a consumer group record (``kind`` as in :data:`CONSUMER_RECORDS`)."""
+    """The key of a consumer or share group record (``kind`` as in :data:`CONSUMER_RECORDS`
+    or :data:`SHARE_RECORDS`)."""
     version = _CONSUMER_KINDS[kind]
     body = {"group_id": group} if member is None else {"group_id": group, "member_id": member}
-    return _I16.pack(version) + codec.encode_bytes(kind + "Key", version, body)
+    return _I16.pack(version) + codec.encode_bytes(kind + "Key", _key_struct_version(version), body)
+
+
+def _key_struct_version(record_type: int) -> int:
+    """The consumer group keys' schemas are versioned by their record type (3 to 8), the share
+    group keys' (Kafka 4's coordinator-key schemas) by 0."""
+    return 0 if record_type in SHARE_RECORDS else record_type
 
 
 def consumer_value(kind: str, value: dict) -> bytes:
@@ -213,12 +231,12 @@ def consumer_value(kind: str, value: dict) -> bytes:
 
 
 def parse_consumer_key(key: bytes) -> tuple[str, str, str | None] | None:
-    """(kind, group, member id or None) for a consumer group record's key, None for another kind."""
+    """(kind, group, member id or None) for a consumer or share group record's key, None for another kind."""
     (version,) = _I16.unpack_from(key, 0)
-    kind = CONSUMER_RECORDS.get(version)
+    kind = _MODERN_RECORDS.get(version)
     if kind is None:
         return None
-    body, _ = codec.decode(kind + "Key", version, memoryview(key), 2)
+    body, _ = codec.decode(kind + "Key", _key_struct_version(version), memoryview(key), 2)
     return kind, body["group_id"], body.get("member_id")
 
 

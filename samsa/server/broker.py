@@ -30,7 +30,10 @@ from samsa.cluster.partition import Partition
 from samsa.cluster.replica_manager import ReplicaManager
 from samsa.cluster.topic_admin import TopicAdmin
 from samsa.coordinator.groups import GroupCoordinator
+from samsa.coordinator.share import ShareCoordinator
 from samsa.coordinator.transactions import TransactionCoordinator, TransactionVerifier
+from samsa.protocol import errors
+from samsa.protocol.api_keys import ApiKey
 from samsa.server.dispatcher import Dispatcher
 from samsa.server.fetch_sessions import FetchSessionCache
 from samsa.server.metrics.counters import BrokerTopicStats
@@ -70,6 +73,8 @@ class BrokerServer:
         self.groups = GroupCoordinator(GroupCoordinatorHost(self))
         self.markers = MarkerSender(self)
         self.txn = TransactionCoordinator(TransactionCoordinatorHost(self))
+        self.share = ShareCoordinator(ShareCoordinatorHost(self))
+        self.groups.share_state = self.share.persister
         self.verifier = TransactionVerifier(self.txn, self.markers)
         self.servers: list[asyncio.AbstractServer] = []
         self.bound: list[tuple[str, str, int]] = []  # (listener name, host, port) as bound
@@ -113,6 +118,7 @@ class BrokerServer:
         self.replicas.on_all_dirs_failed = _halt
         self.replicas.listeners.append(self.groups)
         self.replicas.listeners.append(self.txn)
+        self.replicas.listeners.append(self.share)
         if zookeeper:
             self.cluster = ZooKeeperCluster(self.config, self.store, self.replicas, self.advertised)
         else:
@@ -353,9 +359,34 @@ class GroupCoordinatorHost:
     def group_configs(self, group_id: str) -> dict[str, str]:
         return self._server.store.entity_configs(f"groups/{group_id}")
 
+    async def latest_offset(self, topic: str, partition: int) -> int:
+        server = self._server
+        info = server.metadata.topics.get(topic)
+        state = info.partitions.get(partition) if info else None
+        if state is None:
+            raise errors.UnknownTopicOrPartitionError()
+        if state.leader == server.broker_id:
+            return server.replicas.partition(topic, partition).high_watermark
+        resp = await server.markers.request_broker(state.leader, ApiKey.LIST_OFFSETS, {
+            "replica_id": -1, "isolation_level": 0, "topics": [
+                {"name": topic, "partitions": [{"partition_index": partition, "timestamp": -1}]}]}, min_version=1)
+        p = resp["topics"][0]["partitions"][0]
+        if p["error_code"]:
+            raise errors.KafkaError(code=p["error_code"])
+        return p["offset"]
+
     def create_topic(self, name: str, num_partitions: int, replication_factor: int, *,
                      configs: dict[str, str] | None = None) -> TopicInfo:
         return self._server.admin.create_topic(name, num_partitions, replication_factor, configs=configs)
+
+
+class ShareCoordinatorHost(GroupCoordinatorHost):
+    """The broker as the share coordinator sees it
+    (:class:`samsa.coordinator.share.coordinator.ShareCoordinatorHost`): the group coordinator's
+    host, and requests to other brokers on the kept inter-broker connections."""
+
+    async def request_broker(self, broker_id: int, api_key: ApiKey, body: dict) -> dict:
+        return await self._server.markers.request_broker(broker_id, api_key, body)
 
 
 class TransactionCoordinatorHost(GroupCoordinatorHost):

@@ -45,7 +45,11 @@ GROUP_BROKER = {"group.min.session.timeout.ms": 1000, "group.initial.rebalance.d
                 # the consumer group protocol (KIP-848): sessions and heartbeats are the broker's
                 "group.consumer.min.session.timeout.ms": 1000, "group.consumer.session.timeout.ms": 3000,
                 "group.consumer.min.heartbeat.interval.ms": 100, "group.consumer.heartbeat.interval.ms": 300,
-                "group.consumer.max.size": 8}
+                "group.consumer.max.size": 8,
+                # share groups (KIP-932): the same, and a small group size to reach it
+                "group.share.min.session.timeout.ms": 1000, "group.share.session.timeout.ms": 3000,
+                "group.share.min.heartbeat.interval.ms": 100, "group.share.heartbeat.interval.ms": 300,
+                "group.share.max.size": 6}
 
 # Consumer settings: short session and heartbeat so that rebalances are quick.
 FAST = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 300, "fetch.wait.max.ms": 100,

@@ -31,7 +31,7 @@ class FakePartition:
 
 
 class FakeHost:
-    """Exactly the members of GroupCoordinatorHost (CoordinatorHost's and group_configs)."""
+    """Exactly the members of GroupCoordinatorHost (CoordinatorHost's, group_configs and latest_offset)."""
 
     broker_id = 1
 
@@ -55,6 +55,9 @@ class FakeHost:
 
     def group_configs(self, group_id: str) -> dict[str, str]:
         return {}
+
+    async def latest_offset(self, topic: str, partition: int) -> int:
+        return 0
 
     def create_topic(self, name: str, num_partitions: int, replication_factor: int, *, configs=None) -> TopicInfo:
         topic = TopicInfo(name, b"\0" * 16, {p: PartitionState([1], 1, isr=[1]) for p in range(num_partitions)},
@@ -141,7 +144,7 @@ def _members(protocol: type) -> dict[str, object]:
 def test_the_host_has_every_member_coordinator_host_names(host):
     members = {**_members(CoordinatorHost), **_members(GroupCoordinatorHost)}
     assert set(members) == {"broker_id", "config", "topics", "partition", "wait_for_high_watermark",
-                            "alive_brokers", "create_topic", "group_configs"}
+                            "alive_brokers", "create_topic", "group_configs", "latest_offset"}
     for name, declared in members.items():
         assert hasattr(host, name), name
         if inspect.isfunction(declared):

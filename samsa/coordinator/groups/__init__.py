@@ -10,6 +10,8 @@
   member epochs, target assignment, reconciliation; the server-side assignors;
 - :mod:`.consumer_groups` — consumer groups on that core: ConsumerGroupHeartbeat, timers,
   their records in ``__consumer_offsets``;
+- :mod:`.share_groups` — share groups (KIP-932) on the same driver: ShareGroupHeartbeat,
+  the simple assignor, their ``ShareGroup*`` records;
 - :mod:`.coordinator` — :class:`GroupCoordinator`, the service the request handlers call, on
   the typed requests and results exported here.
 """
@@ -19,10 +21,11 @@ from samsa.coordinator.groups.coordinator import (GroupCoordinator, GroupDescrip
                                                   TxnOffsetCommitRequest)
 from samsa.coordinator.groups.consumer_groups import (ConsumerGroupDescription, ConsumerHeartbeat,
                                                       ConsumerHeartbeatResult)
+from samsa.coordinator.groups.share_groups import ShareHeartbeat
 from samsa.coordinator.groups.rebalance import (HeartbeatRequest, JoinedMember, JoinRequest, JoinResult,
                                                 LeavingMember, SyncRequest, SyncResult)
 from samsa.coordinator.groups.state import GroupState
 
 __all__ = ["ConsumerGroupDescription", "ConsumerHeartbeat", "ConsumerHeartbeatResult", "GroupCoordinator", "GroupDescription", "GroupListing", "GroupState", "HeartbeatRequest", "JoinRequest",
            "JoinResult", "JoinedMember", "LeavingMember", "MemberDescription", "OffsetCommitEntry",
-           "OffsetCommitRequest", "SyncRequest", "SyncResult", "TxnOffsetCommitRequest"]
+           "OffsetCommitRequest", "ShareHeartbeat", "SyncRequest", "SyncResult", "TxnOffsetCommitRequest"]

@@ -1,14 +1,16 @@
 """Server-side assignors of the new group protocols (KIP-848): ``uniform`` and ``range``.
 
 Pure functions from a group's subscriptions to a target assignment, with no I/O and no
-group state: the coordinator (:mod:`.consumer_groups`, and share groups later) calls
+group state: the coordinator (:mod:`.consumer_groups`, :mod:`.share_groups`) calls
 :func:`assign` with each member's subscribed topic ids and the partitions it holds in the
 current target (for stickiness), and the partition counts of the subscribed topics.
 
 - ``uniform`` (Kafka's UniformAssignor): every member gets as close to the same number of
   partitions as the subscriptions allow, keeping the partitions it has where it can;
 - ``range`` (Kafka's RangeAssignor): for each topic, its subscribers (by member id) get
-  contiguous ranges of its partitions, the first ones one more when they do not divide.
+  contiguous ranges of its partitions, the first ones one more when they do not divide;
+- ``simple`` (Kafka's SimpleAssignor, share groups): as ``uniform``, then members left
+  without a partition share the least-read partition they subscribe to.
 """
 
 from __future__ import annotations
@@ -106,13 +108,40 @@ def range_(members: Mapping[str, MemberSpec], partitions: Mapping[TopicId, int])
     return _finish(owned)
 
 
+def simple(members: Mapping[str, MemberSpec], partitions: Mapping[TopicId, int]) -> dict[str, Assignment]:
+    """Share groups (Kafka's SimpleAssignor, KIP-932): many members may read one partition.
+    Each partition goes to one subscriber, balanced and sticky (as :func:`uniform`); then a
+    member left without any partition (more members than partitions) shares the eligible
+    partition with the fewest readers, the one it had before if it had one."""
+    owned: dict[str, dict[TopicId, set[int]]] = {
+        m: {t: set(ps) for t, ps in a.items()} for m, a in uniform(members, partitions).items()}
+    readers: dict[tuple[TopicId, int], int] = {}
+    for by_topic in owned.values():
+        for t, ps in by_topic.items():
+            for p in ps:
+                readers[(t, p)] = readers.get((t, p), 0) + 1
+    for m in sorted(members):
+        if any(owned.get(m, {}).values()):
+            continue
+        spec = members[m]
+        eligible = [(t, p) for t in sorted(spec.topics) if t in partitions for p in range(partitions[t])]
+        if not eligible:
+            continue
+        before = {(t, p) for t, ps in spec.current.items() for p in ps}
+        t, p = min(eligible, key=lambda tp: (readers.get(tp, 0), tp not in before, tp))
+        owned.setdefault(m, {}).setdefault(t, set()).add(p)
+        readers[(t, p)] = readers.get((t, p), 0) + 1
+    return _finish(owned)
+
+
 #: The server-side assignors by the names clients choose them with (``group.remote.assignor``),
-#: and Kafka's class names for them in ``group.consumer.assignors``.
-ASSIGNORS: dict[str, Assignor] = {"uniform": uniform, "range": range_}
+#: and Kafka's class names for them in ``group.consumer.assignors`` / ``group.share.assignors``.
+ASSIGNORS: dict[str, Assignor] = {"uniform": uniform, "range": range_, "simple": simple}
 CLASS_NAMES = {"org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
                "org.apache.kafka.coordinator.group.api.assignor.UniformAssignor": "uniform",
                "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range",
-               "org.apache.kafka.coordinator.group.api.assignor.RangeAssignor": "range"}
+               "org.apache.kafka.coordinator.group.api.assignor.RangeAssignor": "range",
+               "org.apache.kafka.coordinator.group.assignor.SimpleAssignor": "simple"}
 
 
 def assignor_name(configured: str) -> str:

@@ -100,6 +100,14 @@ def _from_wire(tps: list[dict] | None) -> Assignment:
 
 
 class ConsumerGroups:
+    """Consumer groups; :class:`.share_groups.ShareGroups` is the same driver with the share
+    group's keys, records, validation and assignor (the class attributes below)."""
+
+    KIND = "consumer"                    # in Kafka's messages: "The consumer group ..."
+    RECORD = "ConsumerGroup"             # the prefix of the record kinds (group_records)
+    CONFIG = "consumer"                  # group configs ``consumer.*``, broker keys ``group.consumer.*``
+    REVOKE_FIRST = True                  # a partition has one owner: revoke before assigning
+
     def __init__(self, scheduler: Any, config: Callable[[str], Any], topics: Callable[[], Mapping[str, TopicInfo]],
                  write: Callable[[str, list[Entry]], None],
                  group_config: Callable[[str, str], Any] = lambda group_id, key: None):
@@ -117,15 +125,15 @@ class ConsumerGroups:
     # ---------------------------------------------------------------- configs
 
     def session_timeout_ms(self, group_id: str) -> int:
-        v = self.group_config(group_id, "consumer.session.timeout.ms")
-        return int(v) if v is not None else self.cfg("group.consumer.session.timeout.ms")
+        v = self.group_config(group_id, f"{self.CONFIG}.session.timeout.ms")
+        return int(v) if v is not None else self.cfg(f"group.{self.CONFIG}.session.timeout.ms")
 
     def heartbeat_interval_ms(self, group_id: str) -> int:
-        v = self.group_config(group_id, "consumer.heartbeat.interval.ms")
-        return int(v) if v is not None else self.cfg("group.consumer.heartbeat.interval.ms")
+        v = self.group_config(group_id, f"{self.CONFIG}.heartbeat.interval.ms")
+        return int(v) if v is not None else self.cfg(f"group.{self.CONFIG}.heartbeat.interval.ms")
 
     def assignors(self) -> list[str]:
-        return [assignor_name(a) for a in self.cfg("group.consumer.assignors")]
+        return [assignor_name(a) for a in self.cfg(f"group.{self.CONFIG}.assignors")]
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -194,8 +202,8 @@ class ConsumerGroups:
         g = self.groups.get(req.group_id)
         if g is None:
             if req.member_epoch != JOIN_EPOCH:
-                raise _refuse(errors.GroupIdNotFoundError, f"Consumer group {req.group_id} not found.")
-            g = ModernGroup(req.group_id)
+                raise _refuse(errors.GroupIdNotFoundError, f"{self.KIND.capitalize()} group {req.group_id} not found.")
+            g = ModernGroup(req.group_id, self.KIND)
         member_id = req.member_id or str(uuid.uuid4())
         member = g.members.get(member_id)
         bump = False
@@ -228,10 +236,10 @@ class ConsumerGroups:
             if req.member_epoch != JOIN_EPOCH:
                 raise _refuse(errors.UnknownMemberIdError,
                               f"Member {member_id} is not a member of group {req.group_id}.")
-            if len(g.members) >= self.cfg("group.consumer.max.size"):
+            if len(g.members) >= self.cfg(f"group.{self.CONFIG}.max.size"):
                 raise _refuse(errors.GroupMaxSizeReachedError,
-                              f"The consumer group has reached its maximum capacity of "
-                              f"{self.cfg('group.consumer.max.size')} members.")
+                              f"The {self.KIND} group has reached its maximum capacity of "
+                              f"{self.cfg(f'group.{self.CONFIG}.max.size')} members.")
             member = ModernMember(member_id, req.instance_id)
             g.add(member)
             self.groups[g.group_id] = g
@@ -268,7 +276,8 @@ class ConsumerGroups:
         entries += self._refresh(g, bump)
         # Reconcile this member towards its target.
         sent_before = (member.member_epoch, member.assigned)
-        if reconcile(g, member, req.owned if req.member_epoch != JOIN_EPOCH else {}) or bump:
+        if reconcile(g, member, req.owned if req.member_epoch != JOIN_EPOCH else {},
+                     revoke_first=self.REVOKE_FIRST) or bump:
             entries.append(self._current_entry(g, member))
         self._arm_timers(g, member)
         changed = (member.member_epoch, member.assigned) != sent_before
@@ -281,7 +290,7 @@ class ConsumerGroups:
         the previous epoch with partitions all still assigned, is fenced."""
         if req.member_epoch > member.member_epoch:
             raise _refuse(errors.FencedMemberEpochError,
-                          f"The consumer group member has a greater member epoch ({req.member_epoch}) than the one "
+                          f"The {self.KIND} group member has a greater member epoch ({req.member_epoch}) than the one "
                           f"known by the group coordinator ({member.member_epoch}). The member must abandon all "
                           f"its partitions and rejoin.")
         if req.member_epoch < member.member_epoch:
@@ -289,7 +298,7 @@ class ConsumerGroups:
                                                 for t, ps in req.owned.items())
             if req.member_epoch != member.previous_member_epoch or not owned_ok:
                 raise _refuse(errors.FencedMemberEpochError,
-                              f"The consumer group member has a smaller member epoch ({req.member_epoch}) than the "
+                              f"The {self.KIND} group member has a smaller member epoch ({req.member_epoch}) than the "
                               f"one known by the group coordinator ({member.member_epoch}). The member must abandon "
                               f"all its partitions and rejoin.")
 
@@ -299,7 +308,7 @@ class ConsumerGroups:
         if g is not None and req.instance_id and member_id not in g.members:
             member_id = g.static_members.get(req.instance_id, member_id)
         if g is None:
-            raise _refuse(errors.GroupIdNotFoundError, f"Consumer group {req.group_id} not found.")
+            raise _refuse(errors.GroupIdNotFoundError, f"{self.KIND.capitalize()} group {req.group_id} not found.")
         member = g.members.get(member_id)
         if member is None:
             raise _refuse(errors.UnknownMemberIdError,
@@ -343,7 +352,7 @@ class ConsumerGroups:
     def _expire(self, g: ModernGroup, member_id: str, why: str) -> None:
         if self.groups.get(g.group_id) is not g or member_id not in g.members:
             return
-        log.info("member %s of consumer group %s fenced: %s", member_id, g.group_id, why)
+        log.info("member %s of %s group %s fenced: %s", member_id, self.KIND, g.group_id, why)
         self.write(g.group_id, self._remove(g, member_id))
 
     # ---------------------------------------------------------------- epochs and target assignment
@@ -361,12 +370,11 @@ class ConsumerGroups:
         topics = self._subscribed_topics(g)
         if topics != g.topics:
             g.topics = topics
-            entries.append(self._partition_metadata_entry(g))
+            entries += self._partition_metadata_entries(g)
             bump = True
         if bump:
             g.group_epoch += 1
-            entries.append((gr.consumer_key("ConsumerGroupMetadata", g.group_id),
-                            gr.consumer_value("ConsumerGroupMetadata", {"epoch": g.group_epoch})))
+            entries.append(self._epoch_entry(g))
         if g.assignment_epoch < g.group_epoch:
             entries += self._assign(g)
         return entries
@@ -452,13 +460,20 @@ class ConsumerGroups:
                 g.target[member_id] = new
                 entries.append(self._target_member_entry(g, member_id))
         g.assignment_epoch = g.group_epoch
-        entries.append((gr.consumer_key("ConsumerGroupTargetAssignmentMetadata", g.group_id),
-                        gr.consumer_value("ConsumerGroupTargetAssignmentMetadata",
-                                          {"assignment_epoch": g.assignment_epoch})))
+        entries.append(self._record(g.group_id, None, "TargetAssignmentMetadata",
+                                    {"assignment_epoch": g.assignment_epoch}))
         self.rebalances += 1
         return entries
 
     # ---------------------------------------------------------------- records
+
+    def _record(self, group_id: str, member_id: str | None, kind: str, value: dict | None) -> Entry:
+        """One record of this group type: ``kind`` without its prefix (``Metadata`` ...)."""
+        kind = self.RECORD + kind
+        return gr.consumer_key(kind, group_id, member_id), None if value is None else gr.consumer_value(kind, value)
+
+    def _epoch_entry(self, g: ModernGroup) -> Entry:
+        return self._record(g.group_id, None, "Metadata", {"epoch": g.group_epoch})
 
     def _member_entry(self, g: ModernGroup, m: ModernMember) -> Entry:
         return (gr.consumer_key("ConsumerGroupMemberMetadata", g.group_id, m.member_id),
@@ -470,9 +485,8 @@ class ConsumerGroups:
                     "classic_member_metadata": None}))
 
     def _target_member_entry(self, g: ModernGroup, member_id: str) -> Entry:
-        return (gr.consumer_key("ConsumerGroupTargetAssignmentMember", g.group_id, member_id),
-                gr.consumer_value("ConsumerGroupTargetAssignmentMember",
-                                  {"topic_partitions": _wire_partitions(g.target.get(member_id, {}))}))
+        return self._record(g.group_id, member_id, "TargetAssignmentMember",
+                            {"topic_partitions": _wire_partitions(g.target.get(member_id, {}))})
 
     def _current_entry(self, g: ModernGroup, m: ModernMember) -> Entry:
         return (gr.consumer_key("ConsumerGroupCurrentMemberAssignment", g.group_id, m.member_id),
@@ -481,26 +495,25 @@ class ConsumerGroups:
                     "state": int(m.state), "assigned_partitions": _wire_partitions(m.assigned),
                     "partitions_pending_revocation": _wire_partitions(m.pending_revocation)}))
 
-    def _partition_metadata_entry(self, g: ModernGroup) -> Entry:
-        return (gr.consumer_key("ConsumerGroupPartitionMetadata", g.group_id),
-                gr.consumer_value("ConsumerGroupPartitionMetadata", {"topics": [
-                    {"topic_id": t, "topic_name": name, "num_partitions": n, "partition_metadata": []}
-                    for t, (name, n) in sorted(g.topics.items())]}))
+    def _partition_metadata_entries(self, g: ModernGroup) -> list[Entry]:
+        return [(gr.consumer_key("ConsumerGroupPartitionMetadata", g.group_id),
+                 gr.consumer_value("ConsumerGroupPartitionMetadata", {"topics": [
+                     {"topic_id": t, "topic_name": name, "num_partitions": n, "partition_metadata": []}
+                     for t, (name, n) in sorted(g.topics.items())]}))]
 
-    @staticmethod
-    def _member_tombstones(group_id: str, member_id: str) -> list[Entry]:
-        return [(gr.consumer_key(kind, group_id, member_id), None)
-                for kind in ("ConsumerGroupCurrentMemberAssignment", "ConsumerGroupTargetAssignmentMember",
-                             "ConsumerGroupMemberMetadata")]
+    #: The records of the group itself, deleted last (DeleteGroups).
+    GROUP_RECORDS = ("TargetAssignmentMetadata", "PartitionMetadata", "Metadata")
+
+    def _member_tombstones(self, group_id: str, member_id: str) -> list[Entry]:
+        return [self._record(group_id, member_id, kind, None)
+                for kind in ("CurrentMemberAssignment", "TargetAssignmentMember", "MemberMetadata")]
 
     def tombstones(self, g: ModernGroup) -> list[Entry]:
         """Every record of a group, deleted (DeleteGroups, or a conversion to a classic group)."""
         out = []
         for member_id in list(g.members):
             out += self._member_tombstones(g.group_id, member_id)
-        out += [(gr.consumer_key(kind, g.group_id), None)
-                for kind in ("ConsumerGroupTargetAssignmentMetadata", "ConsumerGroupPartitionMetadata",
-                             "ConsumerGroupMetadata")]
+        out += [self._record(g.group_id, None, kind, None) for kind in self.GROUP_RECORDS]
         return out
 
     # ---------------------------------------------------------------- replay
@@ -511,7 +524,7 @@ class ConsumerGroups:
         built: dict[str, ModernGroup] = {}
 
         def group(group_id: str) -> ModernGroup:
-            return built.setdefault(group_id, ModernGroup(group_id))
+            return built.setdefault(group_id, ModernGroup(group_id, self.KIND))
 
         def member(g: ModernGroup, member_id: str) -> ModernMember:
             if member_id not in g.members:
@@ -519,28 +532,31 @@ class ConsumerGroups:
             return g.members[member_id]
 
         for (kind, group_id, member_id), v in records.items():
+            if not kind.startswith(self.RECORD):
+                continue
+            kind = kind[len(self.RECORD):]
             g = group(group_id)
-            if kind == "ConsumerGroupMetadata":
+            if kind == "Metadata":
                 g.group_epoch = v["epoch"]
-            elif kind == "ConsumerGroupTargetAssignmentMetadata":
+            elif kind == "TargetAssignmentMetadata":
                 g.assignment_epoch = v["assignment_epoch"]
-            elif kind == "ConsumerGroupPartitionMetadata":
+            elif kind == "PartitionMetadata":
                 g.topics = {t["topic_id"]: (t["topic_name"], t["num_partitions"]) for t in v["topics"]}
-            elif kind == "ConsumerGroupTargetAssignmentMember" and member_id is not None:
+            elif kind == "TargetAssignmentMember" and member_id is not None:
                 g.target[member_id] = _from_wire(v["topic_partitions"])
-            elif kind == "ConsumerGroupMemberMetadata" and member_id is not None:
+            elif kind == "MemberMetadata" and member_id is not None:
                 m = member(g, member_id)
-                m.instance_id, m.rack_id = v["instance_id"], v["rack_id"]
+                m.instance_id, m.rack_id = v.get("instance_id"), v["rack_id"]
                 m.client_id, m.client_host = v["client_id"], v["client_host"]
                 m.subscribed_topic_names = list(v["subscribed_topic_names"])
-                m.subscribed_topic_regex = v["subscribed_topic_regex"]
-                m.rebalance_timeout_ms, m.server_assignor = v["rebalance_timeout_ms"], v["server_assignor"]
-            elif kind == "ConsumerGroupCurrentMemberAssignment" and member_id is not None:
+                m.subscribed_topic_regex = v.get("subscribed_topic_regex")
+                m.rebalance_timeout_ms, m.server_assignor = v.get("rebalance_timeout_ms", -1), v.get("server_assignor")
+            elif kind == "CurrentMemberAssignment" and member_id is not None:
                 m = member(g, member_id)
                 m.member_epoch, m.previous_member_epoch = v["member_epoch"], v["previous_member_epoch"]
                 m.state = MemberState(v["state"]) if v["state"] in MemberState._value2member_map_ else MemberState.UNKNOWN
                 m.assigned = _from_wire(v["assigned_partitions"])
-                m.pending_revocation = _from_wire(v["partitions_pending_revocation"])
+                m.pending_revocation = _from_wire(v.get("partitions_pending_revocation"))
         for g in built.values():
             self.forget(g.group_id)
             for m in list(g.members.values()):

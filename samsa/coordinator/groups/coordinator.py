@@ -15,25 +15,29 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from samsa.broker_config import segment_bytes_config
 from samsa.cluster.metadata import BrokerInfo
-from samsa.coordinator.groups import persistence
+from samsa.coordinator.groups import group_configs, persistence
 from samsa.coordinator.groups.offsets import OffsetStore, TopicPartition
 from samsa.coordinator.groups.consumer_groups import CONFIG_KEYS as CONSUMER_CONFIG_KEYS
 from samsa.coordinator.groups.consumer_groups import (ConsumerGroupDescription, ConsumerGroups,
                                                       ConsumerHeartbeat, ConsumerHeartbeatResult)
 from samsa.coordinator.groups.persistence import (ConsumerGroupLoaded, GroupLoaded, MarkerLoaded, OffsetLoaded,
                                                   OffsetsTopicWriter, partition_for)
+from samsa.coordinator.groups.share_groups import CONFIG_KEYS as SHARE_CONFIG_KEYS
+from samsa.coordinator.groups.share_groups import ShareGroups, ShareHeartbeat
 from samsa.coordinator.groups.rebalance import CONFIG_KEYS as REBALANCE_CONFIG_KEYS
 from samsa.coordinator.groups.rebalance import (HeartbeatRequest, JoinRequest, JoinResult, LeavingMember, Rebalancer,
                                                 SyncRequest, SyncResult)
 from samsa.coordinator.groups.state import DEAD, EMPTY, STABLE, Group, GroupState, Reply, Timer
 from samsa.clock import now_ms
 from samsa.coordinator.host import CoordinatorHost, ensure_internal_topic
+from samsa.coordinator.share.state import PersisterError, ShareKey, SharePersister
 from samsa.protocol import errors
 from samsa.protocol.group_records import OFFSETS_TOPIC, OffsetAndMetadata
 
@@ -42,7 +46,7 @@ log = logging.getLogger(__name__)
 GROUP_CONFIG_TTL = 5.0  # s: another broker's change of a group config is seen this late at most
 
 #: Every broker config the group coordinator reads, through ``host.config[key]``.
-CONFIG_KEYS = (*REBALANCE_CONFIG_KEYS, *CONSUMER_CONFIG_KEYS, "offsets.topic.num.partitions", "offsets.topic.replication.factor",
+CONFIG_KEYS = (*REBALANCE_CONFIG_KEYS, *CONSUMER_CONFIG_KEYS, *SHARE_CONFIG_KEYS, "offsets.topic.num.partitions", "offsets.topic.replication.factor",
                "offsets.topic.segment.bytes", "offsets.commit.timeout.ms", "offset.metadata.max.bytes",
                "offsets.retention.minutes", "offsets.retention.check.interval.ms")
 
@@ -86,7 +90,7 @@ class GroupListing:
     group_id: str
     protocol_type: str
     state: GroupState | str
-    group_type: str = "classic"                   # "classic" or "consumer" (KIP-848)
+    group_type: str = "classic"                   # "classic", "consumer" (KIP-848) or "share" (KIP-932)
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,10 @@ class GroupCoordinatorHost(CoordinatorHost, Protocol):
         """A group's configs (IncrementalAlterConfigs on a GROUP resource), from the metadata store."""
         ...
 
+    async def latest_offset(self, topic: str, partition: int) -> int:
+        """A partition's high watermark, asked of its leader (a share group's lag)."""
+        ...
+
 
 class GroupCoordinator:
     def __init__(self, host: GroupCoordinatorHost):
@@ -142,7 +150,12 @@ class GroupCoordinator:
         self._group_configs: dict[str, tuple[float, dict[str, str]]] = {}
         self.consumer = ConsumerGroups(_RunningLoop(), self.cfg, lambda: self.host.topics, self._write_later,
                                        lambda group_id, key: self.group_configs(group_id).get(key))
+        self.share = ShareGroups(_RunningLoop(), self.cfg, lambda: self.host.topics, self._write_later,
+                                 lambda group_id, key: self.group_configs(group_id).get(key))
         self._expiry_task: asyncio.Task | None = None
+        # The share coordinator's state of share partitions (KIP-932), set by the broker: share
+        # groups' offsets, and their state deleted with them.
+        self.share_state: SharePersister | None = None
         self._loaded: list[int] | None = None  # [partitions, records] taken over since the last report
         # Transactional commits awaiting their marker: producer id -> group -> partition -> offset.
         self.pending_txn: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}
@@ -158,7 +171,8 @@ class GroupCoordinator:
                             {gid: {tp: o.offset for tp, o in offsets.committed(gid).items()}
                              for gid in offsets.group_ids()},
                             self.rebalancer.completed_rebalances,
-                            [g.state.value for g in list(self.consumer.groups.values())], self.consumer.rebalances)
+                            [g.state.value for g in list(self.consumer.groups.values())], self.consumer.rebalances,
+                            [g.state.value for g in list(self.share.groups.values())], self.share.rebalances)
 
     # ---------------------------------------------------------------- config
 
@@ -181,6 +195,7 @@ class GroupCoordinator:
             self._expiry_task.cancel()
         self.rebalancer.stop()
         self.consumer.stop()
+        self.share.stop()
 
     def on_leader(self, topic: str, index: int) -> None:
         """This broker now leads an offsets partition: load its groups and offsets."""
@@ -213,6 +228,7 @@ class GroupCoordinator:
             elif loaded.group_id in offsets_after:  # deleted, then offsets committed without a group
                 self.groups.setdefault(loaded.group_id, Group(loaded.group_id))
         self.consumer.load(consumer)
+        self.share.load(consumer)
         for group_id in self.consumer.groups:  # a consumer group replaced an empty classic one
             if (classic := self.groups.get(group_id)) is not None and not classic.members:
                 self.rebalancer.forget(group_id)
@@ -243,9 +259,10 @@ class GroupCoordinator:
             return
         n = self.num_partitions
         for group_id in [g for g in set(self.groups) | set(self.offsets.group_ids()) | set(self.consumer.groups)
-                         if partition_for(g, n) == index]:
+                         | set(self.share.groups) if partition_for(g, n) == index]:
             self.rebalancer.forget(group_id)
             self.consumer.forget(group_id)
+            self.share.forget(group_id)
             self.offsets.drop_group(group_id)
         for pid, by_group in list(self.pending_txn.items()):
             for group_id in [g for g in by_group if partition_for(g, n) == index]:
@@ -331,6 +348,8 @@ class GroupCoordinator:
         """The JoinGroup answer now, or a parked one the rebalance sets."""
         if code := self._coordinator_error(req.group_id):
             return JoinResult(code, req.member_id)
+        if req.group_id in self.share.groups:
+            return JoinResult(errors.E_INCONSISTENT_GROUP_PROTOCOL, req.member_id)
         modern = self.consumer.groups.get(req.group_id)
         if modern is not None:
             if modern.members or self.cfg("group.consumer.migration.policy") not in ("downgrade", "bidirectional"):
@@ -357,6 +376,8 @@ class GroupCoordinator:
         """ConsumerGroupHeartbeat: the answer once the records of what changed are stored."""
         if code := self._coordinator_error(req.group_id):
             return ConsumerHeartbeatResult(code)
+        if req.group_id in self.share.groups:
+            return ConsumerHeartbeatResult(errors.E_GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.")
         entries = []
         classic = self.groups.get(req.group_id)
         if classic is not None and req.group_id not in self.consumer.groups:
@@ -394,10 +415,40 @@ class GroupCoordinator:
                     e, errors.NotLeaderOrFollowerError) else e.code, e.message)
         return result
 
+    # ---------------------------------------------------------------- share groups (KIP-932)
+
+    async def share_heartbeat(self, req: ShareHeartbeat) -> ConsumerHeartbeatResult:
+        """ShareGroupHeartbeat: the answer once the records of what changed are stored."""
+        if not req.group_id:  # Kafka validates the request before finding its coordinator
+            return ConsumerHeartbeatResult(errors.E_INVALID_REQUEST, "GroupId can't be empty.")
+        if code := self._coordinator_error(req.group_id):
+            return ConsumerHeartbeatResult(code)
+        if req.group_id in self.consumer.groups or req.group_id in self.groups:
+            return ConsumerHeartbeatResult(errors.E_GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a share group.")
+        result, entries = self.share.share_heartbeat(req)
+        log.debug("ShareGroupHeartbeat %s %s epoch %d names %s -> error %d epoch %d assignment %s",
+                  req.group_id, req.member_id, req.member_epoch, req.subscribed_topic_names, result.error,
+                  result.member_epoch, None if result.assignment is None else sum(map(len, result.assignment.values())))
+        if entries:
+            try:
+                await self.offsets_topic.write(req.group_id, entries)
+            except errors.KafkaError as e:
+                return ConsumerHeartbeatResult(errors.E_NOT_COORDINATOR if isinstance(
+                    e, errors.NotLeaderOrFollowerError) else e.code, e.message)
+        return result
+
+    def share_describe(self, group_id: str) -> ConsumerGroupDescription:
+        if code := self._coordinator_error(group_id):
+            return ConsumerGroupDescription(group_id, code)
+        if group_id not in self.share.groups and (group_id in self.groups or group_id in self.consumer.groups):
+            return ConsumerGroupDescription(group_id, errors.E_GROUP_ID_NOT_FOUND,
+                                            f"Group {group_id} is not a share group.")
+        return self.share.describe(group_id)
+
     def consumer_describe(self, group_id: str) -> ConsumerGroupDescription:
         if code := self._coordinator_error(group_id):
             return ConsumerGroupDescription(group_id, code)
-        if group_id not in self.consumer.groups and group_id in self.groups:
+        if group_id not in self.consumer.groups and (group_id in self.groups or group_id in self.share.groups):
             return ConsumerGroupDescription(group_id, errors.E_GROUP_ID_NOT_FOUND,
                                             f"Group {group_id} is not a consumer group.")
         return self.consumer.describe(group_id)
@@ -409,6 +460,16 @@ class GroupCoordinator:
         if cached is None or now - cached[0] > GROUP_CONFIG_TTL:
             cached = self._group_configs[group_id] = (now, dict(self.host.group_configs(group_id)))
         return cached[1]
+
+    def share_group_config(self, group_id: str, key: str) -> Any:
+        """A share group's effective ``share.*`` config (``share.record.lock.duration.ms``,
+        ``share.delivery.count.limit``, ``share.auto.offset.reset``, ``share.isolation.level``,
+        ...): the group's own value, else the broker's key it overrides, else Kafka's default;
+        numbers as ints. For the share partitions (KIP-932)."""
+        value = self.group_configs(group_id).get(key)
+        if value is None:
+            return group_configs.default(key, self.cfg)
+        return value if key in group_configs.OWN_DEFAULTS else int(value)
 
     def group_configs_changed(self, group_id: str) -> None:
         """This broker altered the group's configs: read them again at the next heartbeat."""
@@ -442,6 +503,8 @@ class GroupCoordinator:
 
     def _check_commit(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
                       api_version: int | None = None) -> int:
+        if group_id in self.share.groups:  # a share group commits no offsets
+            return errors.E_GROUP_ID_NOT_FOUND
         if group_id in self.consumer.groups:  # the generation is the member epoch
             return self.consumer.check_commit(group_id, member_id, generation, api_version)
         return self.rebalancer.check_commit(group_id, generation, member_id, instance_id)
@@ -527,14 +590,15 @@ class GroupCoordinator:
         out = [GroupListing(g.group_id, g.protocol_type or "", g.state)
                for g in self.groups.values() if g.group_id not in self.consumer.groups]
         out += [GroupListing(g.group_id, "consumer", g.state.value, "consumer") for g in self.consumer.groups.values()]
+        out += [GroupListing(g.group_id, "share", g.state.value, "share") for g in self.share.groups.values()]
         return sorted((g for g in out if str(g.state) != DEAD.value and not (wanted and str(g.state).lower() not in wanted)),
                       key=lambda g: g.group_id)
 
     def describe(self, group_id: str) -> GroupDescription:
         if code := self._coordinator_error(group_id):
             return GroupDescription(group_id, code)
-        if (modern := self.consumer.groups.get(group_id)) is not None:
-            # A consumer group through the classic DescribeGroups: Kafka answers
+        if (modern := self.consumer.groups.get(group_id) or self.share.groups.get(group_id)) is not None:
+            # A consumer or share group through the classic DescribeGroups: Kafka answers
             # GROUP_ID_NOT_FOUND ("not a classic group"); the admin client asks
             # ConsumerGroupDescribe instead.
             return GroupDescription(group_id, errors.E_GROUP_ID_NOT_FOUND, state=DEAD.value,
@@ -555,6 +619,14 @@ class GroupCoordinator:
         for group_id in group_ids:
             try:
                 self._check_coordinator(group_id)
+                if (share := self.share.groups.get(group_id)) is not None:
+                    if share.members:
+                        raise errors.NonEmptyGroupError(f"group {group_id} has members")
+                    await self._delete_share_state(group_id, set(self.share.state_topics.get(group_id, {})))
+                    await self.offsets_topic.write(group_id, self.share.tombstones(share))
+                    self.share.forget(group_id)
+                    out.append((group_id, 0))
+                    continue
                 if (modern := self.consumer.groups.get(group_id)) is not None:
                     if modern.members:
                         raise errors.NonEmptyGroupError(f"group {group_id} has members")
@@ -581,6 +653,149 @@ class GroupCoordinator:
             except errors.KafkaError as e:
                 out.append((group_id, e.code))
         return out
+
+    # ---------------------------------------------------------------- share groups' offsets (KIP-932)
+
+    def _share_state(self) -> SharePersister:
+        if self.share_state is None:
+            raise errors.CoordinatorNotAvailableError("no share coordinator")
+        return self.share_state
+
+    async def _delete_share_state(self, group_id: str, topic_ids: set[bytes]) -> None:
+        """Delete the share coordinator's state of these topics' share partitions of the group,
+        then forget the topics; KafkaError if the share coordinator refuses."""
+        known = self.share.state_topics.get(group_id, {})
+        persister = self._share_state() if topic_ids & set(known) else None
+        for t in sorted(topic_ids & set(known)):
+            for p in sorted(known[t][1]):
+                try:
+                    await persister.delete(ShareKey(group_id, uuid.UUID(bytes=bytes(t)), p))
+                except PersisterError as e:
+                    raise errors.KafkaError(str(e), code=e.code) from None
+        entries = self.share.remove_state_topics(group_id, topic_ids)
+        if entries:
+            await self.offsets_topic.write(group_id, entries)
+
+    def _share_group_for_offsets(self, group_id: str) -> int:
+        """0 if a share group of this id may be the subject of Alter/DeleteShareGroupOffsets (or
+        none exists yet), else the error."""
+        if group_id in self.consumer.groups or (group_id in self.groups and group_id not in self.share.groups):
+            return errors.E_GROUP_ID_NOT_FOUND
+        return 0
+
+    async def describe_share_offsets(self, group_id: str, topics: dict[str, list[int]] | None
+                                     ) -> tuple[int, str | None, list[tuple[str, bytes, list[dict]]]]:
+        """DescribeShareGroupOffsets of one group: (error, message, [(topic, topic id, partitions)]),
+        each partition ``{partition_index, start_offset, leader_epoch, lag, error_code, error_message}``.
+        Without topics: every topic with share state (none for a group of another type)."""
+        if code := self._coordinator_error(group_id):
+            return code, None, []
+        share = self.share.groups.get(group_id)
+        if topics is None:
+            known = self.share.state_topics.get(group_id, {}) if share is not None else {}
+            wanted = [(name, t, sorted(parts)) for t, (name, parts) in sorted(known.items(), key=lambda kv: kv[1][0])]
+        else:
+            wanted = []
+            for name, parts in topics.items():
+                info = self.host.topics.get(name)
+                wanted.append((name, info.topic_id if info else bytes(16), parts))
+        out = []
+        for name, tid, parts in wanted:
+            rows = []
+            for p in parts:
+                row = {"partition_index": p, "start_offset": -1, "leader_epoch": 0, "lag": -1, "error_code": 0,
+                       "error_message": None}
+                info = self.host.topics.get(name)
+                if info is None or p not in info.partitions:
+                    row.update(error_code=errors.E_UNKNOWN_TOPIC_OR_PARTITION,
+                               error_message="This server does not host this topic-partition.")
+                elif share is not None:
+                    try:
+                        st = await self._share_state().read_summary(
+                            ShareKey(group_id, uuid.UUID(bytes=bytes(info.topic_id)), p), 0)
+                    except PersisterError as e:
+                        row.update(error_code=e.code, error_message=str(e))
+                    except errors.KafkaError as e:
+                        row.update(error_code=e.code, error_message=e.message)
+                    else:
+                        row.update(start_offset=st.start_offset, leader_epoch=max(st.leader_epoch, 0))
+                        if st.start_offset >= 0:
+                            try:
+                                end = await self.host.latest_offset(name, p)
+                            except (errors.KafkaError, OSError):
+                                end = None
+                            if end is not None:
+                                row["lag"] = end - st.start_offset - max(st.delivery_complete_count, 0)
+                rows.append(row)
+            out.append((name, tid, rows))
+        return 0, None, out
+
+    async def alter_share_offsets(self, group_id: str, offsets: dict[str, dict[int, int]]
+                                  ) -> tuple[int, str | None, list[tuple[str, bytes, list[tuple[int, int, str | None]]]]]:
+        """AlterShareGroupOffsets: each partition's share state starts afresh at its offset (a new
+        state epoch); only for an empty share group, which is created if unknown, as Kafka does."""
+        if code := self._coordinator_error(group_id):
+            return code, None, []
+        if code := self._share_group_for_offsets(group_id):
+            return code, f"Group {group_id} is not a share group.", []
+        share = self.share.groups.get(group_id)
+        if share is not None and share.members:
+            return errors.E_NON_EMPTY_GROUP, "The group is not empty.", []
+        entries = self.share.create_empty(group_id) if share is None else []
+        persister = self._share_state()
+        out, done = [], {}
+        for name, parts in offsets.items():
+            info = self.host.topics.get(name)
+            rows = []
+            for p, offset in parts.items():
+                if info is None or p not in info.partitions:
+                    rows.append((p, errors.E_UNKNOWN_TOPIC_OR_PARTITION,
+                                 "This server does not host this topic-partition."))
+                    continue
+                key = ShareKey(group_id, uuid.UUID(bytes=bytes(info.topic_id)), p)
+                try:
+                    current = await persister.read_summary(key, 0)
+                    await persister.initialize(key, current.state_epoch + 1, offset)
+                except PersisterError as e:
+                    rows.append((p, e.code, str(e)))
+                    continue
+                rows.append((p, 0, None))
+                done.setdefault(info.topic_id, (name, set()))[1].add(p)
+            out.append((name, info.topic_id if info else bytes(16), rows))
+        entries += self.share.add_state_topics(group_id, {t: (n, frozenset(ps)) for t, (n, ps) in done.items()})
+        if entries:
+            try:
+                await self.offsets_topic.write(group_id, entries)
+            except errors.KafkaError as e:
+                return e.code, e.message, []
+        return 0, None, out
+
+    async def delete_share_offsets(self, group_id: str, topic_names: list[str]
+                                   ) -> tuple[int, str | None, list[tuple[str, bytes, int, str | None]]]:
+        """DeleteShareGroupOffsets: the share state of these topics goes (an empty share group only)."""
+        if code := self._coordinator_error(group_id):
+            return code, None, []
+        if code := self._share_group_for_offsets(group_id):
+            return code, f"Group {group_id} is not a share group.", []
+        share = self.share.groups.get(group_id)
+        if share is None:
+            return errors.E_GROUP_ID_NOT_FOUND, f"Group {group_id} not found.", []
+        if share.members:
+            return errors.E_NON_EMPTY_GROUP, "The group is not empty.", []
+        out = []
+        for name in topic_names:
+            info = self.host.topics.get(name)
+            if info is None:
+                out.append((name, bytes(16), errors.E_UNKNOWN_TOPIC_OR_PARTITION,
+                            "This server does not host this topic-partition."))
+                continue
+            try:
+                await self._delete_share_state(group_id, {info.topic_id})
+            except errors.KafkaError as e:
+                out.append((name, info.topic_id, e.code, e.message))
+                continue
+            out.append((name, info.topic_id, 0, None))
+        return 0, None, out
 
     async def delete_offsets(self, group_id: str, partitions: list[TopicPartition]) -> tuple[int, list[int]]:
         """(group error, one error per partition): a consumer group's offsets of topics it does
@@ -644,3 +859,5 @@ class GroupMetrics:
     completed_rebalances: int
     consumer_states: list[str] = field(default_factory=list)  # each consumer group's (KIP-848) state name
     consumer_rebalances: int = 0  # target assignments computed for consumer groups
+    share_states: list[str] = field(default_factory=list)  # each share group's (KIP-932) state name
+    share_rebalances: int = 0  # target assignments computed for share groups

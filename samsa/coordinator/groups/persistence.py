@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from samsa.cluster.partition import Partition
 from samsa.coordinator.groups.state import EMPTY, STABLE, Group, Member
 from samsa.clock import now_ms
-from samsa.coordinator.host import CoordinatorHost
+from samsa.coordinator.host import CoordinatorHost, coordinator_partition, java_string_hash  # noqa: F401
 from samsa.protocol import batch, errors, records
 from samsa.protocol.control import COMMIT, control_type
 from samsa.protocol import group_records as gr
@@ -24,19 +24,9 @@ from samsa.protocol.group_records import OFFSETS_TOPIC, GroupRecord, MemberRecor
 Entry = tuple[bytes, bytes | None]   # (key, value); a None value is a tombstone
 
 
-def java_string_hash(s: str) -> int:
-    """Java's String.hashCode over UTF-16 code units, as a signed 32-bit int."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
 def partition_for(group_id: str, partitions: int) -> int:
     """Kafka's Utils.abs(groupId.hashCode) % partitions."""
-    h = java_string_hash(group_id)
-    return (0 if h == -(1 << 31) else abs(h)) % partitions
+    return coordinator_partition(group_id, partitions)
 
 
 # ---------------------------------------------------------------- group <-> record
@@ -103,8 +93,8 @@ class GroupLoaded:
 
 @dataclass(frozen=True)
 class ConsumerGroupLoaded:
-    """A record of a consumer group of the new protocol (key versions 3 to 8)."""
-    kind: str                               # as in group_records.CONSUMER_RECORDS
+    """A record of a consumer (key versions 3 to 8) or share group (10 to 15) of the new protocols."""
+    kind: str                               # as in group_records.CONSUMER_RECORDS or SHARE_RECORDS
     group_id: str
     member_id: str | None
     value: dict | None                      # None: deleted

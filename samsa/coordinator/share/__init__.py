@@ -8,4 +8,14 @@
 - the **share coordinator** (here) owns ``__share_group_state`` and implements the persister,
   in-process when it is the coordinator of that key, over the share-state RPCs when another
   broker is.
+
+:mod:`.coordinator` is the share coordinator: :class:`~.coordinator.ShareCoordinator` (its
+``persister`` is the :class:`~.state.SharePersister` the share partitions call).
 """
+
+from samsa.coordinator.share.coordinator import ShareCoordinator, SharePersisterImpl
+from samsa.coordinator.share.state import (DeliveryState, PartitionState, PersisterError, ShareKey, SharePersister,
+                                           StateBatch)
+
+__all__ = ["DeliveryState", "PartitionState", "PersisterError", "ShareCoordinator", "ShareKey", "SharePersister",
+           "SharePersisterImpl", "StateBatch"]

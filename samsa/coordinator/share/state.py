@@ -40,8 +40,15 @@ class ShareKey:
 
 @dataclass
 class PartitionState:
-    """What Read returns and Write replaces. ``start_offset`` -1 means not initialised: the
-    leader then starts at ``share.auto.offset.reset``."""
+    """What Read returns and Write stores. ``start_offset`` -1 means not initialised: the
+    leader then starts at ``share.auto.offset.reset``.
+
+    Write merges, as Kafka's share coordinator does: the written batches replace the stored
+    ones where their offsets overlap, stored batches below the new ``start_offset`` go, and the
+    rest stay; so a leader may write only the batches that changed, or all its in-flight ones.
+    The state epoch is set by ``initialize`` only (a write at a higher one is accepted, as in
+    Kafka, and does not change it); ``start_offset``/``delivery_complete_count`` -1 in a write
+    keep the stored values."""
     state_epoch: int = 0
     leader_epoch: int = -1
     start_offset: int = -1

@@ -17,6 +17,7 @@ from samsa.cluster.metadata_cache import MetadataCache
 from samsa.cluster.replica_manager import ReplicaManager
 from samsa.cluster.topic_admin import TopicAdmin
 from samsa.coordinator.groups import GroupCoordinator
+from samsa.coordinator.share import ShareCoordinator
 from samsa.coordinator.transactions import TransactionCoordinator, TransactionVerifier
 from samsa.protocol import api
 from samsa.protocol.api_keys import ApiKey
@@ -42,6 +43,7 @@ class Services(Protocol):
     fetch_sessions: FetchSessionCache  # incremental fetch sessions (KIP-227)
     stats: BrokerTopicStats | None  # BrokerTopicMetrics, when the broker's metrics are on
     txn: TransactionCoordinator
+    share: ShareCoordinator        # the share coordinator (KIP-932): __share_group_state, the share persister
     verifier: TransactionVerifier  # KIP-890: Produce and TxnOffsetCommit ask it about the transaction
     authorizer: Authorizer | None  # None without authorizer.class.name: every check passes
     quotas: QuotaManager | None    # client quotas (producer/consumer byte rates, request percentage, mutations)
@@ -93,5 +95,6 @@ from samsa.server.handlers import (  # noqa: E402,F401  (registration side effec
     replication,
     sasl,
     scram,
+    share_state,
     transactions,
 )

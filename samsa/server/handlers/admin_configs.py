@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from samsa.coordinator.groups.group_configs import GROUP_CONFIGS
+from samsa.coordinator.groups.group_configs import GROUP_CONFIGS, OWN_DEFAULTS
 from samsa.coordinator.groups.group_configs import validate as validate_group_configs
 from samsa.protocol import errors
 from samsa.broker_config import BROKER_KEYS, BROKER_SYNONYMS, HIDDEN_TOPIC_KEYS, TOPIC_KEYS, format_value
@@ -105,9 +105,14 @@ def group_entries(broker, group: str, keys: list[str] | None, with_synonyms: boo
         if keys is not None and name not in keys:
             continue
         synonyms = [{"name": name, "value": own[name], "source": GROUP_CONFIG}] if name in own else []
-        synonyms += broker_synonyms(broker, broker_key)
-        value = own[name] if name in own else broker.config[broker_key]
-        entry = _entry(name, value, BROKER_KEYS[broker_key].type, synonyms, read_only=False)
+        if broker_key is None:  # a share group key of its own: its default, named as itself
+            key_type, fallback = OWN_DEFAULTS[name]
+            synonyms.append({"name": name, "value": fallback, "source": DEFAULT})
+        else:
+            key_type, fallback = BROKER_KEYS[broker_key].type, broker.config[broker_key]
+            synonyms += broker_synonyms(broker, broker_key)
+        value = own[name] if name in own else fallback
+        entry = _entry(name, value, key_type, synonyms, read_only=False)
         if not with_synonyms:
             entry["synonyms"] = []
         out.append(entry)
@@ -225,10 +230,16 @@ def _incremental(configs: dict[str, str], name: str, op: int, value: str | None,
     if rtype == GROUP:
         if name not in GROUP_CONFIGS:
             raise errors.InvalidConfigError(f"Unknown group config name: {name}")
-        key = BROKER_KEYS[GROUP_CONFIGS[name][0]]
+        if GROUP_CONFIGS[name][0] is None:  # a share group key of its own (a string)
+            if op in (APPEND, SUBTRACT):
+                raise errors.InvalidConfigError(
+                    f"Can't {'APPEND' if op == APPEND else 'SUBTRACT'} to key {name} because its type is not LIST.")
+            key = None
+        else:
+            key = BROKER_KEYS[GROUP_CONFIGS[name][0]]
     else:
         key = (TOPIC_KEYS[name][1] if name in TOPIC_KEYS else None) if rtype == TOPIC else BROKER_KEYS.get(name)
-    if key is None:
+    if key is None and rtype != GROUP:
         raise errors.InvalidConfigError(f"Unknown topic config name: {name}" if rtype == TOPIC else
                                         f"Unknown config name: {name}")
     if op == SET:
@@ -236,7 +247,7 @@ def _incremental(configs: dict[str, str], name: str, op: int, value: str | None,
     elif op == DELETE:
         configs.pop(name, None)
     elif op in (APPEND, SUBTRACT):
-        if key.type != "list":
+        if key is None or key.type != "list":
             raise errors.InvalidConfigError(
                 f"Can't {'APPEND' if op == APPEND else 'SUBTRACT'} to key {name} because its type is not LIST.")
         current = configs.get(name, format_value(key.default) or "")

@@ -1,7 +1,8 @@
 """Consumer group APIs: FindCoordinator (10), JoinGroup (11), Heartbeat (12), LeaveGroup (13),
 SyncGroup (14), DescribeGroups (15), ListGroups (16), OffsetCommit (8), OffsetFetch (9),
 DeleteGroups (42), OffsetDelete (47); the consumer group protocol (KIP-848):
-ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69).
+ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69); share groups (KIP-932):
+ShareGroupHeartbeat (76) and ShareGroupDescribe (77).
 
 Each handler turns the request's wire dict into the typed request of
 :mod:`samsa.coordinator.groups`, calls the group coordinator (``ctx.broker.groups``) and
@@ -14,14 +15,15 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from samsa.coordinator.groups import (ConsumerHeartbeat, ConsumerHeartbeatResult, GroupDescription, HeartbeatRequest, JoinRequest, JoinResult, LeavingMember,
-                                      OffsetCommitEntry, OffsetCommitRequest, SyncRequest, SyncResult)
+                                      OffsetCommitEntry, OffsetCommitRequest, ShareHeartbeat, SyncRequest, SyncResult)
+from samsa.coordinator.share.coordinator import parse_coordinator_key
 from samsa.protocol import errors
 from samsa.protocol.acl import ResourceType, authorized_operations
 from samsa.protocol.api_keys import ApiKey
 from samsa.server.handlers import handles
 from samsa.server.handlers.authz import CLUSTER_NAME, RT, Op, allowed, operations, quietly_allowed
 
-GROUP_KEY, TRANSACTION_KEY = 0, 1
+GROUP_KEY, TRANSACTION_KEY, SHARE_KEY = 0, 1, 2
 
 
 def _client_host(ctx) -> str:
@@ -41,7 +43,19 @@ def _coordinator(ctx, key: str, key_type: int) -> dict:
         if key_type == GROUP_KEY and not allowed(ctx, Op.DESCRIBE, RT.GROUP, key):
             return {"key": key, "node_id": -1, "host": "", "port": -1,
                     "error_code": errors.E_GROUP_AUTHORIZATION_FAILED, "error_message": None}
+        if key_type == SHARE_KEY and not allowed(ctx, Op.CLUSTER_ACTION, RT.CLUSTER, CLUSTER_NAME):
+            return {"key": key, "node_id": -1, "host": "", "port": -1,
+                    "error_code": errors.E_CLUSTER_AUTHORIZATION_FAILED, "error_message": None}
     try:
+        if key_type == SHARE_KEY:  # a share partition's coordinator (KIP-932): "group:topicId:partition"
+            try:
+                share_key = parse_coordinator_key(key)
+            except errors.InvalidRequestError as e:  # Kafka 4.4: INVALID_REQUEST with an empty message
+                return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": e.code, "error_message": ""}
+            b = ctx.broker.share.coordinator_for(share_key)
+            host, port = b.endpoint(ctx.connection.listener) or (b.host, b.port)
+            return {"key": key, "node_id": b.id, "host": host, "port": port, "error_code": 0,
+                    "error_message": None}
         if key_type == TRANSACTION_KEY:
             if not key:
                 raise errors.InvalidRequestError("transactional id must not be empty")
@@ -362,3 +376,93 @@ def consumer_group_describe(ctx, req: dict) -> dict:
                         for m, target in d.members],
             "authorized_operations": -2147483648 if ops is None or d.error else ops})
     return {"throttle_time_ms": 0, "groups": out}
+
+
+# ---------------------------------------------------------------- share groups (KIP-932)
+
+@handles(ApiKey.SHARE_GROUP_HEARTBEAT)
+async def share_group_heartbeat(ctx, req: dict) -> dict:
+    if not allowed(ctx, Op.READ, RT.GROUP, req["group_id"]):
+        r = ConsumerHeartbeatResult(errors.E_GROUP_AUTHORIZATION_FAILED)
+    else:
+        r = await ctx.broker.groups.share_heartbeat(ShareHeartbeat(
+            group_id=req["group_id"], member_id=req["member_id"], member_epoch=req["member_epoch"],
+            rack_id=req.get("rack_id"), subscribed_topic_names=req.get("subscribed_topic_names"),
+            client_id=ctx.header.client_id or "", client_host=_client_host(ctx)))
+    out = {"throttle_time_ms": 0, "error_code": r.error, "error_message": r.message, "member_id": r.member_id,
+           "member_epoch": r.member_epoch, "heartbeat_interval_ms": r.heartbeat_interval_ms, "assignment": None}
+    if r.assignment is not None:
+        out["assignment"] = {"topic_partitions": [{"topic_id": t, "partitions": sorted(ps)}
+                                                  for t, ps in sorted(r.assignment.items())]}
+    return out
+
+
+@handles(ApiKey.SHARE_GROUP_DESCRIBE)
+def share_group_describe(ctx, req: dict) -> dict:
+    requested = req.get("include_authorized_operations", False)
+    out = []
+    for group_id in req["group_ids"]:
+        if not allowed(ctx, Op.DESCRIBE, RT.GROUP, group_id):
+            out.append({"error_code": errors.E_GROUP_AUTHORIZATION_FAILED, "error_message": None,
+                        "group_id": group_id, "group_state": "", "group_epoch": 0, "assignment_epoch": 0,
+                        "assignor_name": "", "members": []})
+            continue
+        d = ctx.broker.groups.share_describe(group_id)
+        ops = (authorized_operations(ResourceType.GROUP, requested) if ctx.broker.authorizer is None
+               else operations(ctx, RT.GROUP, group_id, requested))
+        out.append({
+            "error_code": d.error, "error_message": d.message, "group_id": group_id, "group_state": d.state,
+            "group_epoch": d.group_epoch, "assignment_epoch": d.assignment_epoch, "assignor_name": d.assignor,
+            "members": [{"member_id": m.member_id, "rack_id": m.rack_id, "member_epoch": m.member_epoch,
+                         "client_id": m.client_id, "client_host": m.client_host,
+                         "subscribed_topic_names": m.subscribed_topic_names,
+                         "assignment": _assignment_wire(m.assigned, d.topic_names)}
+                        for m, _ in d.members],
+            "authorized_operations": -2147483648 if ops is None or d.error else ops})
+    return {"throttle_time_ms": 0, "groups": out}
+
+
+# ---------------------------------------------------------------- share groups' offsets (KIP-932)
+
+@handles(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS)
+async def describe_share_group_offsets(ctx, req: dict) -> dict:
+    out = []
+    for g in req["groups"]:
+        group_id = g["group_id"]
+        if not allowed(ctx, Op.DESCRIBE, RT.GROUP, group_id):
+            out.append({"group_id": group_id, "topics": [], "error_code": errors.E_GROUP_AUTHORIZATION_FAILED,
+                        "error_message": None})
+            continue
+        topics = None if g["topics"] is None else {t["topic_name"]: t["partitions"] for t in g["topics"]}
+        code, message, described = await ctx.broker.groups.describe_share_offsets(group_id, topics)
+        out.append({"group_id": group_id, "error_code": code, "error_message": message,
+                    "topics": [{"topic_name": name, "topic_id": tid, "partitions": rows}
+                               for name, tid, rows in described]})
+    return {"throttle_time_ms": 0, "groups": out}
+
+
+@handles(ApiKey.ALTER_SHARE_GROUP_OFFSETS)
+async def alter_share_group_offsets(ctx, req: dict) -> dict:
+    group_id = req["group_id"]
+    if not allowed(ctx, Op.READ, RT.GROUP, group_id):
+        return {"throttle_time_ms": 0, "error_code": errors.E_GROUP_AUTHORIZATION_FAILED, "error_message": None,
+                "responses": []}
+    code, message, altered = await ctx.broker.groups.alter_share_offsets(
+        group_id, {t["topic_name"]: {p["partition_index"]: p["start_offset"] for p in t["partitions"]}
+                   for t in req["topics"]})
+    return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "responses": [
+        {"topic_name": name, "topic_id": tid, "partitions": [
+            {"partition_index": p, "error_code": c, "error_message": m} for p, c, m in rows]}
+        for name, tid, rows in altered]}
+
+
+@handles(ApiKey.DELETE_SHARE_GROUP_OFFSETS)
+async def delete_share_group_offsets(ctx, req: dict) -> dict:
+    group_id = req["group_id"]
+    if not allowed(ctx, Op.DELETE, RT.GROUP, group_id):
+        return {"throttle_time_ms": 0, "error_code": errors.E_GROUP_AUTHORIZATION_FAILED, "error_message": None,
+                "responses": []}
+    code, message, deleted = await ctx.broker.groups.delete_share_offsets(
+        group_id, [t["topic_name"] for t in req["topics"]])
+    return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "responses": [
+        {"topic_name": name, "topic_id": tid, "error_code": c, "error_message": m} for name, tid, c, m in deleted]}

@@ -184,6 +184,7 @@ class BrokerCollector(Collector):
                                         "Groups this broker coordinates, per protocol", labels=["protocol"])
         by_protocol.add_metric(["classic"], len(groups.states))
         by_protocol.add_metric(["consumer"], len(groups.consumer_states))
+        by_protocol.add_metric(["share"], len(groups.share_states))
         yield by_protocol
         by_state = GaugeMetricFamily("kafka_server_group_coordinator_metrics_consumer_group_count",
                                      "Consumer groups (KIP-848) this broker coordinates, per state", labels=["state"])
@@ -193,6 +194,14 @@ class BrokerCollector(Collector):
         yield CounterMetricFamily("kafka_server_group_coordinator_metrics_consumer_group_rebalance",
                                   "Target assignments computed for consumer groups (KIP-848)",
                                   value=groups.consumer_rebalances)
+        share = GaugeMetricFamily("kafka_server_group_coordinator_metrics_share_group_count",
+                                  "Share groups (KIP-932) this broker coordinates, per state", labels=["state"])
+        for state in ("Empty", "Stable", "Dead"):
+            share.add_metric([state.lower()], groups.share_states.count(state))
+        yield share
+        yield CounterMetricFamily("kafka_server_group_coordinator_metrics_share_group_rebalance",
+                                  "Target assignments computed for share groups (KIP-932)",
+                                  value=groups.share_rebalances)
         yield from self._lag(groups.committed, replicas)
 
     @staticmethod
