@@ -31,6 +31,8 @@ def work_unit(nodeid: str) -> str:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist") != "load":  # -n's default; another --dist given by hand is xdist's own
+        return None
     from xdist.scheduler import LoadScopeScheduling
 
     class WorkUnits(LoadScopeScheduling):
