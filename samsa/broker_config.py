@@ -226,6 +226,8 @@ BROKER_KEYS = keys(
     Key("share.coordinator.state.topic.segment.bytes", "int", 104857600, at_least(1)),
     Key("share.coordinator.snapshot.update.records.per.snapshot", "int", 500, at_least(0)),
     Key("share.coordinator.write.timeout.ms", "int", 5000, at_least(1)),
+    # Share partitions on their leaders (samsa/server/share): the share sessions a broker keeps.
+    Key("group.share.max.share.sessions", "int", 2000, at_least(1)),
     Key("zookeeper.connect", "string", None),
     Key("zookeeper.connection.timeout.ms", "int", None),
     Key("zookeeper.session.timeout.ms", "int", 18000),

@@ -30,7 +30,7 @@ from samsa.cluster.partition import Partition
 from samsa.cluster.replica_manager import ReplicaManager
 from samsa.cluster.topic_admin import TopicAdmin
 from samsa.coordinator.groups import GroupCoordinator
-from samsa.coordinator.share import ShareCoordinator
+from samsa.coordinator.share import ShareCoordinator, SharePersister
 from samsa.coordinator.transactions import TransactionCoordinator, TransactionVerifier
 from samsa.protocol import errors
 from samsa.protocol.api_keys import ApiKey
@@ -42,6 +42,7 @@ from samsa.security.quotas import ConnectionQuotas, QuotaManager
 from samsa.security.scram import ScramCredential
 from samsa.server.network import Connection, ConnectionLimits, close_idle
 from samsa.server.security import listener_security
+from samsa.server.share.manager import SharePartitionManager
 from samsa.server.txn_markers import MarkerSender
 from samsa.storage.descriptors import raise_open_file_limit
 from samsa.storage.dir_lock import LogDirLocks
@@ -85,6 +86,10 @@ class BrokerServer:
         self.metrics_endpoint = None
         self.authorizer: Authorizer | None = None  # authorizer.class.name
         self.quotas: QuotaManager | None = None  # client quotas, from the metadata store
+        self.shares: SharePartitionManager
+        # How share partitions read and write their state (KIP-932): the share coordinator's
+        # persister unless this is set before start().
+        self.share_persister: SharePersister | None = None
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -119,6 +124,10 @@ class BrokerServer:
         self.replicas.listeners.append(self.groups)
         self.replicas.listeners.append(self.txn)
         self.replicas.listeners.append(self.share)
+        self.shares = SharePartitionManager(self.config, self.replicas, self.groups.share_group_config,
+                                            self.share_persister or self.share.persister)
+        self.replicas.listeners.append(self.shares)
+        self.dispatcher.on_connection_closed.append(self.shares.connection_closed)
         if zookeeper:
             self.cluster = ZooKeeperCluster(self.config, self.store, self.replicas, self.advertised)
         else:
@@ -261,6 +270,8 @@ class BrokerServer:
             await self.replicas.stop()
         self.groups.stop()
         self.txn.stop()
+        if hasattr(self, "shares"):
+            self.shares.stop()
         self.markers.close()
         for task in self._tasks:
             task.cancel()

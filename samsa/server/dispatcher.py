@@ -13,7 +13,7 @@ import logging
 import struct
 import time
 from dataclasses import dataclass
-from typing import Any, Awaitable
+from typing import Any, Awaitable, Callable
 
 from samsa.protocol import api
 from samsa.protocol.api_keys import ApiKey
@@ -49,6 +49,8 @@ class Dispatcher:
         self.connections: set[Connection] = set()
         self.times: RequestTimes | None = None  # RequestMetrics, when the broker's metrics are on
         self.quotas: QuotaManager | None = None  # set while some client quota is configured
+        # told each connection that closes (share sessions end with the connection that opened them)
+        self.on_connection_closed: list[Callable[[Connection], None]] = []
 
     def connection_counts(self) -> dict[str, int]:
         """Open connections per listener name (the broker's metrics)."""

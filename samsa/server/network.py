@@ -155,6 +155,11 @@ class Connection(asyncio.Protocol):
         if self.tls_task is not None:
             self.tls_task.cancel()
         self.dispatcher.connections.discard(self)
+        for hook in self.dispatcher.on_connection_closed:
+            try:
+                hook(self)
+            except Exception:  # noqa: BLE001 - one failing hook must not stop the others
+                log.exception("a connection-closed hook failed")
 
     def pause_writing(self) -> None:
         self.write_paused = True

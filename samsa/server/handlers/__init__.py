@@ -24,6 +24,7 @@ from samsa.protocol.api_keys import ApiKey
 from samsa.security.acl import Authorizer
 from samsa.security.quotas import QuotaManager
 from samsa.server.fetch_sessions import FetchSessionCache
+from samsa.server.share.manager import SharePartitionManager
 from samsa.server.metrics.counters import BrokerTopicStats
 from samsa.storage.manager import LogManager
 
@@ -41,6 +42,7 @@ class Services(Protocol):
     cluster: LocalCluster | ZooKeeperCluster  # live brokers, controller, elections, reassignments
     groups: GroupCoordinator
     fetch_sessions: FetchSessionCache  # incremental fetch sessions (KIP-227)
+    shares: SharePartitionManager  # share partitions led here and share sessions (KIP-932)
     stats: BrokerTopicStats | None  # BrokerTopicMetrics, when the broker's metrics are on
     txn: TransactionCoordinator
     share: ShareCoordinator        # the share coordinator (KIP-932): __share_group_state, the share persister
@@ -95,6 +97,7 @@ from samsa.server.handlers import (  # noqa: E402,F401  (registration side effec
     replication,
     sasl,
     scram,
+    share,
     share_state,
     transactions,
 )

@@ -59,6 +59,7 @@ class BrokerCollector(Collector):
         yield from self._groups(replicas)
         yield from self._network()
         yield from self._fetch_sessions()
+        yield from self._shares()
 
     # ---------------------------------------------------------------- BrokerTopicMetrics
 
@@ -236,6 +237,33 @@ class BrokerCollector(Collector):
                                         "for new ones (IncrementalFetchSessionEvictionsPerSec)")
         evictions.add_metric([], cache.evictions)
         yield evictions
+
+    def _shares(self) -> Iterator[Metric]:
+        """Share partitions led here and share sessions (KIP-932): Kafka's SharePartitionMetrics
+        and ShareSessionCache gauges, and Samsa's counts of acquired and redelivered records."""
+        shares = self.broker.shares
+        labels = ["group", "topic", "partition"]
+        in_flight = GaugeMetricFamily("kafka_server_sharepartitionmetrics_inflightmessagecount",
+                                      "Records in the share partition's in-flight window (InFlightMessageCount)",
+                                      labels=labels)
+        acquired = GaugeMetricFamily("samsa_share_partition_acquired_records",
+                                     "Records acquired by share group members and not acknowledged yet", labels=labels)
+        for m in shares.metrics():
+            key = [m.group_id, m.topic, str(m.partition)]
+            in_flight.add_metric(key, m.in_flight)
+            acquired.add_metric(key, m.acquired)
+        yield in_flight
+        yield acquired
+        redelivered = CounterMetricFamily("samsa_share_redelivered_records",
+                                          "Records delivered again to a share group (delivery count above 1)")
+        redelivered.add_metric([], shares.redelivered)
+        yield redelivered
+        sessions = shares.sessions
+        yield GaugeMetricFamily("kafka_server_sharesessioncache_sharesessionscount",
+                                "Share sessions cached (ShareSessionCache ShareSessionsCount)", value=len(sessions))
+        yield GaugeMetricFamily("kafka_server_sharesessioncache_sharepartitionscount",
+                                "Partitions in the cached share sessions (SharePartitionsCount)",
+                                value=sessions.partition_count())
 
     def _network(self) -> Iterator[Metric]:
         per_listener = {name: 0 for name, _, _ in self.broker.bound}
