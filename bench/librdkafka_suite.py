@@ -4,6 +4,9 @@
 
 With ``--brokers 3`` the broker is a ZooKeeper cluster of three (the transaction tests create
 topics with replication factor 3, as librdkafka's own harness runs three brokers).
+With ``--broker kafka`` the same tests run against Apache Kafka 4.4.0 KRaft nodes
+(tests/kafka_process.py) instead, for the reference totals; ``--kafka-version 4.4.0`` is what
+the share consumer tests (0170-0185, ``TEST_BRKVER(4, 2, 0, 0)``) need not to skip themselves.
 
 PATH is a librdkafka v2.x source release whose tests you built yourself (``./configure
 --no-download && make && make -C tests build``); this script builds nothing. It starts one
@@ -89,6 +92,21 @@ def real_kafka_path(where: Path) -> Path:
     return where
 
 
+class KafkaNodes:
+    """Apache Kafka 4.4.0 nodes (tests/kafka_process.py) with the Samsa broker's face here: bootstrap, brokers, stop."""
+
+    def __init__(self, procs):
+        self.brokers = dict(enumerate(procs))
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(p.bootstrap for p in self.brokers.values())
+
+    def stop(self) -> None:
+        for p in self.brokers.values():
+            p.stop()
+
+
 def run_test(tests_dir: Path, name: str, conf: Path, timeout: float, kafka: Path,
              bootstrap: str, log_dir: Path | None = None, kafka_version: str = "3.9.0",
              group_protocol: str | None = None) -> tuple[str, float, str]:
@@ -142,7 +160,12 @@ def main() -> int:
     ap.add_argument("--group-protocol", choices=("classic", "consumer"),
                     help="TEST_CONSUMER_GROUP_PROTOCOL: 'consumer' runs the tests' consumers with the consumer "
                          "group protocol (KIP-848); TEST_KAFKA_VERSION is then 4.0.0 unless --kafka-version")
-    ap.add_argument("--kafka-version", help="TEST_KAFKA_VERSION (default 3.9.0, or 4.0.0 with --group-protocol consumer)")
+    ap.add_argument("--kafka-version",
+                    help="TEST_KAFKA_VERSION (default 3.9.0, or 4.0.0 with --group-protocol consumer); "
+                         "4.4.0 runs the share consumer tests (0170-0185 need 4.2)")
+    ap.add_argument("--broker", choices=("samsa", "kafka"), default="samsa",
+                    help="what the tests run against: Samsa, or Apache Kafka 4.4.0 KRaft nodes (bench/kafka_nodes.py; "
+                         "--brokers 1 or 3) for the same tests' totals on the reference broker")
     args = ap.parse_args()
     kafka_version = args.kafka_version or ("4.0.0" if args.group_protocol == "consumer" else "3.9.0")
     config = {**HARNESS_CONFIG, **dict(o.split("=", 1) for o in args.override)}
@@ -156,8 +179,11 @@ def main() -> int:
     if args.log_dir is not None:
         args.log_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="samsa-rdk-") as tmp:
-        if args.brokers > 1:
-            broker: BrokerProcess | Cluster = Cluster(Path(tmp), size=args.brokers, **config).start()
+        if args.broker == "kafka":
+            import kafka_process
+            broker = KafkaNodes(kafka_process.start_cluster(Path(tmp) / "kafka-nodes", args.brokers, **config))
+        elif args.brokers > 1:
+            broker = Cluster(Path(tmp), size=args.brokers, **config).start()
         else:
             broker = BrokerProcess(Path(tmp), **config).start()
         conf = Path(tmp) / "test.conf"
@@ -171,7 +197,8 @@ def main() -> int:
                                              args.log_dir, kafka_version, args.group_protocol)
                 results.append((name, verdict))
                 print(f"{name:<40} {verdict:<8} {took:6.1f} s  {why}", flush=True)
-                procs = [b.proc for b in broker.brokers.values()] if isinstance(broker, Cluster) else [broker.proc]
+                procs = [b.proc for b in broker.brokers.values()] if isinstance(broker, (Cluster, KafkaNodes)) \
+                    else [broker.proc]
                 if any(proc.poll() is not None for proc in procs):
                     print("a broker exited: stopping here", flush=True)
                     break

@@ -82,8 +82,10 @@ def classpath() -> str:
 
 def _tools_log4j() -> Path:
     path = POM_DIR / ".libs-log4j2-tools.yaml"
-    if not path.exists():
-        path.write_text(TOOLS_LOG4J2)
+    if not path.exists():  # written whole, then renamed: the other xdist worker never reads half of it
+        part = path.with_name(f"{path.name}.{os.getpid()}")
+        part.write_text(TOOLS_LOG4J2)
+        os.replace(part, path)
     return path
 
 

@@ -37,7 +37,10 @@ def _worker_props(kafka, tmp_path, schemas: bool = True) -> dict[str, str]:
             "key.converter": "org.apache.kafka.connect.json.JsonConverter",
             "value.converter": "org.apache.kafka.connect.json.JsonConverter",
             "key.converter.schemas.enable": str(schemas).lower(), "value.converter.schemas.enable": str(schemas).lower(),
-            "offset.storage.file.filename": str(tmp_path / "connect.offsets"), "offset.flush.interval.ms": "300"}
+            "offset.storage.file.filename": str(tmp_path / "connect.offsets"), "offset.flush.interval.ms": "300",
+            # A SIGKILLed worker's sink consumer stays in its group until its session expires, and the
+            # restarted worker's consumer waits for that rebalance: 6 s (the broker's least) and not 45 s.
+            "consumer.session.timeout.ms": "6000"}
 
 
 def _cdc_props(pg, name: str, prefix: str, tables: str, slot: str) -> str:

@@ -16,8 +16,32 @@ def _names() -> tuple[str, str]:
 
 
 def _ready(side, group: str) -> None:
+    """The group's coordinator found and serving. FindCoordinator already answers while Kafka still
+    loads the group's __consumer_offsets partition (a node just started: each xdist worker starts its
+    own), and a heartbeat then gets COORDINATOR_LOAD_IN_PROGRESS: so wait until ConsumerGroupDescribe
+    of the (not yet existing) group gets past NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS and
+    COORDINATOR_NOT_AVAILABLE."""
     wait_until(lambda: side.call(10, {"key": group, "key_type": 0}, 3)["error_code"] == 0,
                f"a coordinator for {group} on {side.name}", 30)
+    wait_until(lambda: side.call(69, {"group_ids": [group], "include_authorized_operations": False}, 1)[
+        "groups"][0]["error_code"] not in (14, 15, 16), f"the coordinator of {group} loaded on {side.name}", 60)
+
+
+def _assigned(side, group: str, member: str, answer: dict) -> dict:
+    """The member's first heartbeat answer that carries its partitions, from its joining ``answer`` on.
+    Kafka 4.4.0's coordinator learns of a just-created topic from its metadata image a moment after the
+    topic is served, and a member joining in between gets an empty assignment, its partitions on a later
+    heartbeat (at a new epoch, after group.consumer.assignment.interval.ms): more often on a loaded
+    machine. Samsa's first answer carries them."""
+    def assigned() -> bool:
+        nonlocal answer
+        if answer["assignment"] and any(t["partitions"] for t in answer["assignment"]["topic_partitions"]):
+            return True
+        answer = _hb(side, group, member, answer["member_epoch"])
+        assert answer["error_code"] == 0, answer
+        return False
+    wait_until(assigned, f"partitions assigned to {member} on {side.name}", 30, interval=0.2)
+    return answer
 
 
 def _hb(side, group: str, member: str, epoch: int, **kw) -> dict:
@@ -63,7 +87,7 @@ def test_heartbeat_unknown_group_member_and_fenced_epoch(diff):
         _ready(side, group)
         m = uuid.uuid4().hex[:22]
         out = [_answer(_hb(side, group, m, 5))]
-        joined = _hb(side, group, m, 0, subscribed_topic_names=[topic])
+        joined = _assigned(side, group, m, _hb(side, group, m, 0, subscribed_topic_names=[topic]))
         epoch = joined["member_epoch"]
         names = {epoch: "E", epoch + 5: "E+5"}
         out.append((joined["error_code"], joined["heartbeat_interval_ms"],
@@ -85,7 +109,8 @@ def test_heartbeat_static_member_and_describe(diff):
     def run(side):
         create_topic(side, topic, 2)
         _ready(side, group)
-        s1 = _hb(side, group, "s1", 0, instance_id="inst", subscribed_topic_names=[topic])
+        s1 = _assigned(side, group, "s1", _hb(side, group, "s1", 0, instance_id="inst",
+                                              subscribed_topic_names=[topic]))
         taken = _answer(_hb(side, group, "s2", 0, instance_id="inst", subscribed_topic_names=[topic]))
         left = _hb(side, group, "s1", -2, instance_id="inst")
         back = _hb(side, group, "s2", 0, instance_id="inst", subscribed_topic_names=[topic])

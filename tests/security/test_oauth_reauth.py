@@ -15,7 +15,12 @@ from waiting import wait_until
 
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
         'user_admin="admin-pw" user_carol="carol-pw";')
-REAUTH_MS = 1500
+# librdkafka re-authenticates at 90 % of a session and refreshes an OAUTHBEARER token at 80 % of its
+# lifetime: with 1.5 s sessions and 2 s tokens that left 150 ms (a late request) and 335 ms (a late token
+# refresh) before the broker closed the session, too little on a loaded machine (the suite's two
+# workers beside other work). 4 s and 4 s leave 400 ms and 750 ms.
+REAUTH_MS = 4000
+TOKEN_S = 4
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +82,7 @@ def _reauths(broker: BrokerProcess, what: str) -> int:
 
 @pytest.mark.parametrize("config, mechanism", [
     (lambda b: plain(b, "carol"), "PLAIN"),                   # connections.max.reauth.ms bounds the session
-    (lambda b: oauth(b, "alice", life_s=2), "OAUTHBEARER"),  # so does the token's lifetime (and renewal)
+    (lambda b: oauth(b, "alice", life_s=TOKEN_S), "OAUTHBEARER"),  # so does the token's lifetime (and renewal)
 ])
 def test_sessions_are_renewed_on_the_same_connection(oauth_broker, config, mechanism):
     before = _reauths(oauth_broker, f"[mechanism {mechanism}]")

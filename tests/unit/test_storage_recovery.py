@@ -136,7 +136,7 @@ def test_missing_index_rebuilt_on_clean_open(tmp_path):
     assert idx.read_bytes() == good
 
 
-@pytest.mark.parametrize("garbage", [b"\x01" * 13, os.urandom(64), b"\x00" * 800])
+@pytest.mark.parametrize("garbage", [b"\x01" * 13, os.urandom(64), b"\x00" * 800], ids=["ones", "random", "zeros"])
 def test_garbage_index_rebuilt(tmp_path, garbage):
     plog, _ = filled(tmp_path)
     idx = seg_path(plog, ".index")
