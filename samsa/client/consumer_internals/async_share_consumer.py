@@ -155,8 +155,9 @@ class AsyncShareConsumer:
             except asyncio.TimeoutError:
                 pass
             self._metadata_needed.clear()
+            topics = set(self.member.topics) | {tp.topic for tp in self.member.assignment}
             try:
-                await self.cluster.refresh(sorted(set(self.member.topics) | {tp.topic for tp in self.member.assignment}))
+                await self.cluster.refresh(sorted(topics))
             except (*_NETWORK, errors.KafkaError) as e:
                 log.debug("Metadata refresh failed: %s", e)
                 await asyncio.sleep(self.retry_backoff)
