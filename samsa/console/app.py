@@ -154,6 +154,9 @@ def create_app(settings: Settings) -> Starlette:
         return render(request, "groups.html", groups=await service.groups())
 
     async def group(request: Request, service: ClusterService) -> Response:
+        share = await service.share_group(request.path_params["group"])
+        if share is not None:
+            return render(request, "share_group.html", view=share)
         view = await service.group(request.path_params["group"])
         return render(request, "group.html", view=view, choices=resets.CHOICES, plan=None, done=False, form={})
 
