@@ -102,7 +102,8 @@ def test_a_share_group_shows_members_start_offsets_and_lag(console_broker, conso
         admin.create_topics([NewTopic(topic, 2, 1)])
     r = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
         ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
-    AdminClient({"bootstrap.servers": console_broker.bootstrap}).incremental_alter_configs([r])[r].result(30)
+    configs = AdminClient({"bootstrap.servers": console_broker.bootstrap})
+    configs.incremental_alter_configs([r])[r].result(30)
 
     def produce(n: int) -> None:
         p = Producer({"bootstrap.servers": console_broker.bootstrap})
