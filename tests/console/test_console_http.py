@@ -132,6 +132,8 @@ def test_a_share_group_shows_members_start_offsets_and_lag(console_broker, conso
         assert f'<tr><td>{topic}</td><td class="num">0</td><td class="num start">3</td>\n' \
                '<td class="num">3</td><td class="num lag">0</td></tr>' in page
         page_with("/groups", f"{group}</a></td>\n<td>Share</td><td>Stable</td><td class=\"num\">1</td>")
+        status, page = get(console.url + f"/groups/{group}/reset", {"choice": "to-earliest", "execute": "1"})
+        assert status == 409 and f"while the group &#39;{group}&#39; is inactive, but it is Stable" in page
     finally:
         c.close()
     # The member gone and two more records: Empty, start offset 3, lag 2 (to the log end, 5).
@@ -139,3 +141,7 @@ def test_a_share_group_shows_members_start_offsets_and_lag(console_broker, conso
     page = page_with(f"/groups/{group}", "Empty", '<td class="num">5</td><td class="num lag">2</td>')
     assert "No members." in page and '<b id="total-lag">2</b>' in page
     page_with("/groups", f"{group}</a></td>\n<td>Share</td><td>Empty</td><td class=\"num\">0</td>")
+    # Reset to the earliest offset (AlterShareGroupOffsets on the empty group): all 5 records again.
+    status, page = get(console.url + f"/groups/{group}/reset", {"choice": "to-earliest", "execute": "1"})
+    assert status == 200 and 'id="reset-done"' in page, page
+    page_with(f"/groups/{group}", '<td class="num start">0</td>\n<td class="num">5</td><td class="num lag">5</td>')
