@@ -9,6 +9,16 @@ on its leader, with the leader epoch; when leadership moves, it is dropped here 
 leader loads what was written, where acquired records are available again). Each change
 (acknowledgements, lock expiry, archiving, start-offset moves) is written through the
 persister; an acknowledgement is answered once it is written.
+
+As Kafka's SharePartition does, an acknowledgement and a member's release are applied
+tentatively and written: if the write fails (the share coordinator's broker is gone:
+COORDINATOR_NOT_AVAILABLE to the client), exactly those records go back to what they were,
+acquired by the member under their lock (available if it ran out meanwhile), so the error the
+client gets is true: it may acknowledge them again, or they are delivered again after their
+lock. A lock's expiry, records archived while acquiring and start-offset moves are not rolled
+back (Kafka, too, keeps a lock-timeout release when its write fails): they are written with
+the next change. The persister is not retried here: a retriable error goes to the client,
+which retries the request.
 """
 
 from __future__ import annotations
@@ -212,24 +222,24 @@ class SharePartitionManager:
             sp, _ = await self._share_partition(key, topic, index)
         except errors.KafkaError as e:
             return e.code, None
+        transition = object()
         try:
-            renewed = sp.acknowledge(member_id, batches, self.delivery_count_limit(group_id))
+            renewed = sp.acknowledge(member_id, batches, self.delivery_count_limit(group_id), transition)
         except AckError as e:
             return e.code, e.message
         if renewed is not None:
             self._lock(key, sp, renewed, self.lock_duration_ms(group_id))
-        self._wake()
-        return await self._write(key, sp), None
+        return await self._write(key, sp, transition if sp.is_pending(transition) else None), None
 
     async def release_member(self, group_id: str, member_id: str) -> None:
         """The member's session closed, or it left the group (the share coordinator says so):
         the records it holds here are available again (or archived at the delivery count limit)."""
         limit = self.delivery_count_limit(group_id)
+        transition = object()
         changed = [(key, sp) for key, sp in list(self.partitions.items())
-                   if key.group_id == group_id and sp.release_member(member_id, limit)]
+                   if key.group_id == group_id and sp.release_member(member_id, limit, transition)]
         if changed:
-            self._wake()
-            await asyncio.gather(*(self._write(key, sp) for key, sp in changed))
+            await asyncio.gather(*(self._write(key, sp, transition) for key, sp in changed))
 
     def member_left(self, group_id: str, member_id: str) -> None:
         """A hook for the group coordinator: a member left the group (or was fenced), so its share
@@ -259,18 +269,34 @@ class SharePartitionManager:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _write(self, key: ShareKey, sp: SharePartition) -> int:
+    async def _write(self, key: ShareKey, sp: SharePartition, transition: object | None = None) -> int:
         """Write the share partition's state as it is when the write starts (writes of one
-        partition go one at a time, so the last one written is the newest); an error code."""
+        partition go one at a time, so the last one written is the newest); an error code.
+        ``transition``: the tentative change this write makes final, or rolls back if it fails
+        (if an earlier write already held it, it is final: nothing to write for it)."""
+        limit = self.delivery_count_limit(key.group_id)
         if self.persister is None:
+            if transition is not None and sp.rollback(transition, limit):
+                self._wake()
             return errors.E_UNKNOWN_SERVER_ERROR
         lock = self._write_locks.setdefault(key, asyncio.Lock())
         async with lock:
+            if transition is not None and not sp.is_pending(transition):
+                return 0  # written (and made final) by an earlier write that started after it was applied
             if self.partitions.get(key, sp) is not sp:
+                if transition is not None:
+                    sp.rollback(transition, limit)
                 return errors.E_NOT_LEADER_OR_FOLLOWER  # leadership moved: the new leader has its own state
+            included = sp.pending()
             try:
                 await self.persister.write(key, sp.snapshot())
-            except PersisterError as e:
+            except Exception as e:
+                if transition is not None and sp.rollback(transition, limit):
+                    self._wake()  # records released back may be acquired again
+                if not isinstance(e, PersisterError):
+                    log.exception("share partition %s %s-%d: writing its state failed",
+                                  key.group_id, sp.topic, sp.index)
+                    return errors.E_UNKNOWN_SERVER_ERROR
                 log.warning("share partition %s %s-%d: writing its state failed with error %d: %s",
                             key.group_id, sp.topic, sp.index, e.code, e)
                 if e.code not in _RETRIABLE and self.partitions.get(key) is sp:
@@ -281,6 +307,8 @@ class SharePartitionManager:
                         handle.cancel()
                     self._wake()
                 return _PERSISTER_CODES.get(e.code, errors.E_UNKNOWN_SERVER_ERROR)
+            if sp.commit(included):
+                self._wake()  # released records are available, the start offset may have moved
         return 0
 
     def watch(self, partitions: list[Partition]) -> asyncio.Future:

@@ -6,11 +6,19 @@ ACQUIRED (by one member, under an acquisition lock), ACKNOWLEDGED or ARCHIVED, w
 of times it was delivered. This module is the window's rules and nothing else: no I/O, no
 clock, no timers. :mod:`samsa.server.share.manager` reads the log for it, runs the lock
 timers, and writes :meth:`SharePartition.snapshot` through the persister after each change.
+
+Acknowledgements and a member's release are tentative until written, as in Kafka's
+SharePartition: :meth:`SharePartition.acknowledge` and :meth:`SharePartition.release_member`
+given a ``transition`` token keep the records' previous states; :meth:`SharePartition.commit`
+makes the change final once the write succeeded, :meth:`SharePartition.rollback` puts the
+records back as they were (acquired by their member under their lock, or available if that
+lock ran out meanwhile) when it failed. A record in a pending transition is neither acquired
+nor acknowledged again, and the start offset does not move past it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from samsa.coordinator.share.state import DeliveryState, PartitionState, ShareKey, StateBatch
@@ -28,6 +36,8 @@ NOT_ACQUIRED = "The offset cannot be acknowledged. The offset is not acquired."
 NOT_OWNER = "Member is not the owner of batch record"
 PAST_END = "Batch record not found. The first offset in request is past acquired records."
 
+_EXPIRED = object()  # in a pending transition's saved states: the lock the record had ran out meanwhile
+
 
 @dataclass(slots=True)
 class InFlight:
@@ -36,6 +46,7 @@ class InFlight:
     member: str | None = None  # who holds it, while ACQUIRED
     lock: object | None = None  # the acquisition that holds it (its lock token), while ACQUIRED
     batch: int = -1  # the in-flight batch it was first acquired in (its first offset); -1: never acquired here
+    pending: object | None = None  # the transition (a write in flight) that changed it, until committed or rolled back
 
 
 class Acquired(NamedTuple):
@@ -68,6 +79,7 @@ class SharePartition:
         self.records: dict[int, InFlight] = {}
         self.state_epoch = 0
         self.leader_epoch = -1
+        self._undo: dict[object, dict[int, InFlight]] = {}  # pending transition -> the states it changed, as they were
 
     def __repr__(self) -> str:
         return (f"SharePartition({self.key.group_id}, {self.topic}-{self.index}, "
@@ -81,6 +93,7 @@ class SharePartition:
         self.state_epoch = max(state.state_epoch, 0)
         self.leader_epoch = leader_epoch
         self.records = {}
+        self._undo = {}
         if state.start_offset < 0:
             self.start_offset = reset_offset
             self.end_offset = reset_offset - 1
@@ -131,7 +144,7 @@ class SharePartition:
         records = self.records
         while self.start_offset <= self.end_offset:
             rec = records.get(self.start_offset)
-            if rec is not None and rec.state not in (ACKNOWLEDGED, ARCHIVED):
+            if rec is not None and (rec.state not in (ACKNOWLEDGED, ARCHIVED) or rec.pending is not None):
                 break
             records.pop(self.start_offset, None)
             self.start_offset += 1
@@ -155,7 +168,7 @@ class SharePartition:
         """The first offset a fetch may acquire: the first available record in the window, else past it."""
         for o in range(self.start_offset, self.end_offset + 1):
             rec = self.records.get(o)
-            if rec is not None and rec.state == AVAILABLE:
+            if rec is not None and rec.state == AVAILABLE and rec.pending is None:
                 return o
         return self.end_offset + 1
 
@@ -218,7 +231,7 @@ class SharePartition:
                     self.end_offset = o
                 else:
                     rec = records.get(o)
-                    if rec is None or rec.state != AVAILABLE:
+                    if rec is None or rec.state != AVAILABLE or rec.pending is not None:
                         new_run = True
                         continue
                 batch = rec.batch
@@ -264,12 +277,21 @@ class SharePartition:
         rec.member = None
         rec.lock = None
 
-    def acknowledge(self, member: str, batches: list[tuple[int, int, list[int]]], delivery_limit: int) -> object | None:
+    def _begin(self, transition: object | None, rec: InFlight, offset: int) -> None:
+        """``rec`` is about to change in ``transition`` (if any): keep its state to roll back to."""
+        if transition is not None:
+            self._undo.setdefault(transition, {})[offset] = replace(rec)
+            rec.pending = transition
+
+    def acknowledge(self, member: str, batches: list[tuple[int, int, list[int]]], delivery_limit: int,
+                    transition: object | None = None) -> object | None:
         """Apply ``batches`` ((first offset, last offset, acknowledge types: one for the whole
         range or one per offset), already checked for shape) from ``member``, all or nothing.
         Offsets before the start offset are done already and ignored. AckError
         (INVALID_RECORD_STATE) for a record that is not acquired by ``member``. RENEW keeps a
-        record acquired under a new lock: its token is returned (None if nothing was renewed)."""
+        record acquired under a new lock: its token is returned (None if nothing was renewed).
+        With a ``transition`` token the change is tentative until :meth:`commit` or
+        :meth:`rollback` (a renewal is not: it is not part of the written state)."""
         records = self.records
         for first, last, _types in batches:
             if last < self.start_offset:
@@ -295,20 +317,24 @@ class SharePartition:
                     if renewed is None:
                         renewed = object()
                     rec.lock = renewed
-                elif kind == ACCEPT:
-                    self._settle(rec, ACKNOWLEDGED, delivery_limit)
-                elif kind == RELEASE:
-                    self._settle(rec, AVAILABLE, delivery_limit)
-                else:  # REJECT, GAP
-                    self._settle(rec, ARCHIVED, delivery_limit)
+                else:
+                    self._begin(transition, rec, o)
+                    if kind == ACCEPT:
+                        self._settle(rec, ACKNOWLEDGED, delivery_limit)
+                    elif kind == RELEASE:
+                        self._settle(rec, AVAILABLE, delivery_limit)
+                    else:  # REJECT, GAP
+                        self._settle(rec, ARCHIVED, delivery_limit)
         self.advance_start()
         return renewed
 
-    def release_member(self, member: str, delivery_limit: int) -> bool:
-        """The member's session closed or it left the group: what it holds is available again."""
+    def release_member(self, member: str, delivery_limit: int, transition: object | None = None) -> bool:
+        """The member's session closed or it left the group: what it holds is available again
+        (tentatively with a ``transition`` token, as :meth:`acknowledge`)."""
         changed = False
-        for rec in self.records.values():
+        for o, rec in self.records.items():
             if rec.state == ACQUIRED and rec.member == member:
+                self._begin(transition, rec, o)
                 self._settle(rec, AVAILABLE, delivery_limit)
                 changed = True
         if changed:
@@ -322,6 +348,53 @@ class SharePartition:
             if rec.lock is lock and rec.state == ACQUIRED:
                 self._settle(rec, AVAILABLE, delivery_limit)
                 changed = True
+        for saved in self._undo.values():  # a pending transition rolled back returns these as available
+            for prev in saved.values():
+                if prev.lock is lock:
+                    prev.lock = _EXPIRED
         if changed:
             self.advance_start()
         return changed
+
+    # ------------------------------------------------------------------ transitions (writes in flight)
+
+    def pending(self) -> list[object]:
+        """The transitions not written yet: a snapshot taken now holds their changes."""
+        return list(self._undo)
+
+    def is_pending(self, transition: object) -> bool:
+        return transition in self._undo
+
+    def commit(self, transitions: list[object]) -> bool:
+        """A write holding these transitions' changes succeeded: they are final. True if any was pending."""
+        done = False
+        for transition in transitions:
+            saved = self._undo.pop(transition, None)
+            if saved is None:
+                continue
+            done = True
+            for o in saved:
+                rec = self.records.get(o)
+                if rec is not None and rec.pending is transition:
+                    rec.pending = None
+        if done:
+            self.advance_start()
+        return done
+
+    def rollback(self, transition: object, delivery_limit: int) -> bool:
+        """Its write failed: the records it changed are as they were before it (those whose lock
+        ran out meanwhile are available, or archived at the delivery count limit). True if it
+        was pending."""
+        saved = self._undo.pop(transition, None)
+        if saved is None:
+            return False
+        for o, prev in saved.items():
+            rec = self.records.get(o)
+            if rec is None or rec.pending is not transition:
+                continue  # gone with the log's start
+            rec.state, rec.count, rec.member, rec.lock, rec.pending = (prev.state, prev.count, prev.member,
+                                                                       prev.lock, None)
+            if prev.lock is _EXPIRED:
+                self._settle(rec, AVAILABLE, delivery_limit)
+        self.advance_start()
+        return True
