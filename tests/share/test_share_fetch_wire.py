@@ -319,3 +319,47 @@ def test_max_bytes_zero_acquires_nothing(wire):
     wire.produce([b"a", b"b"])
     assert acquired(wire.fetch(m1, max_bytes=0)) == []  # librdkafka's fetch.max.bytes=0, as Kafka answers it
     assert acquired(wire.fetch(m1)) == [(0, 1, 1)]
+
+
+class _FailingWriteOnce:
+    """The broker's share-state persister, whose next write for ``group`` fails as when the share
+    coordinator's broker is gone (COORDINATOR_NOT_AVAILABLE); everything else goes through."""
+
+    def __init__(self, persister, group: str):
+        self._persister = persister
+        self._group = group
+        self.failed = False
+
+    def __getattr__(self, name):
+        return getattr(self._persister, name)
+
+    async def write(self, key, state):
+        from samsa.coordinator.share.state import PersisterError
+        if key.group_id == self._group and not self.failed:
+            self.failed = True
+            raise PersisterError(errors.E_COORDINATOR_NOT_AVAILABLE, "the share coordinator is not available")
+        return await self._persister.write(key, state)
+
+
+def test_acknowledgement_whose_state_write_fails_is_rolled_back(wire, share_broker):
+    """As Kafka: the client gets COORDINATOR_NOT_AVAILABLE and the records are again acquired by
+    it (not delivered to another member, not counted as done), so acknowledging them again works."""
+    shares = share_broker.server.shares
+    m1, m2 = member(), member()
+    wire.open(m1)
+    wire.open(m2)
+    wire.produce([b"a", b"b", b"c"])
+    assert acquired(wire.fetch(m1)) == [(0, 2, 1)]
+    failing = _FailingWriteOnce(shares.persister, wire.group)
+    shares.persister = failing
+    try:
+        failed = wire.acknowledge(m1, [ack(0, 2, ACCEPT)])
+        assert failed["error_code"] == 0 and partition_of(failed)["error_code"] == errors.E_COORDINATOR_NOT_AVAILABLE
+        assert failing.failed
+        assert wire.fetch(m2)["responses"] == []  # still m1's, under its lock
+        assert wire.start_offset() == 0
+        done = wire.acknowledge(m1, [ack(0, 2, ACCEPT)])
+        assert partition_of(done)["error_code"] == 0
+        assert wire.start_offset() == 3
+    finally:
+        shares.persister = failing._persister

@@ -38,7 +38,10 @@ def test_pending_acknowledgement_rolls_back_to_acquired_then_commits():
     sp.acknowledge("m1", [(0, 2, [ACCEPT]), (3, 3, [RELEASE])], 5, t)
     assert sp.is_pending(t) and sp.pending() == [t]
     # tentative: written as acknowledged, but the start stays and nothing is acquired or acknowledged again
-    assert sp.start_offset == 0 and sp.snapshot().batches[0].delivery_state == ACKNOWLEDGED
+    assert sp.start_offset == 0
+    snap = sp.snapshot()  # written as if committed: past 0-2; 3 released and 4-5 acquired are available
+    assert snap.start_offset == 3 and [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                                       for b in snap.batches] == [(3, 5, AVAILABLE, 1)]
     assert sp.acquire("m2", data(6), 500, 500, 2000).ranges == []
     try:
         sp.acknowledge("m1", [(0, 0, [ACCEPT])], 5)
@@ -110,8 +113,7 @@ def test_manager_answers_the_error_and_rolls_back_then_the_retry_is_written():
         assert sp.start_offset == 0 and sp.pending() == []
         code, _ = await m.acknowledge("g", "m1", TOPIC_ID.bytes, "t", 0, [(0, 2, [ACCEPT])])
         assert code == 0 and sp.start_offset == 3 and sp.in_flight() == 0
-        assert [(b.first_offset, b.last_offset, b.delivery_state) for b in persister.written[0].batches] == [
-            (0, 2, ACKNOWLEDGED)]
+        assert persister.written[0].start_offset == 3 and persister.written[0].batches == []
         m.stop()
     asyncio.run(main())
 

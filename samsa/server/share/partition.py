@@ -113,11 +113,19 @@ class SharePartition:
 
     def snapshot(self) -> PartitionState:
         """The state to write: the start offset and every record of the window that was delivered
-        or is done, in batches of equal state and delivery count (acquired ones as available)."""
+        or is done, in batches of equal state and delivery count (acquired ones as available).
+        Pending transitions are in it as if committed (a write that succeeds commits them), so
+        the start offset written is past the done records at the head, pending or not."""
         batches: list[StateBatch] = []
         run: list | None = None  # [first, last, state, count]
         complete = 0
-        for o in range(self.start_offset, self.end_offset + 1):
+        start = self.start_offset
+        while start <= self.end_offset:
+            rec = self.records.get(start)
+            if rec is not None and rec.state not in (ACKNOWLEDGED, ARCHIVED):
+                break
+            start += 1
+        for o in range(start, self.end_offset + 1):
             rec = self.records.get(o)
             if rec is None or (rec.state == AVAILABLE and rec.count == 0):
                 if run is not None:
@@ -136,7 +144,7 @@ class SharePartition:
         if run is not None:
             batches.append(StateBatch(run[0], run[1], run[2], run[3]))
         return PartitionState(state_epoch=self.state_epoch, leader_epoch=self.leader_epoch,
-                              start_offset=self.start_offset, delivery_complete_count=complete, batches=batches)
+                              start_offset=start, delivery_complete_count=complete, batches=batches)
 
     def advance_start(self) -> bool:
         """Move the start offset over the acknowledged and archived records at its head."""
