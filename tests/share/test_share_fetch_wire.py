@@ -2,7 +2,8 @@
 share-group state kept by its share coordinator in __share_group_state): acquisition, accept, release redelivered with delivery
 count 2, reject archived, lock expiry, the delivery count limit, sessions closing (by epoch -1
 and by the connection) releasing the member's records, long polls woken by appends and by
-releases, read_committed over a transactional topic, leadership reloading the state, and the
+releases, read_committed over a transactional topic, leadership reloading the state, an
+acknowledgement whose state write fails rolled back (the records stay the member's), and the
 errors Kafka 4.4 answers (the same requests went to Kafka 4.4.0 to learn them)."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from share_wire import (ShareWire, ack, acquired, member, partition_of, set_grou
                         start_share_broker)
 from waiting import wait_until
 
+from samsa.coordinator.share.state import PersisterError
 from samsa.protocol import errors
 
 ACCEPT, RELEASE, REJECT, GAP = 1, 2, 3, 0
@@ -334,7 +336,6 @@ class _FailingWriteOnce:
         return getattr(self._persister, name)
 
     async def write(self, key, state):
-        from samsa.coordinator.share.state import PersisterError
         if key.group_id == self._group and not self.failed:
             self.failed = True
             raise PersisterError(errors.E_COORDINATOR_NOT_AVAILABLE, "the share coordinator is not available")
