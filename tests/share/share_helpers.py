@@ -74,16 +74,14 @@ class ShareTarget:
 
     @classmethod
     def samsa(cls, bootstrap: str) -> "ShareTarget":
-        missing = [k for k in SHARE_APIS if k not in api_keys(bootstrap)]
-        if missing:
-            pytest.skip(f"this Samsa broker does not serve share groups yet (API keys {missing} not advertised)")
-        return cls("samsa", bootstrap)
+        target = cls("samsa", bootstrap)
+        target.needs(*SHARE_APIS)
+        return target
 
     def needs(self, *api: int) -> None:
-        """Skip on a broker that does not advertise these API keys (a Samsa broker built before them)."""
+        """These API keys must be advertised: a broker without them fails the test, never skips it."""
         missing = [k for k in api if k not in api_keys(self.bootstrap)]
-        if missing:
-            pytest.skip(f"this {self.name} broker does not serve API keys {missing} yet")
+        assert not missing, f"the {self.name} broker does not advertise API keys {missing}"
 
     def names(self, prefix: str) -> tuple[str, str]:
         """A fresh topic and group name."""
