@@ -24,7 +24,8 @@ from samsa.cli.common import Parser, UsageError, error_message
 from samsa.cli import group_tools
 from samsa.cli.group_tools import (GroupTool, add_reset_specifications, assignment, cant, check_common,
                                    check_delete_offsets, check_only_with, check_reset_scope, flag, parse_datetime,
-                                   parse_offsets_file, parse_topics, plan_reset, print_table, reset_choice, run, warn)
+                                   parse_offsets_file, parse_topics, plan_reset, print_deletion, print_table,
+                                   reset_choice, run, warn)
 from samsa.client import offset_reset
 from samsa.client.offset_reset import ResetError
 from samsa.client.types import ConsumerGroupDescription, OffsetAndMetadata, TopicPartition
@@ -373,23 +374,15 @@ class Tool(GroupTool):
 
     def delete(self) -> int:
         group_ids = self.group_ids()
-        deleted, failed = [], {}
+        deleted: list[str] = []
+        failed: dict[str, str] = {}
         for group_id in group_ids:
             try:
                 self.admin.delete_consumer_groups([group_id])
                 deleted.append(group_id)
             except errors.KafkaError as e:
-                failed[group_id] = e
-        names = ", ".join(f"'{g}'" for g in deleted)
-        if not failed:
-            print(f"Deletion of requested consumer groups ({names}) was successful.")
-            return 0
-        print("Deletion of some consumer groups failed:")
-        for group_id, e in failed.items():
-            print(f"* Group '{group_id}' could not be deleted due to: {error_message(e)}")
-        if deleted:
-            print(f"\nThese consumer groups were deleted successfully: {names}")
-        return 1
+                failed[group_id] = error_message(e)
+        return print_deletion("consumer group", deleted, failed, failures_to_stderr=False)
 
     # ---------------------------------------------------------------- --delete-offsets
 

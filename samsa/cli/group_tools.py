@@ -261,6 +261,22 @@ def partitions_of(admin: Admin, topics: list[tuple[str, list[int] | None]]) -> l
     return list(dict.fromkeys(out))
 
 
+def print_deletion(what: str, deleted: list[str], failed: dict[str, str], failures_to_stderr: bool) -> int:
+    """--delete's report: ``what`` is "consumer group" or "share group"; ``failed`` maps a group to why.
+    kafka-share-groups.sh prints the failures as an error (stderr), kafka-consumer-groups.sh on stdout."""
+    names = ", ".join(f"'{g}'" for g in deleted)
+    if not failed:
+        print(f"Deletion of requested {what}s ({names}) was successful.")
+        return 0
+    out = sys.stderr if failures_to_stderr else sys.stdout
+    print(("\nError: " if failures_to_stderr else "") + f"Deletion of some {what}s failed:", file=out)
+    for group_id, why in failed.items():
+        print(f"* Group '{group_id}' could not be deleted due to: {why}", file=out)
+    if deleted:
+        print(f"\nThese {what}s were deleted successfully: {names}")
+    return 1
+
+
 def reset_choice(o: argparse.Namespace) -> str:
     """The one reset specification given, as offset_reset names it ("to-earliest", ...)."""
     return next(c for c in offset_reset.CHOICES if getattr(o, c.replace("-", "_"), None) not in (None, False, []))

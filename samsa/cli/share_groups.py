@@ -25,7 +25,8 @@ from samsa.cli import group_tools
 from samsa.cli.common import Parser, UsageError, error_message
 from samsa.cli.group_tools import (GroupTool, add_reset_specifications, assignment, cant, check_common,
                                    check_delete_offsets, check_only_with, check_reset_scope, parse_datetime,
-                                   parse_offsets_file, parse_topics, plan_reset, print_table, reset_choice, run, warn)
+                                   parse_offsets_file, parse_topics, plan_reset, print_deletion, print_table,
+                                   reset_choice, run, warn)
 from samsa.client.types import ShareGroupDescription, TopicPartition
 from samsa.protocol import errors
 
@@ -255,17 +256,8 @@ class Tool(GroupTool):
         for group_id, e in (self.admin.delete_share_groups(todo) if todo else {}).items():
             if e is not None:
                 failed[group_id] = error_message(e)
-        deleted = ", ".join(f"'{g}'" for g in todo if g not in failed)
-        if not failed:
-            print(f"Deletion of requested share groups ({deleted}) was successful.")
-            return 0
-        warn("\nError: Deletion of some share groups failed:")
-        for group_id in group_ids:
-            if group_id in failed:
-                warn(f"* Group '{group_id}' could not be deleted due to: {failed[group_id]}")
-        if deleted:
-            print(f"\nThese share groups were deleted successfully: {deleted}")
-        return 1
+        return print_deletion("share group", [g for g in todo if g not in failed],
+                              {g: failed[g] for g in group_ids if g in failed}, failures_to_stderr=True)
 
     # ---------------------------------------------------------------- --delete-offsets
 
