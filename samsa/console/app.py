@@ -154,6 +154,10 @@ def create_app(settings: Settings) -> Starlette:
         return render(request, "groups.html", groups=await service.groups())
 
     async def group(request: Request, service: ClusterService) -> Response:
+        share = await service.share_group(request.path_params["group"])
+        if share is not None:
+            return render(request, "share_group.html", view=share, choices=resets.CHOICES, plan=None, done=False,
+                          form={})
         view = await service.group(request.path_params["group"])
         return render(request, "group.html", view=view, choices=resets.CHOICES, plan=None, done=False, form={})
 
@@ -165,6 +169,11 @@ def create_app(settings: Settings) -> Starlette:
         done = form.get("execute") == "1"
         if done:
             await resets.execute(service, p)
+        if p.share:
+            share = await service.share_group(group_id)
+            if share is not None:
+                return render(request, "share_group.html", view=share, choices=resets.CHOICES, plan=p, done=done,
+                              form=form)
         view = await service.group(group_id)
         return render(request, "group.html", view=view, choices=resets.CHOICES, plan=p, done=done, form=form)
 

@@ -1,7 +1,9 @@
 """Offset resets from the console, planned by the one planner ``samsa consumer-groups
 --reset-offsets`` uses (:mod:`samsa.client.offset_reset`): to the earliest, latest or current
 offset, to an offset, shifted by N, to a date-time, or by a duration back from now; refused
-while the group has members, as the CLI refuses it."""
+while the group has members, as the CLI refuses it. A share group's start offsets are reset
+the same way (AlterShareGroupOffsets, as ``samsa share-groups --reset-offsets``; "current" is
+its start offset)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ class Plan:
     group_id: str
     offsets: dict[TopicPartition, int]
     notes: list[str]
+    share: bool = False  # a share group's start offsets
 
 
 def parse_duration(text: str) -> int:
@@ -44,13 +47,18 @@ async def plan(service: ClusterService, group_id: str, choice: str, value: str, 
     every partition of ``topic``)."""
     if choice not in CHOICES:
         raise ConsoleError(f"Unknown reset '{choice}': choose one of {', '.join(CHOICES)}.")
-    view = await service.group(group_id) if topic == "" else None
-    described = view.description if view else (await service.admin.describe_consumer_groups([group_id]))[group_id]
+    admin = service.admin
+    share = await service.share_group(group_id)
+    if share is not None:
+        described = share.description
+        committed = {TopicPartition(r.topic, r.partition): r.start for r in share.offsets if r.start is not None}
+    else:
+        view = await service.group(group_id) if topic == "" else None
+        described = view.description if view else (await admin.describe_consumer_groups([group_id]))[group_id]
+        committed = {tp: o.offset for tp, o in (await admin.list_consumer_group_offsets(group_id)).items()}
     if described.state not in INACTIVE:
         raise ConsoleError(f"Offsets can only be reset while the group '{group_id}' is inactive, but it is "
                            f"{described.state} with {len(described.members)} member(s): stop its consumers first.", 409)
-    admin = service.admin
-    committed = await admin.list_consumer_group_offsets(group_id)
     if topic:
         tps = [TopicPartition(topic, p.partition) for p in await service.partitions(topic)]
     else:
@@ -71,14 +79,20 @@ async def plan(service: ClusterService, group_id: str, choice: str, value: str, 
     if choice in offset_reset.BY_TIME:
         by_time = {tp: r.offset for tp, r in (await admin.list_offsets({tp: max(when, 0) for tp in tps})).items()}
     try:
-        new, clamped = offset_reset.new_offsets(choice, tps, {tp: o.offset for tp, o in committed.items()}, earliest,
-                                                latest, offset=offset, shift=shift, by_time=by_time)
+        new, clamped = offset_reset.new_offsets(choice, tps, committed, earliest, latest, offset=offset, shift=shift,
+                                                by_time=by_time)
     except ResetError as e:
         raise ConsoleError(f"{e}.") from None
     notes = [f"New offset ({c.asked}) is {'higher' if c.higher else 'lower'} than "
              f"{'latest' if c.higher else 'earliest'} offset for {c.tp}: set to {c.bound}." for c in clamped]
-    return Plan(group_id, {tp: new[tp] for tp in tps}, notes)
+    return Plan(group_id, {tp: new[tp] for tp in tps}, notes, share is not None)
 
 
 async def execute(service: ClusterService, p: Plan) -> None:
-    await service.admin.alter_consumer_group_offsets(p.group_id, p.offsets)
+    if not p.share:
+        await service.admin.alter_consumer_group_offsets(p.group_id, p.offsets)
+        return
+    failed = {tp: e for tp, e in (await service.admin.alter_share_group_offsets(p.group_id, p.offsets)).items() if e}
+    if failed:
+        raise ConsoleError("The start offsets were not all reset: " + "; ".join(
+            f"{tp.topic}-{tp.partition}: {e.args[0] if e.args else e.name}" for tp, e in sorted(failed.items())))

@@ -86,3 +86,62 @@ def test_a_consumer_group_shows_its_type_and_epochs(console_broker):
     finally:
         consumer.close()
         c.stop()
+
+
+def test_a_share_group_shows_members_start_offsets_and_lag(console_broker, console):
+    """A share group (KIP-932) of confluent-kafka's ShareConsumer: in the groups list with its
+    type, state and member count; on its page its member, assignment, and per partition the start
+    offset and lag DescribeShareGroupOffsets gives."""
+    from confluent_kafka import Producer, ShareConsumer
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    from samsa import Admin
+    from samsa.client.types import NewTopic
+    topic, group = "share-console", "share-console-group"
+    with Admin({"bootstrap.servers": console_broker.bootstrap}) as admin:
+        admin.create_topics([NewTopic(topic, 2, 1)])
+    r = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    configs = AdminClient({"bootstrap.servers": console_broker.bootstrap})
+    configs.incremental_alter_configs([r])[r].result(30)
+
+    def produce(n: int) -> None:
+        p = Producer({"bootstrap.servers": console_broker.bootstrap})
+        for i in range(n):
+            p.produce(topic, f"v{i}".encode(), partition=0)
+        assert p.flush(30) == 0
+
+    def page_with(path: str, *texts: str) -> str:
+        def ready():
+            status, page = get(console.url + path)
+            return status == 200 and all(t in page for t in texts) and page
+        return wait_until(ready, f"{path} showing {texts}")
+
+    produce(3)
+    c = ShareConsumer({"bootstrap.servers": console_broker.bootstrap, "group.id": group,
+                       "client.id": "console-share-client", "log_level": 3})
+    try:
+        c.subscribe([topic])
+        got: list = []
+        wait_until(lambda: got.extend(m for m in c.poll(0.2) if not m.error()) or len(got) >= 3, "3 records")
+        c.commit_sync()
+        # One member with both partitions; partition 0 read to its end: start offset 3, no lag.
+        page = page_with(f"/groups/{group}", "Stable", '<td class="num start">3</td>')
+        assert '<span id="type">Share</span> group' in page and "1 member(s)" in page
+        assert "console-share-client" in page and f"{topic}-0, {topic}-1" in page
+        assert f'<tr><td>{topic}</td><td class="num">0</td><td class="num start">3</td>\n' \
+               '<td class="num">3</td><td class="num lag">0</td></tr>' in page
+        page_with("/groups", f"{group}</a></td>\n<td>Share</td><td>Stable</td><td class=\"num\">1</td>")
+        status, page = get(console.url + f"/groups/{group}/reset", {"choice": "to-earliest", "execute": "1"})
+        assert status == 409 and f"while the group &#39;{group}&#39; is inactive, but it is Stable" in page
+    finally:
+        c.close()
+    # The member gone and two more records: Empty, start offset 3, lag 2 (to the log end, 5).
+    produce(2)
+    page = page_with(f"/groups/{group}", "Empty", '<td class="num">5</td><td class="num lag">2</td>')
+    assert "No members." in page and '<b id="total-lag">2</b>' in page
+    page_with("/groups", f"{group}</a></td>\n<td>Share</td><td>Empty</td><td class=\"num\">0</td>")
+    # Reset to the earliest offset (AlterShareGroupOffsets on the empty group): all 5 records again.
+    status, page = get(console.url + f"/groups/{group}/reset", {"choice": "to-earliest", "execute": "1"})
+    assert status == 200 and 'id="reset-done"' in page, page
+    page_with(f"/groups/{group}", '<td class="num start">0</td>\n<td class="num">5</td><td class="num lag">5</td>')
