@@ -26,6 +26,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from share_common import set_share_group_config, stop_processes  # noqa: E402
 
 WAIT = 300.0
 
@@ -49,34 +52,20 @@ def consume(kind: str, bootstrap: str, group: str, topic: str, counter, first, s
                 _count(counter, first, n)
         c.close()
         return
-    from confluent_kafka import Consumer, ShareConsumer
-    if kind == "share":
-        c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, "log_level": 3,
-                           "max.poll.records": 2000})
-        c.subscribe([topic])
-        while not stop.is_set():
-            n = sum(1 for m in c.poll(0.2) if not m.error())
-            if n:
-                _count(counter, first, n)
-    else:
-        c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                      "log_level": 3})
-        c.subscribe([topic])
-        while not stop.is_set():
-            n = sum(1 for m in c.consume(1000, 0.2) if not m.error())
-            if n:
-                _count(counter, first, n)
+    from share_common import confluent_reader
+    c, read = confluent_reader(kind, bootstrap, group, topic, batch=1000, share_config={"max.poll.records": 2000})
+    while not stop.is_set():
+        n = len(read())
+        if n:
+            _count(counter, first, n)
     c.close()
 
 
-def run_group(kind: str, bootstrap: str, topic: str, consumers: int, records: int, admin) -> tuple[float, float]:
+def run_group(kind: str, bootstrap: str, topic: str, consumers: int, records: int) -> tuple[float, float]:
     """(records/s from the consumers' start, records/s from the first record) for one group."""
     group = f"bench-{kind}-{consumers}-{uuid.uuid4().hex[:6]}"
     if kind != "classic":
-        from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
-        r = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
-            ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
-        admin.incremental_alter_configs([r])[r].result(WAIT)
+        set_share_group_config(bootstrap, group)
     ctx = mp.get_context("spawn")
     counter, first, stop = ctx.Value("q", 0), ctx.Value("d", 0.0), ctx.Event()
     procs = [ctx.Process(target=consume, args=(kind, bootstrap, group, topic, counter, first, stop))
@@ -89,11 +78,7 @@ def run_group(kind: str, bootstrap: str, topic: str, consumers: int, records: in
         time.sleep(0.02)
     end = time.monotonic()
     got = counter.value
-    stop.set()
-    for p in procs:
-        p.join(30)
-        if p.is_alive():
-            p.kill()
+    stop_processes(procs, stop)
     if got < records:
         return float("nan"), float("nan")
     return records / (end - start), records / max(end - first.value, 1e-6)
@@ -134,7 +119,7 @@ def main() -> None:
                 fill(server.bootstrap, topic, args.partitions, args.records, admin)
                 for kind, counts in (("share", (1, 2, 4)), ("classic", (1, 2, 4)), ("samsa-share", (1,))):
                     for n in counts:
-                        rate, steady = run_group(kind, server.bootstrap, topic, n, args.records, admin)
+                        rate, steady = run_group(kind, server.bootstrap, topic, n, args.records)
                         rows.append((target, kind, n, rate, steady))
                         print(f"{target:6} {kind:12} {n} consumers: {rate:,.0f} records/s with the join, "
                               f"{steady:,.0f} from the first record", flush=True)

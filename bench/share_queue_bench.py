@@ -31,31 +31,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "share"), str(ROOT / "bench")]
 
-# Both brokers accept the share group's heartbeat interval and lock duration the tests set.
-SHARE_BROKER_CONFIG = {"group.share.min.record.lock.duration.ms": 1000,
-                       "group.share.min.heartbeat.interval.ms": 500,
-                       "group.share.min.session.timeout.ms": 6000}
+from share_common import set_share_group_config, stop_processes  # noqa: E402
+from share_helpers import SHARE_BROKER_CONFIG  # noqa: E402  (what both brokers accept: the tests' bounds)
 
 
 def worker(kind: str, bootstrap: str, group: str, topic: str, index: int, assigned, total, done) -> None:
     """One consumer: counts what it reads into ``total``; a classic consumer notes how many
     partitions it has in ``assigned[index]``."""
-    from confluent_kafka import Consumer, ShareConsumer
-    if kind == "share":
-        c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, "log_level": 3})
-        c.subscribe([topic])
+    from share_common import confluent_reader
+    c, read_once = confluent_reader(kind, bootstrap, group, topic, batch=500)
 
-        def read():
-            return [m for m in c.poll(0.2) if not m.error()]
-    else:
-        c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                      "log_level": 3})
-        c.subscribe([topic])
-
-        def read():
-            got = [m for m in c.consume(500, 0.2) if not m.error()]
+    def read():
+        got = read_once()
+        if kind == "classic":
             assigned[index] = len(c.assignment())
-            return got
+        return got
     while not done.is_set():
         got = read()
         if got:
@@ -64,14 +54,6 @@ def worker(kind: str, bootstrap: str, group: str, topic: str, index: int, assign
     if kind == "share":
         c.commit_sync(10)  # the last poll's records (implicit acknowledgement)
     c.close()
-
-
-def set_share_group_config(bootstrap: str, group: str) -> None:
-    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
-    r = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
-        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept until the answer: a destroyed handle fails it
-    admin.incremental_alter_configs([r])[r].result(60)
 
 
 def share_members_assigned(bootstrap: str, group: str) -> int:
@@ -115,11 +97,7 @@ def run(kind: str, consumers: int, bootstrap: str, topic: str, partitions: int, 
             time.sleep(0.01)
         secs, read = time.time() - t0, total.value
     finally:
-        done.set()
-        for p in procs:
-            p.join(30)
-            if p.is_alive():
-                p.kill()
+        stop_processes(procs, done)
     return {"records": read, "seconds": secs, "rate": read / secs,
             "produce_rate": produced["rate"],
             "error": None if read >= records else f"only {read} of {records} within {timeout:.0f} s"}

@@ -16,32 +16,29 @@ and latest offset.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
-from datetime import datetime, timedelta, timezone
-from pathlib import Path
+from datetime import datetime, timezone
 from typing import Mapping
 
-from samsa.cli.common import Parser, UsageError, admin_config, error_message, run_tool
+from samsa.cli.common import Parser, UsageError, error_message
+from samsa.cli import group_tools
+from samsa.cli.group_tools import (GroupTool, add_reset_specifications, assignment, cant, check_common,
+                                   check_delete_offsets, check_only_with, check_reset_scope, flag, parse_datetime,
+                                   parse_offsets_file, parse_topics, plan_reset, print_deletion, print_table,
+                                   reset_choice, run, warn)
 from samsa.client import offset_reset
 from samsa.client.offset_reset import ResetError
-from samsa.client.admin import Admin
 from samsa.client.types import ConsumerGroupDescription, OffsetAndMetadata, TopicPartition
 from samsa.protocol import errors
 
 DESCRIPTION = ("This tool helps to list all consumer groups, describe a consumer group, delete consumer group info, "
                "or reset consumer group offsets.")
-ACTIONS = ("list", "describe", "delete", "reset_offsets", "delete_offsets")
 SCENARIOS = ("to_datetime", "by_duration", "to_earliest", "to_latest", "shift_by", "from_file", "to_current",
              "to_offset")
 # Kafka's consumer group states (ConsumerGroupState without UNKNOWN), as --state accepts them.
 STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty", "Assigning", "Reconciling")
 INACTIVE = ("Empty", "Dead")
 REBALANCING = ("PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling")
-
-
-def flag(name: str) -> str:
-    return "[" + name.replace("_", "-") + "]"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -93,87 +90,27 @@ def build_parser() -> argparse.ArgumentParser:
     a("--execute", action="store_true", help="Execute operation. Supported operations: reset-offsets.")
     a("--export", action="store_true", help="Export operation execution to a CSV file. Supported operations: "
       "reset-offsets.")
-    a("--to-offset", metavar="<Long: offset>", type=int, help="Reset offsets to a specific offset.")
-    a("--from-file", metavar="<String: path to CSV file>", help="Reset offsets to values defined in CSV file.")
-    a("--to-datetime", metavar="<String: datetime>",
-      help="Reset offsets to offset from datetime. Format: 'YYYY-MM-DDTHH:mm:SS.sss'")
-    a("--by-duration", metavar="<String: duration>",
-      help="Reset offsets to offset by duration from current timestamp. Format: 'PnDTnHnMnS'")
-    a("--to-earliest", action="store_true", help="Reset offsets to earliest offset.")
-    a("--to-latest", action="store_true", help="Reset offsets to latest offset.")
-    a("--to-current", action="store_true", help="Reset offsets to current offset.")
-    a("--shift-by", metavar="<Long: number-of-offsets>", type=int,
-      help="Reset offsets shifting current offset by 'n', where 'n' can be positive or negative.")
+    add_reset_specifications(a, "YYYY-MM-DDTHH:mm:SS.sss", durations=True)
     return p
 
 
 # ---------------------------------------------------------------------------- arguments
 
-def _given(opts: argparse.Namespace, name: str) -> bool:
-    value = getattr(opts, name)
-    return value not in (None, False, [])
-
-
-def _cant(opts: argparse.Namespace, name: str, allowed: tuple[str, ...]) -> None:
-    """``name`` only goes with the ``allowed`` actions (Kafka's checkInvalidArgs)."""
-    if not _given(opts, name):
-        return
-    for action in ACTIONS:
-        if action not in allowed and getattr(opts, action):
-            raise UsageError(f'Option "{flag(name)}" can\'t be used with option "{flag(action)}"')
-
-
 def check_args(o: argparse.Namespace) -> None:
-    actions = [a for a in ACTIONS if getattr(o, a)]
-    if len(actions) != 1:
-        raise UsageError("Command must include exactly one action: --list, --describe, --delete, --reset-offsets, "
-                         "--delete-offsets")
-    action = actions[0]
-    if not o.bootstrap_server:
-        raise UsageError('Missing required argument "[bootstrap-server]"')
-    if o.timeout is not None and o.timeout <= 0:
-        raise UsageError("Option [timeout] must be a positive number of milliseconds")
-    if o.group and o.all_groups:
-        raise UsageError('Option "[all-groups]" can\'t be used with option "[group]"')
-    if o.topic and o.all_topics:
-        raise UsageError('Option "[all-topics]" can\'t be used with option "[topic]"')
-    if action in ("describe", "delete", "reset_offsets") and not o.group and not o.all_groups:
-        raise UsageError(f"Option {flag(action)} takes one of these options: [all-groups], [group]")
-    if action == "describe":
-        views = [v for v in ("members", "offsets") if getattr(o, v)] + (["state"] if o.state is not None else [])
-        if len(views) > 1:
-            raise UsageError("Option [describe] takes at most one of these options: [members], [offsets], [state]")
-        if o.state:
-            raise UsageError(f"Option [describe] takes [state] without a value, got '{o.state}'")
+    action = check_common(o, groups_for=("describe", "delete", "reset_offsets"))
     if action == "reset_offsets":
         if o.dry_run and o.execute:
             raise UsageError("Option [reset-offsets] only accepts one of [execute] and [dry-run]")
-        scenarios = [s for s in SCENARIOS if _given(o, s)]
-        if len(scenarios) != 1:
-            many = "at most one" if scenarios else "one"
-            raise UsageError(f"Option [reset-offsets] takes {many} of these options: "
-                             + ", ".join(flag(s) for s in SCENARIOS))
-        if not o.topic and not o.all_topics and not o.from_file:
-            raise UsageError("Option [reset-offsets] takes one of these options: [all-topics], [topic]")
+        check_reset_scope(o, SCENARIOS, exactly=False)
     if action == "delete_offsets":
-        if not o.group or not o.topic:
-            raise UsageError("Option [delete-offsets] takes the following options: [group], [topic]")
-        if len(o.group) > 1:
-            raise UsageError("Option [delete-offsets] supports only one [group] at a time")
-    _cant(o, "group", ("describe", "delete", "reset_offsets", "delete_offsets"))
-    _cant(o, "all_groups", ("describe", "delete", "reset_offsets"))
-    _cant(o, "topic", ("reset_offsets", "delete_offsets"))
-    _cant(o, "all_topics", ("reset_offsets",))
-    for name in ("members", "offsets", "verbose"):
-        _cant(o, name, ("describe",))
-    if o.state is not None and action not in ("list", "describe"):
-        raise UsageError(f'Option "[state]" can\'t be used with option "{flag(action)}"')
+        check_delete_offsets(o)
+    check_only_with(o, action, all_groups_for=("describe", "delete", "reset_offsets"))
     if o.type is not None and action != "list":
         raise UsageError(f'Option "[type]" can\'t be used with option "{flag(action)}"')
     if o.type:
         parse_types(o.type)
     for name in ("dry_run", "execute", "export") + SCENARIOS:
-        _cant(o, name, ("reset_offsets",))
+        cant(o, name, ("reset_offsets",))
     # Values that can be wrong: found out before connecting to anything.
     parse_topics(o.topic)
     if action == "list" and o.state:
@@ -185,12 +122,7 @@ def check_args(o: argparse.Namespace) -> None:
 
 
 def parse_states(text: str) -> list[str]:
-    """``"stable,EMPTY"`` -> ``["Stable", "Empty"]`` (case does not matter, as in Kafka)."""
-    by_lower = {s.lower(): s for s in STATES}
-    names = [s.strip() for s in text.split(",")]
-    if not all(n.lower() in by_lower for n in names):
-        raise UsageError(f"Invalid state list '{text}'. Valid states are: {', '.join(STATES)}")
-    return list(dict.fromkeys(by_lower[n.lower()] for n in names))
+    return group_tools.parse_states(text, STATES)
 
 
 TYPES = ("classic", "consumer")
@@ -204,57 +136,6 @@ def parse_types(text: str) -> list[str]:
     return types
 
 
-def parse_topics(values: list[str]) -> list[tuple[str, list[int] | None]]:
-    """``["t1", "t2:0,2"]`` -> ``[("t1", None), ("t2", [0, 2])]`` (None: every partition)."""
-    out = []
-    for v in values:
-        name, sep, parts = v.partition(":")
-        if not name:
-            raise UsageError(f"Invalid --topic '{v}': expected TOPIC or TOPIC:PARTITION,PARTITION,...")
-        if not sep:
-            out.append((name, None))
-            continue
-        try:
-            partitions = [int(x) for x in parts.split(",")]
-        except ValueError:
-            raise UsageError(f"Invalid partition list in --topic '{v}': expected TOPIC:PARTITION,PARTITION,...") \
-                from None
-        if any(p < 0 for p in partitions):
-            raise UsageError(f"Invalid partition list in --topic '{v}': partitions are not negative")
-        out.append((name, partitions))
-    return out
-
-
-_DATETIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?"
-                       r"(Z|[+-]\d{2}(?::?\d{2})?)?")
-
-
-def parse_datetime(text: str) -> int:
-    """``YYYY-MM-DDTHH:mm:SS.sss`` with an optional zone (``Z``, ``+hh:mm``) -> epoch ms.
-    Without a zone the local time zone applies, as in Kafka's tool."""
-    m = _DATETIME.fullmatch(text.strip())
-    if not m:
-        raise UsageError(f"Error parsing timestamp '{text}': expected the format YYYY-MM-DDTHH:mm:SS.sss, "
-                         "optionally followed by a time zone (Z, +hh:mm or -hh:mm)")
-    year, month, day, hour, minute, second, fraction, zone = m.groups()
-    if zone is None:
-        tz = None
-    elif zone == "Z":
-        tz = timezone.utc
-    else:
-        digits = zone[1:].replace(":", "")
-        delta = timedelta(hours=int(digits[:2]), minutes=int(digits[2:] or 0))
-        tz = timezone(delta if zone[0] == "+" else -delta)
-    try:
-        dt = datetime(int(year), int(month), int(day), int(hour), int(minute), int(second or 0),
-                      int((fraction or "0").ljust(6, "0")[:6]), tzinfo=tz)
-    except ValueError as e:
-        raise UsageError(f"Error parsing timestamp '{text}': {e}") from None
-    if tz is None:
-        dt = dt.astimezone()  # the local zone
-    return int(dt.timestamp() * 1000)
-
-
 def parse_duration(text: str) -> int:
     """``--by-duration``: Java's ``Duration.parse`` format (``PnDTnHnMn.nS``) -> milliseconds."""
     try:
@@ -263,73 +144,15 @@ def parse_duration(text: str) -> int:
         raise UsageError(str(e)) from None
 
 
-def parse_offsets_file(path: str, group_ids: list[str]) -> dict[str, dict[TopicPartition, int]]:
-    """A --from-file CSV: ``topic,partition,offset`` lines for one group, or
-    ``group,topic,partition,offset`` lines (as --export writes them for several groups)."""
-    try:
-        text = Path(path).read_text()
-    except OSError as e:
-        raise UsageError(f"Cannot read --from-file {path}: {e.strerror}") from None
-    out: dict[str, dict[TopicPartition, int]] = {}
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        fields = [f.strip() for f in line.split(",")]
-        try:
-            if len(fields) == 3 and len(group_ids) == 1:
-                group, (topic, partition, offset) = group_ids[0], fields
-            elif len(fields) == 4:
-                group, topic, partition, offset = fields
-            else:
-                raise ValueError
-            out.setdefault(group, {})[TopicPartition(topic, int(partition))] = int(offset)
-        except ValueError:
-            raise UsageError(f"Invalid line {n} in {path}: expected "
-                             + ("topic,partition,offset" if len(group_ids) == 1 else "group,topic,partition,offset")
-                             ) from None
-    return out
-
-
-# ---------------------------------------------------------------------------- output
-
-def print_table(header: list[str], rows: list[list[str]], widths: list[int | None]) -> None:
-    """Left-aligned columns like Kafka's ``%-Ns``: a column is ``width`` wide (None: as wide as
-    its longest cell, at least 15), and a longer value pushes the rest of its line along."""
-    sized = []
-    for i, w in enumerate(widths):
-        cells = [header[i]] + [r[i] for r in rows]
-        sized.append(max(15, *(len(c) for c in cells)) if w is None else w)
-    for r in [header] + rows:
-        print(" ".join(c.ljust(w) for c, w in zip(r, sized)).rstrip())
-
-
-def warn(text: str) -> None:
-    print(text, file=sys.stderr)
-
-
 def _dash(value: object) -> str:
     return "-" if value is None else str(value)
 
 
-def _assignment(tps: list[TopicPartition]) -> str:
-    """``topic:0,1;other:2`` as Kafka 4's tool shows a consumer group member's partitions."""
-    by_topic: dict[str, list[int]] = {}
-    for tp in sorted(tps):
-        by_topic.setdefault(tp.topic, []).append(tp.partition)
-    return ";".join(f"{t}:{','.join(map(str, ps))}" for t, ps in by_topic.items()) or "-"
-
-
 # ---------------------------------------------------------------------------- the tool
 
-class Tool:
-    def __init__(self, admin: Admin, opts: argparse.Namespace):
-        self.admin = admin
-        self.o = opts
-
-    def group_ids(self) -> list[str]:
-        if self.o.all_groups:
-            return [g.group_id for g in self.admin.list_consumer_groups()]
-        return list(dict.fromkeys(self.o.group))
+class Tool(GroupTool):
+    def all_group_ids(self) -> list[str]:
+        return [g.group_id for g in self.admin.list_consumer_groups()]
 
     def offsets(self, tps: list[TopicPartition], spec: str | int) -> dict[TopicPartition, int]:
         """ListOffsets for ``tps``; partitions of topics that are gone are left out."""
@@ -347,21 +170,6 @@ class Tool:
                 continue
             out.update((tp, r.offset) for tp, r in found.items())
         return out
-
-    def partitions_of(self, topics: list[tuple[str, list[int] | None]]) -> list[TopicPartition]:
-        """The partitions that --topic names: all of a topic's unless some are listed."""
-        described = self.admin.describe_topics(list(dict.fromkeys(name for name, _ in topics)))
-        out = []
-        for name, parts in topics:
-            known = [p.partition for p in described[name].partitions]
-            for p in known if parts is None else parts:
-                if p not in known:
-                    raise errors.UnknownTopicOrPartitionError(
-                        f"Partition {p} of topic '{name}' does not exist (the topic has {len(known)} partitions)")
-                out.append(TopicPartition(name, p))
-        return list(dict.fromkeys(out))
-
-    # ---------------------------------------------------------------- --list
 
     def list(self) -> int:
         states = parse_states(self.o.state) if self.o.state else None
@@ -456,8 +264,8 @@ class Tool:
         for m in d.members:
             row = [d.group_id, m.member_id, m.host, m.client_id, str(len(m.assignment))]
             if self.o.verbose and consumer:
-                row += [_dash(m.member_epoch), _assignment(m.assignment), _dash(d.target_assignment_epoch),
-                        _assignment(m.target_assignment or [])]
+                row += [_dash(m.member_epoch), assignment(m.assignment), _dash(d.target_assignment_epoch),
+                        assignment(m.target_assignment or [])]
             elif self.o.verbose:
                 by_topic: dict[str, list[int]] = {}
                 for tp in sorted(m.assignment):
@@ -552,47 +360,29 @@ class Tool:
         for tp in tps:
             if tp not in earliest or tp not in latest:
                 raise errors.UnknownTopicOrPartitionError(f"Partition {tp} does not exist")
-        given = {c: getattr(o, c.replace("-", "_")) for c in offset_reset.CHOICES}
-        choice = next(c for c, v in given.items() if v is not None and v is not False)
+        choice = reset_choice(o)
         by_time = None
         if o.to_datetime:
             by_time = self.offsets(tps, max(parse_datetime(o.to_datetime), 0))
         elif o.by_duration:
             now = int(datetime.now(timezone.utc).timestamp() * 1000)
             by_time = self.offsets(tps, max(now - parse_duration(o.by_duration), 0))
-        try:
-            new, clamped = offset_reset.new_offsets(
-                choice, tps, {tp: c.offset for tp, c in committed.items()}, earliest, latest, offset=o.to_offset,
-                shift=o.shift_by, from_file=from_file, by_time=by_time)
-        except ResetError as e:
-            raise errors.KafkaError(str(e)) from None
-        for c in clamped:
-            warn(f"WARN: New offset ({c.asked}) is {'higher' if c.higher else 'lower'} than "
-                 f"{'latest' if c.higher else 'earliest'} offset for topic partition {c.tp}. Value will be set to "
-                 f"{c.bound}")
-        return new
+        return plan_reset(choice, tps, {tp: c.offset for tp, c in committed.items()}, earliest, latest,
+                          offset=o.to_offset, shift=o.shift_by, from_file=from_file, by_time=by_time)
 
     # ---------------------------------------------------------------- --delete
 
     def delete(self) -> int:
         group_ids = self.group_ids()
-        deleted, failed = [], {}
+        deleted: list[str] = []
+        failed: dict[str, str] = {}
         for group_id in group_ids:
             try:
                 self.admin.delete_consumer_groups([group_id])
                 deleted.append(group_id)
             except errors.KafkaError as e:
-                failed[group_id] = e
-        names = ", ".join(f"'{g}'" for g in deleted)
-        if not failed:
-            print(f"Deletion of requested consumer groups ({names}) was successful.")
-            return 0
-        print("Deletion of some consumer groups failed:")
-        for group_id, e in failed.items():
-            print(f"* Group '{group_id}' could not be deleted due to: {error_message(e)}")
-        if deleted:
-            print(f"\nThese consumer groups were deleted successfully: {names}")
-        return 1
+                failed[group_id] = error_message(e)
+        return print_deletion("consumer group", deleted, failed, failures_to_stderr=False)
 
     # ---------------------------------------------------------------- --delete-offsets
 
@@ -618,16 +408,7 @@ class Tool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    def go(opts: argparse.Namespace) -> int:
-        check_args(opts)
-        config = admin_config(opts, "samsa-consumer-groups")
-        config.setdefault("request.timeout.ms", str(opts.timeout))
-        config.setdefault("default.api.timeout.ms", str(opts.timeout))
-        action = next(a for a in ACTIONS if getattr(opts, a))
-        with Admin(config) as admin:
-            return getattr(Tool(admin, opts), action)()
-    return run_tool(argv, build_parser(), go, description=DESCRIPTION, failures=[
-        ((errors.KafkaError, ValueError), "Error: Executing consumer group command failed due to {}")])
+    return run(argv, build_parser(), check_args, Tool, "samsa-consumer-groups", DESCRIPTION, "consumer group")
 
 
 if __name__ == "__main__":

@@ -21,17 +21,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from samsa.cli.common import Parser, UsageError, admin_config, error_message, run_tool
-from samsa.cli.consumer_groups import (_assignment, _given, flag, parse_datetime, parse_offsets_file, parse_topics,
-                                       print_table)
-from samsa.client import offset_reset
-from samsa.client.admin import Admin
-from samsa.client.offset_reset import ResetError
+from samsa.cli import group_tools
+from samsa.cli.common import Parser, UsageError, error_message
+from samsa.cli.group_tools import (GroupTool, add_reset_specifications, assignment, cant, check_common,
+                                   check_delete_offsets, check_only_with, check_reset_scope, parse_datetime,
+                                   parse_offsets_file, parse_topics, plan_reset, print_deletion, print_table,
+                                   reset_choice, run, warn)
 from samsa.client.types import ShareGroupDescription, TopicPartition
 from samsa.protocol import errors
 
 DESCRIPTION = ("This tool helps to list, describe, reset and delete share groups.")
-ACTIONS = ("list", "describe", "delete", "reset_offsets", "delete_offsets")
 SCENARIOS = ("to_datetime", "to_earliest", "to_latest", "from_file", "to_current", "to_offset")
 STATES = ("Empty", "Stable", "Dead")  # Kafka's share group states, as --state accepts them
 
@@ -77,74 +76,25 @@ def build_parser() -> argparse.ArgumentParser:
       "reset-offsets.")
     a("--export", action="store_true", help="Generate offset reset information in CSV format for export to a file. "
       "Supported operation: reset-offsets.")
-    a("--to-offset", metavar="<Long: offset>", type=int, help="Reset offsets to a specific offset.")
-    a("--from-file", metavar="<String: path to CSV file>", help="Reset offsets to values defined in CSV file.")
-    a("--to-datetime", metavar="<String: datetime>",
-      help="Reset offsets to offset from datetime. Format: 'YYYY-MM-DDThh:mm:ss.sss'")
-    a("--to-earliest", action="store_true", help="Reset offsets to earliest offset.")
-    a("--to-latest", action="store_true", help="Reset offsets to latest offset.")
-    a("--to-current", action="store_true", help="Reset offsets to current offset.")
+    add_reset_specifications(a, "YYYY-MM-DDThh:mm:ss.sss", durations=False)
     return p
 
 
-def _cant(o: argparse.Namespace, name: str, allowed: tuple[str, ...]) -> None:
-    if not _given(o, name):
-        return
-    for action in ACTIONS:
-        if action not in allowed and getattr(o, action):
-            raise UsageError(f'Option "{flag(name)}" can\'t be used with option "{flag(action)}"')
-
-
 def check_args(o: argparse.Namespace) -> None:
-    actions = [a for a in ACTIONS if getattr(o, a)]
-    if len(actions) != 1:
-        raise UsageError("Command must include exactly one action: --list, --describe, --delete, --reset-offsets, "
-                         "--delete-offsets")
-    action = actions[0]
-    if not o.bootstrap_server:
-        raise UsageError('Missing required argument "[bootstrap-server]"')
-    if o.timeout is not None and o.timeout <= 0:
-        raise UsageError("Option [timeout] must be a positive number of milliseconds")
-    if o.group and o.all_groups:
-        raise UsageError('Option "[all-groups]" can\'t be used with option "[group]"')
-    if o.topic and o.all_topics:
-        raise UsageError('Option "[all-topics]" can\'t be used with option "[topic]"')
-    if action in ("describe", "delete") and not o.group and not o.all_groups:
-        raise UsageError(f"Option {flag(action)} takes one of these options: [all-groups], [group]")
-    if action == "describe":
-        views = [v for v in ("members", "offsets") if getattr(o, v)] + (["state"] if o.state is not None else [])
-        if len(views) > 1:
-            raise UsageError("Option [describe] takes at most one of these options: [members], [offsets], [state]")
-        if o.state:
-            raise UsageError(f"Option [describe] takes [state] without a value, got '{o.state}'")
+    action = check_common(o, groups_for=("describe", "delete"))
     if action == "reset_offsets":
         if not o.group or len(o.group) > 1:
             raise UsageError("Option [reset-offsets] takes the option: [group] (one share group at a time)")
         if o.dry_run == o.execute:
             raise UsageError("Option [reset-offsets] takes the option: [execute] or [dry-run]")
-        scenarios = [s for s in SCENARIOS if _given(o, s)]
-        if len(scenarios) != 1:
-            raise UsageError("Option [reset-offsets] takes exactly one of these options: "
-                             + ", ".join(flag(s) for s in SCENARIOS))
-        if not o.topic and not o.all_topics and not o.from_file:
-            raise UsageError("Option [reset-offsets] takes one of these options: [all-topics], [topic]")
+        check_reset_scope(o, SCENARIOS, exactly=True)
     if action == "delete_offsets":
-        if not o.group or not o.topic:
-            raise UsageError("Option [delete-offsets] takes the following options: [group], [topic]")
-        if len(o.group) > 1:
-            raise UsageError("Option [delete-offsets] supports only one [group] at a time")
+        check_delete_offsets(o)
         if any(":" in t for t in o.topic):
             raise UsageError("Option [delete-offsets] takes whole topics: --topic TOPIC")
-    _cant(o, "group", ("describe", "delete", "reset_offsets", "delete_offsets"))
-    _cant(o, "all_groups", ("describe", "delete"))
-    _cant(o, "topic", ("reset_offsets", "delete_offsets"))
-    _cant(o, "all_topics", ("reset_offsets",))
-    for name in ("members", "offsets", "verbose"):
-        _cant(o, name, ("describe",))
-    if o.state is not None and action not in ("list", "describe"):
-        raise UsageError(f'Option "[state]" can\'t be used with option "{flag(action)}"')
+    check_only_with(o, action, all_groups_for=("describe", "delete"))
     for name in ("dry_run", "execute", "export") + SCENARIOS:
-        _cant(o, name, ("reset_offsets",))
+        cant(o, name, ("reset_offsets",))
     parse_topics(o.topic)
     if action == "list" and o.state:
         parse_states(o.state)
@@ -153,26 +103,12 @@ def check_args(o: argparse.Namespace) -> None:
 
 
 def parse_states(text: str) -> list[str]:
-    by_lower = {s.lower(): s for s in STATES}
-    names = [s.strip() for s in text.split(",")]
-    if not all(n.lower() in by_lower for n in names):
-        raise UsageError(f"Invalid state list '{text}'. Valid states are: {', '.join(STATES)}")
-    return list(dict.fromkeys(by_lower[n.lower()] for n in names))
+    return group_tools.parse_states(text, STATES)
 
 
-def warn(text: str) -> None:
-    print(text, file=sys.stderr)
-
-
-class Tool:
-    def __init__(self, admin: Admin, opts: argparse.Namespace):
-        self.admin = admin
-        self.o = opts
-
-    def group_ids(self) -> list[str]:
-        if self.o.all_groups:
-            return [g.group_id for g in self.admin.list_share_groups()]
-        return list(dict.fromkeys(self.o.group))
+class Tool(GroupTool):
+    def all_group_ids(self) -> list[str]:
+        return [g.group_id for g in self.admin.list_share_groups()]
 
     # ---------------------------------------------------------------- --list
 
@@ -242,7 +178,7 @@ class Tool:
             for m in sorted(d.members, key=lambda m: m.member_id):
                 rows.append([d.group_id, m.member_id, m.host, m.client_id, str(len(m.assignment))]
                             + ([str(m.member_epoch)] if verbose else [])
-                            + [_assignment(m.assignment) if m.assignment else ""])
+                            + [assignment(m.assignment) if m.assignment else ""])
             print()
             print_table(header, rows, widths)
 
@@ -294,18 +230,6 @@ class Tool:
                     [None, None, 10, 0])
         return 0
 
-    def partitions_of(self, topics: list[tuple[str, list[int] | None]]) -> list[TopicPartition]:
-        described = self.admin.describe_topics(list(dict.fromkeys(name for name, _ in topics)))
-        out = []
-        for name, parts in topics:
-            known = [p.partition for p in described[name].partitions]
-            for p in known if parts is None else parts:
-                if p not in known:
-                    raise errors.UnknownTopicOrPartitionError(
-                        f"Partition {p} of topic '{name}' does not exist (the topic has {len(known)} partitions)")
-                out.append(TopicPartition(name, p))
-        return list(dict.fromkeys(out))
-
     def offsets(self, tps: list[TopicPartition], spec: str | int) -> dict[TopicPartition, int]:
         return {tp: r.offset for tp, r in self.admin.list_offsets({tp: spec for tp in tps}).items()} if tps else {}
 
@@ -315,21 +239,12 @@ class Tool:
         if not tps:
             return {}
         earliest, latest = self.offsets(tps, "earliest"), self.offsets(tps, "latest")
-        choice = next(c for c in ("to-earliest", "to-latest", "to-current", "to-offset", "to-datetime", "from-file")
-                      if _given(o, c.replace("-", "_")))
+        choice = reset_choice(o)
         by_time = self.offsets(tps, max(parse_datetime(o.to_datetime), 0)) if o.to_datetime else None
         # --to-current: a partition the group has no start offset for stays where a new group would start.
         committed = {tp: current.get(tp, latest[tp]) for tp in tps} if choice == "to-current" else current
-        try:
-            new, clamped = offset_reset.new_offsets(choice, tps, committed, earliest, latest, offset=o.to_offset,
-                                                    shift=None, from_file=from_file, by_time=by_time)
-        except ResetError as e:
-            raise errors.KafkaError(str(e)) from None
-        for c in clamped:
-            warn(f"WARN: New offset ({c.asked}) is {'higher' if c.higher else 'lower'} than "
-                 f"{'latest' if c.higher else 'earliest'} offset for topic partition {c.tp}. Value will be set to "
-                 f"{c.bound}")
-        return new
+        return plan_reset(choice, tps, committed, earliest, latest, offset=o.to_offset, shift=None,
+                          from_file=from_file, by_time=by_time)
 
     # ---------------------------------------------------------------- --delete
 
@@ -341,17 +256,8 @@ class Tool:
         for group_id, e in (self.admin.delete_share_groups(todo) if todo else {}).items():
             if e is not None:
                 failed[group_id] = error_message(e)
-        deleted = ", ".join(f"'{g}'" for g in todo if g not in failed)
-        if not failed:
-            print(f"Deletion of requested share groups ({deleted}) was successful.")
-            return 0
-        warn("\nError: Deletion of some share groups failed:")
-        for group_id in group_ids:
-            if group_id in failed:
-                warn(f"* Group '{group_id}' could not be deleted due to: {failed[group_id]}")
-        if deleted:
-            print(f"\nThese share groups were deleted successfully: {deleted}")
-        return 1
+        return print_deletion("share group", [g for g in todo if g not in failed],
+                              {g: failed[g] for g in group_ids if g in failed}, failures_to_stderr=True)
 
     # ---------------------------------------------------------------- --delete-offsets
 
@@ -374,16 +280,7 @@ class Tool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    def go(opts: argparse.Namespace) -> int:
-        check_args(opts)
-        config = admin_config(opts, "samsa-share-groups")
-        config.setdefault("request.timeout.ms", str(opts.timeout))
-        config.setdefault("default.api.timeout.ms", str(opts.timeout))
-        action = next(a for a in ACTIONS if getattr(opts, a))
-        with Admin(config) as admin:
-            return getattr(Tool(admin, opts), action)()
-    return run_tool(argv, build_parser(), go, description=DESCRIPTION, failures=[
-        ((errors.KafkaError, ValueError), "Error: Executing share group command failed due to {}")])
+    return run(argv, build_parser(), check_args, Tool, "samsa-share-groups", DESCRIPTION, "share group")
 
 
 if __name__ == "__main__":

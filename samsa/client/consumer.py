@@ -33,7 +33,7 @@ from samsa.client.consumer_internals.group import CommitFailedError
 from samsa.client.consumer_internals.records import (CREATE_TIME, LOG_APPEND_TIME, ConsumerRecord, OffsetAndMetadata,
                                                      FetchedBatch, RecordDeserializationError)
 from samsa.client.consumer_internals.subscription import IllegalStateError
-from samsa.client.loop import LoopThread
+from samsa.client.loop import LoopClient, LoopThread
 from samsa.client.types import PartitionInfo, TopicPartition
 
 __all__ = ["Consumer", "ConsumerRecord", "OffsetAndMetadata", "OffsetAndTimestamp", "TopicPartition",
@@ -58,7 +58,7 @@ class ConsumerRebalanceListener:
         self.on_partitions_revoked(partitions)
 
 
-class Consumer:
+class Consumer(LoopClient):
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any):
         self._callbacks: queue.SimpleQueue = queue.SimpleQueue()
         self._closed = False
@@ -245,18 +245,7 @@ class Consumer:
         ``callback(offsets, exception)`` runs in the thread of a later poll()."""
         async def start() -> Any:
             return self._core.commit_async(None if offsets is None else dict(offsets), callback)
-        task = self._run(start())
-        result: Future = Future()
-
-        def done(t: asyncio.Task) -> None:
-            if t.cancelled():
-                result.cancel()
-            elif t.exception() is not None:
-                result.set_exception(t.exception())
-            else:
-                result.set_result(t.result())
-        self._loop.loop.call_soon_threadsafe(task.add_done_callback, done)
-        return result
+        return self._loop.future_of(self._run(start()))
 
     def committed(self, partitions: Iterable[TopicPartition], timeout: float | None = None
                   ) -> dict[TopicPartition, OffsetAndMetadata | None]:
@@ -273,16 +262,3 @@ class Consumer:
         finally:
             self._closed = True
             self._loop.stop()
-
-    def __enter__(self) -> "Consumer":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        if not getattr(self, "_closed", True) and hasattr(self, "_loop"):
-            try:
-                self._loop.stop()
-            except Exception:  # noqa: BLE001
-                pass

@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import selectors
 import threading
+from concurrent.futures import Future
 from typing import Any, Coroutine, TypeVar
 
 T = TypeVar("T")
+S = TypeVar("S", bound="LoopClient")
 
 
 class IdleSignal:
@@ -65,6 +67,20 @@ class LoopThread:
         """Start ``coro`` on the loop; a concurrent.futures.Future of its result."""
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
+    def future_of(self, task: asyncio.Future) -> Future:
+        """From another thread: a concurrent.futures.Future that follows ``task`` (on this loop)."""
+        result: Future = Future()
+
+        def done(t: asyncio.Future) -> None:
+            if t.cancelled():
+                result.cancel()
+            elif t.exception() is not None:
+                result.set_exception(t.exception())
+            else:
+                result.set_result(t.result())
+        self.loop.call_soon_threadsafe(task.add_done_callback, done)
+        return result
+
     def stop(self) -> None:
         if self.closed:
             return
@@ -73,3 +89,27 @@ class LoopThread:
         self._thread.join(timeout=10)
         if not self._thread.is_alive():
             self.loop.close()
+
+
+class LoopClient:
+    """A blocking client whose async core runs on its own :class:`LoopThread` (``self._loop``):
+    ``with``, and the loop stopped if the client is dropped unclosed. ``close()`` is the client's."""
+
+    _loop: LoopThread
+    _closed: bool
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: S) -> S:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if not getattr(self, "_closed", True) and hasattr(self, "_loop"):
+            try:
+                self._loop.stop()
+            except Exception:  # noqa: BLE001
+                pass

@@ -30,7 +30,7 @@ from samsa.client.consumer_internals.async_consumer import WakeupError
 from samsa.client.consumer_internals.async_share_consumer import AckCallback, AsyncShareConsumer
 from samsa.client.consumer_internals.records import ShareConsumerRecord
 from samsa.client.consumer_internals.subscription import IllegalStateError
-from samsa.client.loop import LoopThread
+from samsa.client.loop import LoopClient, LoopThread
 from samsa.client.types import TopicPartition
 
 __all__ = ["ShareConsumer", "ShareConsumerRecord", "AcknowledgeType", "IllegalStateError", "WakeupError"]
@@ -46,7 +46,7 @@ class AcknowledgeType(enum.IntEnum):
     REJECT = 3
 
 
-class ShareConsumer:
+class ShareConsumer(LoopClient):
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any):
         self._closed = False
         self._loop = LoopThread("samsa-share-consumer")
@@ -129,18 +129,7 @@ class ShareConsumer:
         The acknowledgement commit callback runs in a later call's thread."""
         async def start() -> Any:
             return self._core.commit_async()
-        task = self._run(start())
-        result: Future = Future()
-
-        def done(t: Any) -> None:
-            if t.cancelled():
-                result.cancel()
-            elif t.exception() is not None:
-                result.set_exception(t.exception())
-            else:
-                result.set_result(t.result())
-        self._loop.loop.call_soon_threadsafe(task.add_done_callback, done)
-        return result
+        return self._loop.future_of(self._run(start()))
 
     def set_acknowledgement_commit_callback(self, callback: AckCallback | None) -> None:
         """``callback({partition: {offsets}}, exception or None)`` after each acknowledgement's answer."""
@@ -163,16 +152,3 @@ class ShareConsumer:
         finally:
             self._closed = True
             self._loop.stop()
-
-    def __enter__(self) -> "ShareConsumer":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        if not getattr(self, "_closed", True) and hasattr(self, "_loop"):
-            try:
-                self._loop.stop()
-            except Exception:  # noqa: BLE001
-                pass

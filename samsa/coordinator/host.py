@@ -11,11 +11,11 @@ coordinator never imports ``samsa.server``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any, Iterator, Protocol
 
 from samsa.cluster.metadata import BrokerInfo, TopicInfo
 from samsa.cluster.partition import Partition
-from samsa.protocol import errors
+from samsa.protocol import batch, errors
 
 
 class ConfigLookup(Protocol):
@@ -94,3 +94,20 @@ def ensure_internal_topic(host: CoordinatorHost, name: str, num_partitions: int,
         raise errors.CoordinatorNotAvailableError(f"{name} is being created") from None
     except errors.KafkaStorageError as e:  # the metadata store or every log dir cannot be written
         raise errors.CoordinatorNotAvailableError(f"{name} cannot be created now: {e.message}") from None
+
+
+def log_chunks(partition: Partition) -> Iterator[tuple[bytes, int]]:
+    """A coordinator's internal partition read from its log start to its end, as its state is
+    loaded: ``(data, offset)``, whole batches read from ``offset`` (records below it in the first
+    batch were in the chunk before and are to be skipped)."""
+    plog = partition.log
+    offset = plog.log_start_offset
+    while offset < plog.log_end_offset:
+        data = plog.read(offset, 1 << 20)
+        if not data:
+            return
+        yield data, offset
+        last = [h for _, h in batch.iter_headers(data)]
+        if not last or last[-1].next_offset <= offset:
+            return
+        offset = last[-1].next_offset

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import base64
 import collections
-import socket
-import struct
 import threading
 import uuid
 
@@ -29,7 +27,7 @@ from confluent_kafka import KafkaException, Producer, ShareConsumer
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic,
                                    ResourceType)
 
-from samsa.protocol.api import decode_response, encode_request
+import one_request
 from waiting import wait_until
 
 SETTINGS = {"group.share.min.record.lock.duration.ms": 1000, "group.share.min.heartbeat.interval.ms": 500,
@@ -162,21 +160,7 @@ class Feeder(threading.Thread):
 
 
 def round_trip(bootstrap: str, api_key: int, version: int, body: dict) -> dict:
-    host, port = bootstrap.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=10) as s:
-        s.sendall(b"".join(encode_request(api_key, version, 1, "share-cluster-test", body)))
-        size = struct.unpack(">i", _read(s, 4))[0]
-        return decode_response(api_key, version, _read(s, size))[1]
-
-
-def _read(s: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("closed")
-        buf += chunk
-    return buf
+    return one_request.round_trip(bootstrap, api_key, version, body, "share-cluster-test")
 
 
 def live(cluster, but: set[int] = frozenset()) -> str:

@@ -74,6 +74,15 @@ def _records(bootstrap: str, partition: int) -> list[tuple]:
         c.close()
 
 
+def _restart(b, s, raw: Raw) -> Raw:
+    """SIGKILL the broker, start it again on its data, and send ``s``'s requests over a new connection."""
+    raw.close()
+    b.kill()
+    b.start()
+    s.raw = Raw(b.port)
+    return s.raw
+
+
 def test_share_state_survives_restart(own_broker, names):
     topic, group = names
     b = own_broker(**{"share.coordinator.snapshot.update.records.per.snapshot": 3})
@@ -102,12 +111,8 @@ def test_share_state_survives_restart(own_broker, names):
     assert s.write(1, 1, 40, [])["error_code"] == FENCED_LEADER_EPOCH
     assert s.write(0, 2, 40, [])["error_code"] == FENCED_STATE_EPOCH
     assert s.init(0, 7)["error_code"] == FENCED_STATE_EPOCH
-    raw.close()
-    b.kill()
-    b.start()
-    raw = Raw(b.port)
+    raw = _restart(b, s, raw)
     try:
-        s.raw = raw
         after = wait_until(lambda: (r := s.read(2))["error_code"] == 0 and r, what="the state read back")
         assert (after["state_epoch"], after["start_offset"], _batches(after)) == (1, 40, _batches(before))
         summary = s.summary(2)
@@ -143,11 +148,8 @@ def test_share_state_survives_restart(own_broker, names):
         assert s.read(3)["error_code"] == INVALID_REQUEST
     finally:
         raw.close()
-    b.kill()
-    b.start()
-    raw = Raw(b.port)
+    raw = _restart(b, s, raw)
     try:
-        s.raw = raw
         wait_until(lambda: s.summary(0)["error_code"] == 0, what="the state partition loaded again")
         assert s.read(3)["error_code"] == INVALID_REQUEST
     finally:

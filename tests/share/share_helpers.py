@@ -7,17 +7,17 @@ is bounded (``WAIT``); nothing asserts on how long anything took.
 
 from __future__ import annotations
 
-import socket
-import struct
+import threading
 import time
 import uuid
+from typing import Callable
 
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic,
                                    ResourceType)
 
-from samsa.protocol.api import decode_response, encode_request
+import one_request
 from waiting import wait_until
 
 WAIT = 60.0
@@ -32,11 +32,7 @@ SHARE_OFFSET_APIS = (90, 91, 92)  # Describe/Alter/DeleteShareGroupOffsets
 
 def round_trip(bootstrap: str, api_key: int, version: int, body: dict) -> dict:
     """One request to a one-broker cluster (which is every group's coordinator) and its answer."""
-    host, port = bootstrap.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=10) as s:
-        s.sendall(b"".join(encode_request(api_key, version, 1, "share-tests", body)))
-        size = struct.unpack(">i", _read(s, 4))[0]
-        return decode_response(api_key, version, _read(s, size))[1]
+    return one_request.round_trip(bootstrap, api_key, version, body, "share-tests")
 
 
 def api_keys(bootstrap: str) -> set[int]:
@@ -56,14 +52,35 @@ def wait_members_assigned(bootstrap: str, group: str, n: int) -> None:
                             if m["assignment"]["topic_partitions"]]) >= n, f"{n} assigned members of {group}", WAIT)
 
 
-def _read(s: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("closed")
-        buf += chunk
-    return buf
+def share_out(target: "ShareTarget", group: str, topic: str, polls: list[Callable[[], list[str]]],
+              closes: list[Callable[[], None]], values: list[str]) -> list[list[str]]:
+    """Each poll function in its own thread until every member is assigned, then ``values``
+    produced to partition 0 one by one, until all of them came: what each poll function got.
+    The consumers are closed (``closes``) in the end."""
+    got: list[list[str]] = [[] for _ in polls]
+    stop = threading.Event()
+
+    def run(i: int) -> None:
+        while not stop.is_set():
+            got[i] += polls[i]()
+    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(len(polls))]
+    try:
+        for t in threads:
+            t.start()
+        wait_members_assigned(target.bootstrap, group, len(polls))
+        p = Producer({"bootstrap.servers": target.bootstrap, "batch.num.messages": 1, "linger.ms": 0})
+        for v in values:
+            p.produce(topic, v.encode(), partition=0)
+            p.poll(0)
+        assert p.flush(WAIT) == 0
+        wait_until(lambda: sum(map(len, got)) >= len(values), "every record consumed", WAIT)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(10)
+        for close in closes:
+            close()
+    return got
 
 
 class ShareTarget:

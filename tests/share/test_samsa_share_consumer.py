@@ -5,11 +5,10 @@ Samsa's consumer and confluent-kafka's in one group together."""
 from __future__ import annotations
 
 import asyncio
-import threading
 
 from samsa.aio import AIOShareConsumer
 from samsa.client.share_consumer import AcknowledgeType, IllegalStateError, ShareConsumer
-from share_helpers import WAIT, confluent_share_consumer, wait_members_assigned
+from share_helpers import WAIT, confluent_share_consumer, share_out
 from waiting import wait_until
 
 
@@ -40,38 +39,11 @@ def test_samsa_share_consumers_exactly_once_with_a_confluent_one(target):
     target.group_config(group)
     samsas = [samsa_consumer(target, group, topic, max_poll_records=10) for _ in range(2)]
     confluent = confluent_share_consumer(target, group, topic, max_poll_records=10)
-    got: list[list[str]] = [[], [], []]
-    stop = threading.Event()
-
-    def run_samsa(i: int) -> None:
-        while not stop.is_set():
-            got[i] += [r.value.decode() for r in samsas[i].poll(0.2)]
-
-    def run_confluent() -> None:
-        while not stop.is_set():
-            got[2] += [m.value().decode() for m in confluent.poll(0.2) if not m.error()]
-    threads = [threading.Thread(target=run_samsa, args=(0,), daemon=True),
-               threading.Thread(target=run_samsa, args=(1,), daemon=True),
-               threading.Thread(target=run_confluent, daemon=True)]
     values = [f"v{i}" for i in range(150)]
-    try:
-        for t in threads:
-            t.start()
-        wait_members_assigned(target.bootstrap, group, 3)
-        from confluent_kafka import Producer
-        p = Producer({"bootstrap.servers": target.bootstrap, "batch.num.messages": 1, "linger.ms": 0})
-        for v in values:
-            p.produce(topic, v.encode(), partition=0)
-            p.poll(0)
-        assert p.flush(WAIT) == 0
-        wait_until(lambda: sum(map(len, got)) >= len(values), "every record consumed", WAIT)
-    finally:
-        stop.set()
-        for t in threads:
-            t.join(10)
-        for c in samsas:
-            c.close()
-        confluent.close()
+    got = share_out(target, group, topic,
+                    [lambda c=c: [r.value.decode() for r in c.poll(0.2)] for c in samsas]
+                    + [lambda: [m.value().decode() for m in confluent.poll(0.2) if not m.error()]],
+                    [c.close for c in samsas] + [confluent.close], values)
     assert sorted(v for g in got for v in g) == sorted(values)
     assert all(got), [len(g) for g in got]
 

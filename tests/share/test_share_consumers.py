@@ -12,13 +12,12 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
-from confluent_kafka import AcknowledgeType, Producer
+from confluent_kafka import AcknowledgeType
 
-from share_helpers import WAIT, confluent_share_consumer, poll_values, wait_members_assigned
+from share_helpers import WAIT, confluent_share_consumer, poll_values, share_out
 from waiting import wait_until
 
 HERE = Path(__file__).resolve().parent
@@ -29,32 +28,10 @@ def test_three_consumers_share_one_partition_exactly_once(target):
     target.create_topic(topic)
     target.group_config(group)
     consumers = [confluent_share_consumer(target, group, topic, max_poll_records=10) for _ in range(3)]
-    got: list[list[str]] = [[], [], []]
-    stop = threading.Event()
-
-    def run(i: int) -> None:
-        while not stop.is_set():
-            for m in consumers[i].poll(0.2):
-                if not m.error():
-                    got[i].append(m.value().decode())
-    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(3)]
-    try:
-        for t in threads:
-            t.start()
-        wait_members_assigned(target.bootstrap, group, 3)
-        values = [f"v{i}" for i in range(150)]
-        p = Producer({"bootstrap.servers": target.bootstrap, "batch.num.messages": 1, "linger.ms": 0})
-        for v in values:
-            p.produce(topic, v.encode(), partition=0)
-            p.poll(0)
-        assert p.flush(WAIT) == 0
-        wait_until(lambda: sum(map(len, got)) >= len(values), "every record consumed", WAIT)
-    finally:
-        stop.set()
-        for t in threads:
-            t.join(10)
-        for c in consumers:
-            c.close()
+    values = [f"v{i}" for i in range(150)]
+    got = share_out(target, group, topic,
+                    [lambda c=c: [m.value().decode() for m in c.poll(0.2) if not m.error()] for c in consumers],
+                    [c.close for c in consumers], values)
     everything = [v for g in got for v in g]
     assert sorted(everything) == sorted(values)  # each exactly once
     assert all(got), [len(g) for g in got]        # and each consumer had a share

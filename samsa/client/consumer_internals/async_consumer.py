@@ -85,6 +85,19 @@ async def call_listener(fn: Callable[..., Any], *args: Any) -> Any:
     return result
 
 
+def consumer_cluster(c: ClientConfig, default_client_id: str) -> ClusterMetadata:
+    """The cluster metadata and connections of a consumer or share consumer, from its config."""
+    request_timeout = c["request.timeout.ms"]
+    return ClusterMetadata(c["bootstrap.servers"], client_id=c["client.id"] or default_client_id,
+                           request_timeout_ms=request_timeout,
+                           connect_timeout_ms=c["socket.connection.setup.timeout.ms"],
+                           bootstrap_timeout_ms=min(request_timeout, c["default.api.timeout.ms"]),
+                           retry_backoff_ms=c["retry.backoff.ms"],
+                           reconnect_backoff_ms=c["reconnect.backoff.ms"],
+                           reconnect_backoff_max_ms=c["reconnect.backoff.max.ms"],
+                           metadata_max_age_ms=c["metadata.max.age.ms"], security=security_of(c))
+
+
 def _deserializer(spec: Any, configs: dict[str, Any], is_key: bool) -> Any:
     if isinstance(spec, str) and spec.strip() in JAVA_DESERIALIZERS:
         spec = JAVA_DESERIALIZERS[spec.strip()]
@@ -118,16 +131,7 @@ class AsyncConsumer:
         self.interceptors = load_plugins(c["interceptor.classes"], configs)
         self.assignors = load_assignors(c["partition.assignment.strategy"], configs)
         self.subs = SubscriptionState(c["auto.offset.reset"])
-        request_timeout = c["request.timeout.ms"]
-        self.cluster = ClusterMetadata(c["bootstrap.servers"], client_id=c["client.id"] or "samsa-consumer",
-                                       request_timeout_ms=request_timeout,
-                                       connect_timeout_ms=c["socket.connection.setup.timeout.ms"],
-                                       bootstrap_timeout_ms=min(request_timeout, c["default.api.timeout.ms"]),
-                                       retry_backoff_ms=c["retry.backoff.ms"],
-                                       reconnect_backoff_ms=c["reconnect.backoff.ms"],
-                                       reconnect_backoff_max_ms=c["reconnect.backoff.max.ms"],
-                                       metadata_max_age_ms=c["metadata.max.age.ms"],
-                                       security=security_of(c))
+        self.cluster = consumer_cluster(c, "samsa-consumer")
         self._wake = asyncio.Event()
         self._metadata_needed = asyncio.Event()
         client_id = c["client.id"] or default_client_id("consumer", self.group_id)

@@ -23,13 +23,11 @@ from typing import Any, Awaitable, Callable, Iterable, Mapping
 
 from samsa.client.config import SHARE_CONSUMER_KEYS, SHARE_CONSUMER_REFUSED, ClientConfig, ConfigError
 from samsa.client.connection import KafkaConnectionError, KafkaTimeoutError
-from samsa.client.consumer_internals.async_consumer import WakeupError, _deserializer
+from samsa.client.consumer_internals.async_consumer import WakeupError, _deserializer, consumer_cluster
 from samsa.client.consumer_internals.records import ShareConsumerRecord
 from samsa.client.consumer_internals.share_fetcher import ACCEPT, REJECT, RELEASE, ShareFetcher
 from samsa.client.consumer_internals.share_member import ShareMember
 from samsa.client.consumer_internals.subscription import IllegalStateError
-from samsa.client.metadata import ClusterMetadata
-from samsa.client.security import security_of
 from samsa.client.types import TopicPartition
 from samsa.protocol import errors
 from samsa.timeouts import within
@@ -72,14 +70,7 @@ class AsyncShareConsumer:
         self.key_deserializer = _deserializer(c["key.deserializer"], configs, True)
         self.value_deserializer = _deserializer(c["value.deserializer"], configs, False)
         request_timeout = c["request.timeout.ms"]
-        self.cluster = ClusterMetadata(c["bootstrap.servers"], client_id=c["client.id"] or "samsa-share-consumer",
-                                       request_timeout_ms=request_timeout,
-                                       connect_timeout_ms=c["socket.connection.setup.timeout.ms"],
-                                       bootstrap_timeout_ms=min(request_timeout, c["default.api.timeout.ms"]),
-                                       retry_backoff_ms=c["retry.backoff.ms"],
-                                       reconnect_backoff_ms=c["reconnect.backoff.ms"],
-                                       reconnect_backoff_max_ms=c["reconnect.backoff.max.ms"],
-                                       metadata_max_age_ms=c["metadata.max.age.ms"], security=security_of(c))
+        self.cluster = consumer_cluster(c, "samsa-share-consumer")
         self._wake = asyncio.Event()
         self._metadata_needed = asyncio.Event()
         self.max_poll_interval = c["max.poll.interval.ms"] / 1000

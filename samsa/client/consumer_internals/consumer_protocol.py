@@ -24,6 +24,7 @@ import uuid
 
 from samsa.client.consumer_internals.assignors import COOPERATIVE
 from samsa.client.consumer_internals.group import _COORDINATOR_MOVED, _NETWORK, ConsumerSide, GroupMember
+from samsa.client.consumer_internals.membership import HEARTBEAT_LATER, HEARTBEAT_REJOIN
 from samsa.client.types import TopicPartition
 from samsa.protocol import errors
 from samsa.protocol.api_keys import ApiKey
@@ -32,8 +33,6 @@ from samsa.timeouts import within
 log = logging.getLogger(__name__)
 
 LEAVE_EPOCH, LEAVE_STATIC_EPOCH = -1, -2
-_REJOIN = {errors.E_FENCED_MEMBER_EPOCH, errors.E_UNKNOWN_MEMBER_ID}
-_LATER = {errors.E_COORDINATOR_LOAD_IN_PROGRESS, errors.E_REQUEST_TIMED_OUT}
 
 
 def new_member_id() -> str:
@@ -175,12 +174,12 @@ class ConsumerProtocolMember(GroupMember):
             if code == 0:
                 backoff = self.retry_backoff
                 self._handle_ok(resp, body, acking)
-            elif code in _REJOIN:
+            elif code in HEARTBEAT_REJOIN:
                 log.info("Heartbeat of group %s: %s; the member loses its partitions and joins again",
                          self.group_id, errors.error_name(code))
                 self._fenced()
                 continue
-            elif code in _COORDINATOR_MOVED or code in _LATER:
+            elif code in _COORDINATOR_MOVED or code in HEARTBEAT_LATER:
                 if code in _COORDINATOR_MOVED:
                     self.coordinator_dead(errors.error_name(code))
                 await asyncio.sleep(backoff)

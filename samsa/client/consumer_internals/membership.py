@@ -30,6 +30,9 @@ NETWORK_ERRORS = (KafkaConnectionError, KafkaTimeoutError, OSError)
 COORDINATOR_MOVED = {errors.E_COORDINATOR_NOT_AVAILABLE, errors.E_NOT_COORDINATOR, errors.E_REQUEST_TIMED_OUT}
 RETRY_LATER = {errors.E_COORDINATOR_LOAD_IN_PROGRESS, errors.E_UNKNOWN_TOPIC_OR_PARTITION,
                errors.E_UNSTABLE_OFFSET_COMMIT}
+# What a ConsumerGroupHeartbeat or ShareGroupHeartbeat answer means: join again with epoch 0, or try later.
+HEARTBEAT_REJOIN = {errors.E_FENCED_MEMBER_EPOCH, errors.E_UNKNOWN_MEMBER_ID}
+HEARTBEAT_LATER = {errors.E_COORDINATOR_LOAD_IN_PROGRESS, errors.E_REQUEST_TIMED_OUT}
 # The last version before each group API went flexible (the fallback of _request).
 _NON_FLEXIBLE = {ApiKey.JOIN_GROUP: 5, ApiKey.SYNC_GROUP: 3, ApiKey.HEARTBEAT: 3, ApiKey.LEAVE_GROUP: 2,
                  ApiKey.OFFSET_COMMIT: 7, ApiKey.OFFSET_FETCH: 5}

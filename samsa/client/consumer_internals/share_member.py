@@ -20,7 +20,8 @@ import logging
 from typing import Awaitable, Callable
 
 from samsa.client.consumer_internals.consumer_protocol import new_member_id
-from samsa.client.consumer_internals.membership import COORDINATOR_MOVED, NETWORK_ERRORS, GroupMembership
+from samsa.client.consumer_internals.membership import (COORDINATOR_MOVED, HEARTBEAT_LATER, HEARTBEAT_REJOIN,
+                                                        NETWORK_ERRORS, GroupMembership)
 from samsa.client.metadata import ClusterMetadata
 from samsa.client.types import TopicPartition
 from samsa.protocol import errors
@@ -30,8 +31,6 @@ from samsa.timeouts import within
 log = logging.getLogger(__name__)
 
 LEAVE_EPOCH = -1
-_REJOIN = {errors.E_FENCED_MEMBER_EPOCH, errors.E_UNKNOWN_MEMBER_ID}
-_LATER = {errors.E_COORDINATOR_LOAD_IN_PROGRESS, errors.E_REQUEST_TIMED_OUT}
 
 
 class ShareMember(GroupMembership):
@@ -120,12 +119,12 @@ class ShareMember(GroupMembership):
                     self._sent_topics = body["subscribed_topic_names"]
                 if resp["assignment"] is not None:
                     await self._assign(resp["assignment"]["topic_partitions"])
-            elif code in _REJOIN:
+            elif code in HEARTBEAT_REJOIN:
                 log.info("Share group heartbeat of %s: %s; joining again", self.group_id, errors.error_name(code))
                 self.member_epoch = 0
                 self._sent_topics = None
                 continue
-            elif code in COORDINATOR_MOVED or code in _LATER:
+            elif code in COORDINATOR_MOVED or code in HEARTBEAT_LATER:
                 if code in COORDINATOR_MOVED:
                     self.coordinator_dead(errors.error_name(code))
                 await asyncio.sleep(backoff)

@@ -407,9 +407,14 @@ class GroupCoordinator:
                  None if req.owned is None else sum(map(len, req.owned.values())), result.error, result.member_epoch,
                  None if result.assignment is None else sum(map(len, result.assignment.values())))
         entries += more
+        return await self._stored(req.group_id, entries, result)
+
+    async def _stored(self, group_id: str, entries: list, result: ConsumerHeartbeatResult) -> ConsumerHeartbeatResult:
+        """A heartbeat's answer once its records are in ``__consumer_offsets`` (a failed write: the
+        write's error, NOT_COORDINATOR for a lost leadership)."""
         if entries:
             try:
-                await self.offsets_topic.write(req.group_id, entries)
+                await self.offsets_topic.write(group_id, entries)
             except errors.KafkaError as e:
                 return ConsumerHeartbeatResult(errors.E_NOT_COORDINATOR if isinstance(
                     e, errors.NotLeaderOrFollowerError) else e.code, e.message)
@@ -429,13 +434,7 @@ class GroupCoordinator:
         log.debug("ShareGroupHeartbeat %s %s epoch %d names %s -> error %d epoch %d assignment %s",
                   req.group_id, req.member_id, req.member_epoch, req.subscribed_topic_names, result.error,
                   result.member_epoch, None if result.assignment is None else sum(map(len, result.assignment.values())))
-        if entries:
-            try:
-                await self.offsets_topic.write(req.group_id, entries)
-            except errors.KafkaError as e:
-                return ConsumerHeartbeatResult(errors.E_NOT_COORDINATOR if isinstance(
-                    e, errors.NotLeaderOrFollowerError) else e.code, e.message)
-        return result
+        return await self._stored(req.group_id, entries, result)
 
     def share_describe(self, group_id: str) -> ConsumerGroupDescription:
         if code := self._coordinator_error(group_id):

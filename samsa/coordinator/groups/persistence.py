@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from samsa.cluster.partition import Partition
 from samsa.coordinator.groups.state import EMPTY, STABLE, Group, Member
 from samsa.clock import now_ms
-from samsa.coordinator.host import CoordinatorHost, coordinator_partition, java_string_hash  # noqa: F401
+from samsa.coordinator.host import CoordinatorHost, coordinator_partition, java_string_hash, log_chunks  # noqa: F401
 from samsa.protocol import batch, errors, records
 from samsa.protocol.control import COMMIT, control_type
 from samsa.protocol import group_records as gr
@@ -120,12 +120,7 @@ def decode_entry(key: bytes | None, value: bytes | None) -> OffsetLoaded | Group
 
 def read_partition(partition: Partition) -> Iterator[OffsetLoaded | GroupLoaded | ConsumerGroupLoaded | MarkerLoaded]:
     """Every group and offset record and transaction marker of a partition, oldest first."""
-    plog = partition.log
-    offset = plog.log_start_offset
-    while offset < plog.log_end_offset:
-        data = plog.read(offset, 1 << 20)
-        if not data:
-            break
+    for data, offset in log_chunks(partition):
         pos = 0
         for h, recs in records.iter_batches(data):
             if h.is_control:
@@ -141,10 +136,6 @@ def read_partition(partition: Partition) -> Iterator[OffsetLoaded | GroupLoaded 
                         if loaded is not None:
                             yield loaded
             pos += h.size
-            offset = max(offset, h.next_offset)
-        last = [h for _, h in batch.iter_headers(data)]
-        if last:
-            offset = max(offset, last[-1].next_offset)
 
 
 # ---------------------------------------------------------------- writing

@@ -31,7 +31,7 @@ from typing import Any, Protocol
 from samsa.clock import now_ms
 from samsa.cluster.metadata import BrokerInfo
 from samsa.cluster.partition import Partition
-from samsa.coordinator.host import CoordinatorHost, coordinator_partition, ensure_internal_topic
+from samsa.coordinator.host import CoordinatorHost, coordinator_partition, ensure_internal_topic, log_chunks
 from samsa.coordinator.share.state import DeliveryState, PartitionState, PersisterError, ShareKey, StateBatch
 from samsa.protocol import batch, errors, records
 from samsa.protocol import share_records as sr
@@ -359,13 +359,7 @@ class ShareCoordinator:
 
 def _read_partition(partition: Partition) -> Iterator[tuple[int, ShareKey, dict | None]]:
     """Every share-state record of a partition, oldest first: (record type, key, value or None)."""
-    plog = partition.log
-    offset = plog.log_start_offset
-    while offset < plog.log_end_offset:
-        data = plog.read(offset, 1 << 20)
-        if not data:
-            break
-        advanced = False
+    for data, offset in log_chunks(partition):
         for h, recs in records.iter_batches(data):
             if not h.is_control:
                 for record in recs:
@@ -382,10 +376,6 @@ def _read_partition(partition: Partition) -> Iterator[tuple[int, ShareKey, dict 
                                     SHARE_STATE_TOPIC, e)
                         continue
                     yield record_type, ShareKey(group_id, topic_id, index), value
-            if h.next_offset > offset:
-                offset, advanced = h.next_offset, True
-        if not advanced:
-            break
 
 
 # ---------------------------------------------------------------- the persister

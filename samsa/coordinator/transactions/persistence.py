@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from samsa.clock import now_ms
 from samsa.cluster.partition import Partition
 from samsa.coordinator.groups.persistence import partition_for
+from samsa.coordinator.host import log_chunks
 from samsa.coordinator.host import CoordinatorHost
 from samsa.protocol import batch, errors, records
 from samsa.protocol.txn_records import (TRANSACTION_STATE_TOPIC, TxnLogValue, parse_txn_key, parse_txn_value,
@@ -57,20 +58,11 @@ async def write_state(host: CoordinatorHost, partition_index: int, coordinator_e
 
 def read_partition(partition: Partition) -> Iterator[tuple[str, TxnLogValue | None]]:
     """Every (transactional id, state or None) record of a partition, oldest first."""
-    plog = partition.log
-    offset = plog.log_start_offset
-    while offset < plog.log_end_offset:
-        data = plog.read(offset, 1 << 20)
-        if not data:
-            break
+    for data, offset in log_chunks(partition):
         for record in records.iter_records(data, skip_control=True):
             if record.offset < offset or record.key is None:
                 continue
-            offset = record.offset + 1
             try:
                 yield parse_txn_key(record.key), None if record.value is None else parse_txn_value(record.value)
             except (ValueError, UnicodeDecodeError, IndexError):
                 continue
-        last = [h for _, h in batch.iter_headers(data)]
-        if last:
-            offset = max(offset, last[-1].next_offset)

@@ -350,8 +350,9 @@ def _assignment_wire(a: dict, names: dict) -> dict:
                                  for t, ps in sorted(a.items(), key=lambda kv: names.get(kv[0], ""))]}
 
 
-@handles(ApiKey.CONSUMER_GROUP_DESCRIBE)
-def consumer_group_describe(ctx, req: dict) -> dict:
+def _describe_groups(ctx, req: dict, describe, member_wire) -> dict:
+    """ConsumerGroupDescribe and ShareGroupDescribe: the same answer a group, but for the members'
+    fields (``member_wire(member, target, description)``)."""
     requested = req.get("include_authorized_operations", False)
     out = []
     for group_id in req["group_ids"]:
@@ -360,22 +361,28 @@ def consumer_group_describe(ctx, req: dict) -> dict:
                         "group_id": group_id, "group_state": "", "group_epoch": 0, "assignment_epoch": 0,
                         "assignor_name": "", "members": []})
             continue
-        d = ctx.broker.groups.consumer_describe(group_id)
+        d = describe(group_id)
         ops = (authorized_operations(ResourceType.GROUP, requested) if ctx.broker.authorizer is None
                else operations(ctx, RT.GROUP, group_id, requested))
         out.append({
             "error_code": d.error, "error_message": d.message, "group_id": group_id, "group_state": d.state,
             "group_epoch": d.group_epoch, "assignment_epoch": d.assignment_epoch, "assignor_name": d.assignor,
-            "members": [{"member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
-                         "member_epoch": m.member_epoch, "client_id": m.client_id, "client_host": m.client_host,
-                         "subscribed_topic_names": m.subscribed_topic_names,
-                         "subscribed_topic_regex": m.subscribed_topic_regex,
-                         "assignment": _assignment_wire(m.assigned, d.topic_names),
-                         "target_assignment": _assignment_wire(target, d.topic_names),
-                         "member_type": 1}  # a member of the consumer protocol (0: classic)
-                        for m, target in d.members],
+            "members": [member_wire(m, target, d) for m, target in d.members],
             "authorized_operations": -2147483648 if ops is None or d.error else ops})
     return {"throttle_time_ms": 0, "groups": out}
+
+
+@handles(ApiKey.CONSUMER_GROUP_DESCRIBE)
+def consumer_group_describe(ctx, req: dict) -> dict:
+    def member(m, target, d) -> dict:
+        return {"member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
+                "member_epoch": m.member_epoch, "client_id": m.client_id, "client_host": m.client_host,
+                "subscribed_topic_names": m.subscribed_topic_names,
+                "subscribed_topic_regex": m.subscribed_topic_regex,
+                "assignment": _assignment_wire(m.assigned, d.topic_names),
+                "target_assignment": _assignment_wire(target, d.topic_names),
+                "member_type": 1}  # a member of the consumer protocol (0: classic)
+    return _describe_groups(ctx, req, ctx.broker.groups.consumer_describe, member)
 
 
 # ---------------------------------------------------------------- share groups (KIP-932)
@@ -389,37 +396,17 @@ async def share_group_heartbeat(ctx, req: dict) -> dict:
             group_id=req["group_id"], member_id=req["member_id"], member_epoch=req["member_epoch"],
             rack_id=req.get("rack_id"), subscribed_topic_names=req.get("subscribed_topic_names"),
             client_id=ctx.header.client_id or "", client_host=_client_host(ctx)))
-    out = {"throttle_time_ms": 0, "error_code": r.error, "error_message": r.message, "member_id": r.member_id,
-           "member_epoch": r.member_epoch, "heartbeat_interval_ms": r.heartbeat_interval_ms, "assignment": None}
-    if r.assignment is not None:
-        out["assignment"] = {"topic_partitions": [{"topic_id": t, "partitions": sorted(ps)}
-                                                  for t, ps in sorted(r.assignment.items())]}
-    return out
+    return _heartbeat_wire(r)  # ShareGroupHeartbeat's response has ConsumerGroupHeartbeat's fields
 
 
 @handles(ApiKey.SHARE_GROUP_DESCRIBE)
 def share_group_describe(ctx, req: dict) -> dict:
-    requested = req.get("include_authorized_operations", False)
-    out = []
-    for group_id in req["group_ids"]:
-        if not allowed(ctx, Op.DESCRIBE, RT.GROUP, group_id):
-            out.append({"error_code": errors.E_GROUP_AUTHORIZATION_FAILED, "error_message": None,
-                        "group_id": group_id, "group_state": "", "group_epoch": 0, "assignment_epoch": 0,
-                        "assignor_name": "", "members": []})
-            continue
-        d = ctx.broker.groups.share_describe(group_id)
-        ops = (authorized_operations(ResourceType.GROUP, requested) if ctx.broker.authorizer is None
-               else operations(ctx, RT.GROUP, group_id, requested))
-        out.append({
-            "error_code": d.error, "error_message": d.message, "group_id": group_id, "group_state": d.state,
-            "group_epoch": d.group_epoch, "assignment_epoch": d.assignment_epoch, "assignor_name": d.assignor,
-            "members": [{"member_id": m.member_id, "rack_id": m.rack_id, "member_epoch": m.member_epoch,
-                         "client_id": m.client_id, "client_host": m.client_host,
-                         "subscribed_topic_names": m.subscribed_topic_names,
-                         "assignment": _assignment_wire(m.assigned, d.topic_names)}
-                        for m, _ in d.members],
-            "authorized_operations": -2147483648 if ops is None or d.error else ops})
-    return {"throttle_time_ms": 0, "groups": out}
+    def member(m, _target, d) -> dict:
+        return {"member_id": m.member_id, "rack_id": m.rack_id, "member_epoch": m.member_epoch,
+                "client_id": m.client_id, "client_host": m.client_host,
+                "subscribed_topic_names": m.subscribed_topic_names,
+                "assignment": _assignment_wire(m.assigned, d.topic_names)}
+    return _describe_groups(ctx, req, ctx.broker.groups.share_describe, member)
 
 
 # ---------------------------------------------------------------- share groups' offsets (KIP-932)

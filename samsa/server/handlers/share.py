@@ -136,6 +136,17 @@ def _denied_topics(ctx, req: dict) -> set[bytes]:
 
 # ---------------------------------------------------------------------------------- ShareFetch
 
+def _refused(ctx, req: dict, fetch: bool) -> dict | None:
+    """ShareFetch's (``fetch``) or ShareAcknowledge's answer to a malformed request or a group the
+    principal may not read; None if the request may go on."""
+    if (why := _invalid(req, fetch)) is not None:
+        log.debug("%s refused (INVALID_REQUEST): %s", "ShareFetch" if fetch else "ShareAcknowledge", why)
+        return _error_body(errors.E_INVALID_REQUEST, None, fetch)
+    if not allowed(ctx, Op.READ, RT.GROUP, req["group_id"]):
+        return _error_body(errors.E_GROUP_AUTHORIZATION_FAILED, None, fetch)
+    return None
+
+
 _FETCH_TEMPLATE = {"error_code": 0, "error_message": None, "acknowledge_error_code": 0,
                    "acknowledge_error_message": None, "records": b"", "acquired_records": []}
 
@@ -144,12 +155,9 @@ _FETCH_TEMPLATE = {"error_code": 0, "error_message": None, "acknowledge_error_co
 async def share_fetch(ctx, req: dict) -> dict:
     broker = ctx.broker
     shares = broker.shares
-    if (why := _invalid(req, True)) is not None:
-        log.debug("ShareFetch refused (INVALID_REQUEST): %s", why)
-        return _error_body(errors.E_INVALID_REQUEST, None, True)
+    if (refused := _refused(ctx, req, True)) is not None:
+        return refused
     group, member, epoch = req["group_id"], req["member_id"], req["share_session_epoch"]
-    if not allowed(ctx, Op.READ, RT.GROUP, group):
-        return _error_body(errors.E_GROUP_AUTHORIZATION_FAILED, None, True)
     acks = any(p.get("acknowledgement_batches") for t in req["topics"] for p in t["partitions"])
     requested = [(t["topic_id"], p["partition_index"]) for t in req["topics"] for p in t["partitions"]]
     try:
@@ -278,12 +286,9 @@ _ACK_TEMPLATE = {"error_code": 0, "error_message": None}
 async def share_acknowledge(ctx, req: dict) -> dict:
     broker = ctx.broker
     shares = broker.shares
-    if (why := _invalid(req, False)) is not None:
-        log.debug("ShareAcknowledge refused (INVALID_REQUEST): %s", why)
-        return _error_body(errors.E_INVALID_REQUEST, None, False)
+    if (refused := _refused(ctx, req, False)) is not None:
+        return refused
     group, member, epoch = req["group_id"], req["member_id"], req["share_session_epoch"]
-    if not allowed(ctx, Op.READ, RT.GROUP, group):
-        return _error_body(errors.E_GROUP_AUTHORIZATION_FAILED, None, False)
     try:
         if epoch == INITIAL_EPOCH:
             raise ShareSessionError(errors.E_INVALID_SHARE_SESSION_EPOCH,
