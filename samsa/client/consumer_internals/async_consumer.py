@@ -697,6 +697,15 @@ class AsyncConsumer:
         except (CommitFailedError, errors.KafkaError, *_NETWORK) as e:
             log.warning("Synchronous auto-commit of offsets %s failed: %s", offsets, e)
 
+    async def revoke(self, revoked: list[TopicPartition]) -> None:
+        """Give up ``revoked`` within a group's rebalance (cooperative or KIP-848): nothing more is
+        read from them, their offsets are auto-committed, then the listener hears of it."""
+        for tp in revoked:
+            self.subs.assignment[tp].revoking = True
+        if self.auto_commit:
+            await self.commit_quietly(revoked)
+        await self.invoke_listener("on_partitions_revoked", revoked)
+
     async def committed(self, partitions: Iterable[TopicPartition], timeout: float | None = None
                         ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         group = self._need_group()

@@ -108,11 +108,7 @@ class ConsumerProtocolMember(GroupMember):
         owned = set(subs.assignment)
         revoked, added = sorted(owned - target), sorted(target - owned)
         if revoked:
-            for tp in revoked:
-                subs.assignment[tp].revoking = True  # nothing more is read from them
-            if self.core.auto_commit:
-                await self.core.commit_quietly(revoked)
-            await self.core.invoke_listener("on_partitions_revoked", revoked)
+            await self.core.revoke(revoked)
         subs.assign_from_group(sorted(target))
         self.core.subs.group_topics = {tp.topic for tp in target}
         log.info("Assigned partitions (added %s, revoked %s) of group %s at member epoch %d",

@@ -185,11 +185,7 @@ class GroupMember(GroupMembership):
             revoked = sorted(owned - set(assigned))
             added = sorted(set(assigned) - owned)
             if revoked:
-                for tp in revoked:
-                    subs.assignment[tp].revoking = True  # nothing more is read from them
-                if self.core.auto_commit:
-                    await self.core.commit_quietly(revoked)
-                await self.core.invoke_listener("on_partitions_revoked", revoked)
+                await self.core.revoke(revoked)
                 subs.assign_from_group([tp for tp in subs.assignment if tp not in revoked])
                 self.request_rejoin("partitions were revoked (cooperative rebalance)")
             subs.assign_from_group(assigned)
