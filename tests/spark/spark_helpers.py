@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
+from datetime import datetime
 from typing import Any, Callable, Iterable
 
 from confluent_kafka import Consumer as CKConsumer
@@ -97,3 +99,23 @@ def run_available_now(df, checkpoint: str, on_batch: Callable[[Any, int], None])
     """Run a query over what is in the topic now; ``on_batch(df, batch_id)`` sees each micro-batch."""
     q = df.writeStream.foreachBatch(on_batch).option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
     q.awaitTermination()
+
+
+def ms(iso: str) -> int:
+    """An ISO-8601 time (``Z`` or an offset) in epoch milliseconds."""
+    return int(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000)
+
+
+def activity_windows(events: list[dict]) -> dict[tuple[int, str, str], tuple[int, int, int, int]]:
+    """The activity pipeline's closed one-minute windows, computed here from its good events:
+    (window start, dimension, key) -> (events, page views, searches, clicks). A window is out
+    once the watermark (the latest event time less one minute) has passed its end."""
+    counts: Counter = Counter()
+    for e in events:
+        start = ms(e["ts"]) // 60_000 * 60_000
+        for dim, key in (("page", e["page"]), ("user", e["user_id"])):
+            counts[(start, dim, key, "events")] += 1
+            counts[(start, dim, key, e["type"])] += 1
+    watermark = max(ms(e["ts"]) for e in events) - 60_000
+    return {k[:3]: tuple(counts[(*k[:3], t)] for t in ("events", "page_view", "search", "click"))
+            for k in counts if k[0] + 60_000 <= watermark}

@@ -7,15 +7,14 @@ import base64
 import itertools
 import json
 import random
-from collections import Counter
-from datetime import datetime, timezone
+from datetime import timezone
 
 import pytest
 
 from samsa.client.producer import Producer
 from samsa.pipelines import activity
 from samsa.pipelines.common import PipelineConfig, ensure_topics
-from spark_helpers import read_topic
+from spark_helpers import activity_windows, ms, read_topic
 
 START = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 
@@ -32,10 +31,6 @@ BAD = [  # (value, the reason the dead-letter record must give)
      "missing or bad field 'ts' (want timestamp)"),
     (b"\xff\xfe not even text", "malformed JSON"),
 ]
-
-
-def ms(iso: str) -> int:
-    return int(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000)
 
 
 @pytest.mark.parametrize("source", ["samsa", "kafka"])  # kafka: Spark's own connector reads Samsa
@@ -66,17 +61,8 @@ def test_activity_counts_and_dead_letters(spark, fresh_broker, tmp_path, source)
         original = base64.b64decode(d["value_base64"])
         assert (d["source_topic"], d["source_partition"], d["source_offset"]) == (activity.EVENTS, 0, offsets[original])
 
-    # Counts: computed here from the good events; a window is out once the watermark
-    # (the latest event time less one minute) has passed its end.
-    events = [json.loads(v) for _, v in good]
-    expected: Counter = Counter()
-    for e in events:
-        start = ms(e["ts"]) // 60_000 * 60_000
-        for dim, key in (("page", e["page"]), ("user", e["user_id"])):
-            expected[(start, dim, key, "events")] += 1
-            expected[(start, dim, key, e["type"])] += 1
-    watermark = max(ms(e["ts"]) for e in events) - 60_000
-    closed = {k[:3] for k in expected if k[0] + 60_000 <= watermark}
+    want = activity_windows([json.loads(v) for _, v in good])
+    closed = set(want)
     assert len(closed) > 300
 
     live = read_topic(bs, activity.COUNTS, partitions=2)
@@ -90,7 +76,7 @@ def test_activity_counts_and_dead_letters(spark, fresh_broker, tmp_path, source)
         got[k] = (c["events"], c["page_views"], c["searches"], c["clicks"])
     assert set(got) == closed
     for k, counts in got.items():
-        assert counts == tuple(expected[(*k, t)] for t in ("events", "page_view", "search", "click")), k
+        assert counts == want[k], k
 
     # The warehouse holds the same counts, partitioned by date.
     table = spark.read.parquet(cfg.warehouse(activity.TABLE))

@@ -14,7 +14,6 @@ import sys
 import threading
 import time
 from collections import defaultdict
-from datetime import datetime
 
 import psycopg
 import pytest
@@ -25,7 +24,7 @@ from samsa.client.types import TopicPartition
 from samsa.pipelines import payments
 from samsa.pipelines.common import PipelineConfig, ensure_topics
 from samsa.pipelines.feed import send
-from spark_helpers import read_committed, read_topic
+from spark_helpers import ms, read_committed, read_topic
 from waiting import wait_until
 
 BAD = [
@@ -39,10 +38,6 @@ BAD = [
     (b'{"tx_id": "bad-5", "card_id": "card-00001", "amount": 3, "currency": "EURO", "merchant": "m-1", '
      b'"country": "FR", "card_country": "FR", "ts": "2026-01-01T00:00:00Z"}', "field 'currency' is not ISO 4217"),
 ]
-
-
-def ms(iso: str) -> int:
-    return int(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000)
 
 
 def expected_decisions(values: list[bytes]) -> dict[str, tuple[str, list[str]]]:

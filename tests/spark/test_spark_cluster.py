@@ -19,7 +19,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -28,9 +27,9 @@ from samsa.client.types import TopicPartition
 from samsa.pipelines import activity, payments
 from samsa.pipelines.common import PipelineConfig, ensure_topics
 from samsa.pipelines.feed import send
-from spark_helpers import read_committed, read_topic
+from spark_helpers import activity_windows, ms, read_committed, read_topic
 from spark_standalone import SparkStandalone
-from test_payments_pipeline import check_one_decision_each, ms
+from test_payments_pipeline import check_one_decision_each
 from waiting import wait_until
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "cluster"))
@@ -75,19 +74,6 @@ def parquet_rows(table_dir: Path) -> list[dict]:
             if entry.get("action", "add") == "add":
                 files.add(entry["path"].removeprefix("file://"))
     return [r for f in sorted(files) for r in pq.read_table(f, partitioning=None).to_pylist()]
-
-
-def activity_expected(values: list[bytes]) -> dict:
-    expected: Counter = Counter()
-    events = [json.loads(v) for v in values]
-    for e in events:
-        start = ms(e["ts"]) // 60_000 * 60_000
-        for dim, key in (("page", e["page"]), ("user", e["user_id"])):
-            expected[(start, dim, key, "events")] += 1
-            expected[(start, dim, key, e["type"])] += 1
-    watermark = max(ms(e["ts"]) for e in events) - 60_000
-    return {k[:3]: tuple(expected[(*k[:3], t)] for t in ("events", "page_view", "search", "click"))
-            for k in expected if k[0] + 60_000 <= watermark}
 
 
 @pytest.mark.timeout(900)  # JVMs on a shared two-core machine: minutes when it is loaded
@@ -149,7 +135,7 @@ def test_both_pipelines_on_a_spark_cluster_through_a_killed_worker_and_broker(cl
             send(bs, activity.EVENTS, iter((b"k", v) for v in events[600:]), rate=1000)))
         more.start()
         more.join()
-        want = activity_expected(events)
+        want = activity_windows([json.loads(v) for v in events])
         wait_until(lambda: exited() or (ends(payments.DECISIONS) >= len(txs) and ends(activity.COUNTS) >= len(want)
                                         and decisions() >= len(txs) and counts() >= len(want)),
                    timeout=300, interval=1, what="every decision and count")
