@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from harness import create_topic
+from waiting import wait_until
 
 TOPIC, BROKER = 2, 4
 
@@ -138,11 +139,19 @@ def test_incremental_alter_bad_operation(diff, described_topic):
     diff(lambda s: _incremental(s, described_topic, [("retention.ms", 9, "1000")]))
 
 
+def _applied(side, topic: str, key: str, done) -> None:
+    """Until the topic's ``key`` as described satisfies ``done``: Kafka applies an accepted
+    alteration through its metadata log, so a describe right after it may still show the old one."""
+    wait_until(lambda: done(_describe(side, TOPIC, topic, [key], synonyms=False)[0]["configs"][0]),
+               f"{key} of {topic} altered on {side.name}", 30)
+
+
 def test_incremental_alter_set_then_describe(diff, sides):
     def run(s):
         create_topic(s, "diff-iac-set")
         a = _incremental(s, "diff-iac-set", [("retention.ms", SET, "1234567"), ("cleanup.policy", APPEND, "compact")],
                          validate_only=False)
+        _applied(s, "diff-iac-set", "retention.ms", lambda c: c["value"] == "1234567")
         return a, _describe(s, TOPIC, "diff-iac-set", ["retention.ms", "cleanup.policy", "retention.bytes"])
     diff(run)
 
@@ -151,6 +160,7 @@ def test_incremental_alter_delete_restores_default(diff, sides):
     def run(s):
         create_topic(s, "diff-iac-del", configs={"retention.ms": "5000"})
         a = _incremental(s, "diff-iac-del", [("retention.ms", DELETE, None)], validate_only=False)
+        _applied(s, "diff-iac-del", "retention.ms", lambda c: c["config_source"] != 1)  # no topic override left
         return a, _describe(s, TOPIC, "diff-iac-del", ["retention.ms"])
     diff(run)
 
