@@ -203,6 +203,12 @@ def _alter_group(side, group: str, configs: dict[str, str | None]) -> tuple[int,
     return r["error_code"], message
 
 
+def _group_applied(side, group: str, key: str, done) -> None:
+    """Until the group's ``key`` as described satisfies ``done``: Kafka applies an accepted
+    alteration through its metadata log, so a describe right after it may still show the old one."""
+    wait_until(lambda: done(_group_configs(side, group, [key])[2][0]), f"{key} of {group} altered on {side.name}", 30)
+
+
 def test_share_group_configs(diff):
     _, group = _names()
 
@@ -216,8 +222,10 @@ def test_share_group_configs(diff):
                            ("share.heartbeat.interval.ms", "6000"), ("share.heartbeat.interval.ms", "x"),
                            ("share.partition.max.record.locks", "200")]:
             out.append((key, value, _alter_group(side, group, {key: value})))
+        _group_applied(side, group, "share.partition.max.record.locks", lambda c: c["value"] == "200")
         out.append(_group_configs(side, group, SHARE_GROUP_KEYS))
         out.append(_alter_group(side, group, {k: None for k in SHARE_GROUP_KEYS}))
+        _group_applied(side, group, "share.isolation.level", lambda c: c["config_source"] != 8)  # no group override
         out.append(_group_configs(side, group, ["share.isolation.level"]))
         return out
     diff(run)
