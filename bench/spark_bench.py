@@ -5,9 +5,13 @@ to bench/results/spark-<time>.json).
 
     .venv/bin/python bench/spark_bench.py                      # 1M events a pipeline, latency at 1,000 tx/s
     .venv/bin/python bench/spark_bench.py --events 100000 --latency-seconds 30
+    .venv/bin/python bench/spark_bench.py --master standalone:2x1 --skip reads,latency,parquet   # events/s per core
 
 The broker is a process of its own (Samsa's embedded broker). Spark is local[2] with a 4 GB
-driver. The Parquet files hold exactly what the connector reads (the Kafka columns), so
+driver, or (``--master``) local[N], a standalone cluster the bench starts on this machine
+(``standalone:WxC``: a master and W workers of C cores, samsa.spark.standalone; executors of C
+cores and 1 GB, W×C cores in all), or your own ``spark://HOST:PORT``. The pipelines' rates are
+also given per executor core (N, W×C, or ``spark.cores.max``). The Parquet files hold exactly what the connector reads (the Kafka columns), so
 the pipelines run the same plan on either input; their outputs go to Samsa topics either way.
 """
 
@@ -180,7 +184,7 @@ def read_rates(spark: Any, bootstrap: str, topic: str, path: Path, n: int) -> di
     return out
 
 
-def warm_up(spark: Any, module: Any, workdir: Path, partitions: int) -> None:
+def warm_up(spark: Any, module: Any, workdir: Path, partitions: int, with_parquet: bool = True) -> None:
     """A small run of both variants first: Spark's first runs of a plan are slow (code generation,
     JIT, Python workers starting), and the run measured first would pay for it."""
     wd = workdir / f"warm-up-{module.NAME}"
@@ -193,10 +197,11 @@ def warm_up(spark: Any, module: Any, workdir: Path, partitions: int) -> None:
         ensure_topics(PipelineConfig(bootstrap_servers=b.bootstrap, partitions=partitions), [INPUTS[module.NAME]])
         clock = itertools.count(START_MS, 20).__next__
         send(b.bootstrap, INPUTS[module.NAME], module.generate(seed=2, clock=clock), count=20_000)
-        parquet = wd / "in.parquet"
-        snapshot(spark, b.bootstrap, INPUTS[module.NAME], parquet, files=2)
         pipeline_rate(spark, module, b.bootstrap, wd, 20_000, None, 10_000)
-        pipeline_rate(spark, module, b.bootstrap, wd, 20_000, parquet, 10_000)
+        if with_parquet:
+            parquet = wd / "in.parquet"
+            snapshot(spark, b.bootstrap, INPUTS[module.NAME], parquet, files=2)
+            pipeline_rate(spark, module, b.bootstrap, wd, 20_000, parquet, 10_000)
     finally:
         b.stop()
         shutil.rmtree(wd, ignore_errors=True)
@@ -341,6 +346,35 @@ def latency(spark: Any, bootstrap: str, workdir: Path, rate: int, seconds: float
 INPUTS = {"activity": "activity-events", "payments": "payments"}
 
 
+def start_spark(master: str, conf: dict[str, str], workdir: Path) -> tuple[Any, Any, int | None]:
+    """The session on ``master`` (see the module's doc), the standalone cluster started for it
+    (or None), and the executor cores the tasks have (None when unknown)."""
+    import re
+    import samsa.spark
+    cluster, cores = None, None
+    if m := re.fullmatch(r"local\[(\d+)\]", master):
+        cores = int(m.group(1))
+    elif m := re.fullmatch(r"standalone:(\d+)x(\d+)", master):
+        from samsa.spark.standalone import SparkStandalone
+        workers, per_worker = int(m.group(1)), int(m.group(2))
+        cores = workers * per_worker
+        cluster = SparkStandalone(workdir / "spark-standalone", workers=workers, cores=per_worker,
+                                  memory="1536m").start()
+        conf = {"spark.executor.cores": str(per_worker), "spark.cores.max": str(cores),
+                "spark.executor.memory": "1g", **conf}
+        master = cluster.url
+    elif master.startswith("spark://"):
+        cores = int(conf["spark.cores.max"]) if "spark.cores.max" in conf else None
+    else:
+        raise SystemExit(f"--master {master}: want local[N], standalone:WxC or spark://HOST:PORT")
+    try:
+        return samsa.spark.local_session("samsa-bench", master=master, **conf), cluster, cores
+    except BaseException:
+        if cluster is not None:
+            cluster.stop()
+        raise
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--events", type=int, default=1_000_000, help="events per pipeline (default 1,000,000)")
@@ -354,7 +388,9 @@ def main() -> None:
                     help=f"comma list of the latency runs, of: {', '.join(LATENCY_RUNS)}")
     ap.add_argument("--background-trigger", type=int, default=5000,
                     help="trigger interval (ms) of the pipeline's other queries in the latency runs")
-    ap.add_argument("--skip", default="", help="comma list of: reads,activity,payments,latency,kafka-source")
+    ap.add_argument("--skip", default="", help="comma list of: reads,activity,payments,latency,kafka-source,parquet")
+    ap.add_argument("--master", default="local[2]",
+                    help="local[N], standalone:WxC (a master and W workers of C cores, started here) or spark://HOST:PORT")
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting (repeatable)")
     ap.add_argument("--workdir", type=Path)
     args = ap.parse_args()
@@ -362,17 +398,16 @@ def main() -> None:
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="spark-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
 
-    import samsa.spark
     from samsa.pipelines import activity, payments
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "bench"), os.environ.get("PYTHONPATH")]))
     sys.path.insert(0, str(ROOT / "bench"))
     from arrow_ceiling import CeilingSource  # Python workers import it too: hence PYTHONPATH
     from samsa.pipelines.common import connector_conf
     conf = {"spark.driver.memory": "4g", **connector_conf("kafka"), **dict(kv.split("=", 1) for kv in args.conf)}
-    spark = samsa.spark.local_session("samsa-bench", **conf)
+    spark, cluster, cores = start_spark(args.master, conf, workdir)
     spark.dataSource.register(CeilingSource)
     results: dict[str, Any] = {"events": args.events, "started": time.strftime("%Y-%m-%d %H:%M:%S"), "conf": conf,
-                               "loadavg_before": os.getloadavg()}
+                               "master": args.master, "executor cores": cores, "loadavg_before": os.getloadavg()}
     broker = BrokerProcess(workdir, args.partitions)
     try:
         for module in (activity, payments):
@@ -381,22 +416,25 @@ def main() -> None:
             print(f"{module.NAME}:", flush=True)
             results[f"{module.NAME} produce/s"] = fill(broker.bootstrap, module, args.events, args.partitions)
             parquet = workdir / f"{module.NAME}.parquet"
-            snapshot(spark, broker.bootstrap, INPUTS[module.NAME], parquet, files=max(1, args.events // args.per_trigger))
+            if "parquet" not in skip or (module is activity and "reads" not in skip):
+                snapshot(spark, broker.bootstrap, INPUTS[module.NAME], parquet,
+                         files=max(1, args.events // args.per_trigger))
             if module is activity and "reads" not in skip:
                 results["reads"] = read_rates(spark, broker.bootstrap, INPUTS[module.NAME], parquet, args.events)
             if module.NAME in skip:
                 continue
-            warm_up(spark, module, workdir, args.partitions)
-            (workdir / "parquet-run").mkdir(exist_ok=True)
-            other = BrokerProcess(workdir / "parquet-run", args.partitions)  # the Parquet run's outputs
-            try:
-                rates = {"samsa": pipeline_rate(spark, module, broker.bootstrap, workdir, args.events, None,
-                                                args.per_trigger),
-                         "parquet": pipeline_rate(spark, module, other.bootstrap, workdir, args.events, parquet,
-                                                  args.per_trigger)}
-            finally:
-                other.stop()
-                shutil.rmtree(workdir / "parquet-run", ignore_errors=True)
+            warm_up(spark, module, workdir, args.partitions, with_parquet="parquet" not in skip)
+            rates = {"samsa": pipeline_rate(spark, module, broker.bootstrap, workdir, args.events, None,
+                                            args.per_trigger)}
+            if "parquet" not in skip:
+                (workdir / "parquet-run").mkdir(exist_ok=True)
+                other = BrokerProcess(workdir / "parquet-run", args.partitions)  # the Parquet run's outputs
+                try:
+                    rates["parquet"] = pipeline_rate(spark, module, other.bootstrap, workdir, args.events, parquet,
+                                                     args.per_trigger)
+                finally:
+                    other.stop()
+                    shutil.rmtree(workdir / "parquet-run", ignore_errors=True)
             if "kafka-source" not in skip:  # the same events on a broker of their own, read by Spark's Kafka source
                 (workdir / "kafka-run").mkdir(exist_ok=True)
                 other = BrokerProcess(workdir / "kafka-run", args.partitions)
@@ -410,8 +448,13 @@ def main() -> None:
                 print(f"  pipeline from Spark's Kafka source {rates['kafka']:>10,.0f} events/s", flush=True)
             results[f"{module.NAME} pipeline"] = rates
             print(f"  pipeline from samsa   {rates['samsa']:>10,.0f} events/s", flush=True)
-            print(f"  pipeline from parquet {rates['parquet']:>10,.0f} events/s   "
-                  f"(samsa / parquet: {rates['samsa'] / rates['parquet']:.2f})", flush=True)
+            if "parquet" in rates:
+                print(f"  pipeline from parquet {rates['parquet']:>10,.0f} events/s   "
+                      f"(samsa / parquet: {rates['samsa'] / rates['parquet']:.2f})", flush=True)
+            if cores:
+                results[f"{module.NAME} pipeline per executor core"] = {k: v / cores for k, v in rates.items()}
+                print(f"  per executor core ({cores}): " +
+                      ", ".join(f"{k} {v / cores:,.0f}" for k, v in rates.items()) + " events/s", flush=True)
         broker.stop()
         if "latency" not in skip:
             for trigger in [int(t) for t in args.triggers.split(",")]:
@@ -433,6 +476,8 @@ def main() -> None:
         if broker.proc.poll() is None:
             broker.stop()
         spark.stop()
+        if cluster is not None:
+            cluster.stop()
     results["loadavg_after"] = os.getloadavg()
     out = ROOT / "bench" / "results" / f"spark-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(exist_ok=True)

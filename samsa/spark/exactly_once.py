@@ -10,9 +10,17 @@ and its records are written twice. :class:`ExactlyOnceWriter` prevents that::
 
 Before writing micro-batch N it notes the topic's end offsets in ``state_dir``, and tags
 every record with a header naming the writer and N. Finding that note again means N was
-(perhaps partly) written before: the records tagged N after those offsets are read back
-and the same rows are left out, counted as a multiset of (key, value). One query writes
+(perhaps partly) written before: the committed records tagged N after those offsets are read
+back and the same rows are left out, counted as a multiset of (key, value). One query writes
 through one ``state_dir``; the topic must exist.
+
+Each task of the write sends its rows in a Kafka transaction (the samsa sink's
+``exactlyOnce``): a task Spark runs again inside the same micro-batch (its executor lost, a
+broker gone mid-write) fences the attempt before it, whose records are aborted, and a task
+whose transaction was committed writes nothing again. So readers of the topic use
+``isolation.level=read_committed``. A micro-batch run again after a crash writes under
+transactional ids of its own (the rows left out above decide what it writes, not the tasks'
+progress notes).
 
 ``foreachBatch`` also serves update-mode outputs, which Python sinks do not take.
 """
@@ -97,6 +105,7 @@ class ExactlyOnceWriter:
                   .option("startingOffsets", json.dumps({self.topic: start})).option("includeHeaders", "true"))
         for k, v in self.options.items():
             reader = reader.option(k, v)
+        reader = reader.option("kafka.isolation.level", "read_committed")  # aborted attempts were not written
         tagged = F.exists("headers", lambda h: (h["key"] == F.lit(HEADER)) & (h["value"] == F.lit(tag)))
         return reader.load().where(tagged).groupBy("key", "value").count().collect()
 
@@ -107,19 +116,23 @@ class ExactlyOnceWriter:
         note = self._note(batch_id)
         out = df.withColumn("value", F.col("value").cast("binary"))
         out = out.withColumn("key", F.col("key").cast("binary") if "key" in df.columns else F.lit(None).cast("binary"))
+        prefix = f"samsa-once-{self._writer_id()}"
         if note.exists():
             written = self._already_written(df, json.loads(note.read_text()), tag)
             if written:
                 out = self._leave_out(out, written)
+            # The first run's tasks may have committed notes for N (their rows are in ``written``):
+            # fresh ids, so that no task of this run skips rows as "done". Rare, so few ids.
+            prefix = f"{prefix}-{batch_id}-{uuid.uuid4().hex[:8]}"
         else:
             self._write_atomically(note, json.dumps(self._end_offsets()))
         mark = F.array(F.struct(F.lit(HEADER).alias("key"), F.lit(tag).alias("value")))
         out = out.withColumn("headers", F.concat("headers", mark) if "headers" in df.columns else mark)
-        writer = (out.write.format("samsa").option("kafka.bootstrap.servers", self.bootstrap_servers)
-                  .option("topic", self.topic).mode("append"))
+        writer = out.write.format("samsa").option("kafka.bootstrap.servers", self.bootstrap_servers)
         for k, v in self.options.items():
             writer = writer.option(k, v)
-        writer.save()
+        writer.option("topic", self.topic).option("exactlyOnce", "true").option("transactionalIdPrefix", prefix) \
+            .mode("append").save()
         self._forget_before(batch_id)
 
     @staticmethod

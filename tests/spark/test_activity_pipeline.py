@@ -14,7 +14,7 @@ import pytest
 from samsa.client.producer import Producer
 from samsa.pipelines import activity
 from samsa.pipelines.common import PipelineConfig, ensure_topics
-from spark_helpers import activity_windows, ms, read_topic
+from spark_helpers import activity_windows, ms, read_committed, read_topic
 
 START = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 
@@ -65,7 +65,7 @@ def test_activity_counts_and_dead_letters(spark, fresh_broker, tmp_path, source)
     closed = set(want)
     assert len(closed) > 300
 
-    live = read_topic(bs, activity.COUNTS, partitions=2)
+    live = read_committed(bs, activity.COUNTS, partitions=2)  # written in transactions
     got = {}
     for m in live:
         c = json.loads(m.value())
