@@ -66,11 +66,18 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--schema-registry-url", metavar="URL",
                      help="activity: the events are Confluent Avro (subject activity-events-value), decoded with "
                      "this Schema Registry")
-    run.add_argument("--master", default="local[2]", help="Spark master (default: local[2])")
+    run.add_argument("--master", help="Spark master (default: local[2]; with --real-time local[N] with N the "
+                     "partitions + 2: Real-Time Mode keeps a task slot per partition for the whole batch)")
     run.add_argument("--source", choices=("samsa", "kafka"), default="samsa",
                      help="the connector that reads the topics: samsa (Python, needs nothing more) or kafka "
                      "(Spark's spark-sql-kafka-0-10 jar, fetched through spark.jars.packages); decisions and "
                      "counts are written exactly once by samsa's sink either way (default: samsa)")
+    run.add_argument("--real-time", action="store_true",
+                     help="payments: decide in Spark's Real-Time Mode (needs --source kafka): the amount and country "
+                     "rules decide within a few hundred ms, written exactly once; the velocity rule runs in "
+                     "micro-batches beside it and writes the transactions it rejects to payment-velocity-alerts")
+    run.add_argument("--real-time-batch-ms", type=int, default=30_000, metavar="MS",
+                     help="with --real-time: how long a Real-Time Mode batch runs between checkpoints (default: 30000)")
     run.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                      help="a Spark setting, e.g. spark.jars.packages=... or spark.executor.memory=512m")
     run.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
@@ -120,8 +127,18 @@ def _run(opts: argparse.Namespace) -> int:
                          value_format="avro" if opts.schema_registry_url else "json",
                          schema_registry_url=opts.schema_registry_url,
                          urgent=getattr(importlib.import_module(PIPELINES[opts.pipeline]), "URGENT", frozenset()),
-                         source=opts.source)
+                         source=opts.source, realtime_batch_ms=opts.real_time_batch_ms,
+                         realtime=getattr(importlib.import_module(PIPELINES[opts.pipeline]), "REALTIME", frozenset())
+                         if opts.real_time else frozenset())
     conf = _options(opts.conf, "--conf")
+    if opts.real_time and opts.pipeline != "payments":
+        raise UsageError("--real-time is an option of the payments pipeline")
+    if opts.real_time and opts.source != "kafka":
+        raise UsageError("--real-time needs --source kafka: Spark's Real-Time Mode reads only with its Kafka source")
+    if opts.real_time and opts.available_now:
+        raise UsageError("--real-time and --available-now do not go together")
+    if opts.real_time_batch_ms <= 0:
+        raise UsageError(f"--real-time-batch-ms must be positive, got {opts.real_time_batch_ms}")
     if opts.postgres and opts.pipeline != "payments":
         raise UsageError("--postgres is an option of the payments pipeline")
     if opts.schema_registry_url and opts.pipeline != "activity":
@@ -145,7 +162,8 @@ def _run(opts: argparse.Namespace) -> int:
         module: Any = importlib.import_module(PIPELINES[opts.pipeline])
         from samsa.pipelines.common import connector_conf
         settings = {**module.SPARK_CONF, **connector_conf(opts.source), **conf}
-        spark = samsa.spark.local_session(f"samsa-pipeline-{opts.pipeline}", master=opts.master, **settings)
+        master = opts.master or (f"local[{opts.partitions + 2}]" if opts.real_time else "local[2]")
+        spark = samsa.spark.local_session(f"samsa-pipeline-{opts.pipeline}", master=master, **settings)
         print(f"Pipeline {opts.pipeline}: reading {INPUTS[opts.pipeline]} at {cfg.bootstrap_servers} "
               f"with the {opts.source} source, "
               f"state in {cfg.state_dir}", flush=True)

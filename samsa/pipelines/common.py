@@ -11,7 +11,9 @@ the pipeline.
 from __future__ import annotations
 
 import logging
+import os
 import threading
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -66,12 +68,31 @@ class PipelineConfig:
     stop: threading.Event = field(default_factory=threading.Event)  # set by stop_queries()
     progress_s: float = 5.0  # how often run_queries prints a line per running query (0: never)
     source: str = "samsa"  # "kafka": Spark's own Kafka connector reads the topics (connector_conf)
+    # Queries run in Spark's Real-Time Mode (the pipeline's REALTIME; empty: all in micro-batches).
+    # Real-Time Mode reads only with Spark's Kafka source; a "batch" is how often it checkpoints.
+    realtime: frozenset[str] = frozenset()
+    realtime_batch_ms: int = 30_000
 
     def checkpoint(self, query: str) -> str:
         return str(self.state_dir / "checkpoints" / query)
 
     def warehouse(self, table: str) -> str:
         return str(self.state_dir / "warehouse" / table)
+
+    def client_config(self) -> dict[str, str]:
+        """The ``kafka.*`` options as Samsa client keys (security, timeouts), for the pipeline's own clients."""
+        return {k[len("kafka."):]: v for k, v in self.options.items() if k.startswith("kafka.")}
+
+    def instance_id(self) -> str:
+        """This pipeline's own id, kept in its state directory: the same across restarts (the
+        transactional ids of its exactly-once writers), another for another state directory."""
+        path = self.state_dir / "instance-id"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(uuid.uuid4().hex)
+            os.replace(tmp, path)
+        return path.read_text().strip()
 
 
 def ensure_topics(cfg: PipelineConfig, names: list[str]) -> None:
@@ -161,6 +182,11 @@ def start(name: str, writer: DataStreamWriter, cfg: PipelineConfig) -> Streaming
     writer = writer.queryName(name).option("checkpointLocation", cfg.checkpoint(name))
     if cfg.available_now:
         writer = writer.trigger(availableNow=True)
+    elif name in cfg.realtime:
+        if cfg.source != "kafka":
+            raise ValueError(f"{name} runs in Spark's Real-Time Mode, which reads only with Spark's Kafka source "
+                             "(source 'kafka')")
+        writer = writer.trigger(realTime=f"{cfg.realtime_batch_ms} milliseconds")
     else:
         every = cfg.trigger_ms if name in cfg.urgent else max(cfg.trigger_ms, cfg.background_trigger_ms)
         writer = writer.trigger(processingTime=f"{every} milliseconds")

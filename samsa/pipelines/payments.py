@@ -16,6 +16,14 @@ Queries:
   over buckets of cards),
   to ``payment-decisions`` keyed by tx_id, exactly once across restarts: the ``samsa`` sink with
   ``exactlyOnce`` writes each micro-batch's decisions in transactions (read them read_committed);
+- or, with ``cfg.realtime`` (issue 25: a decision within 500 ms), two queries instead:
+  ``payments-decide-realtime`` decides with the rules that need no state (amount, country) in
+  Spark's Real-Time Mode, which takes no state of this kind (BENCHMARKS.md quotes Spark's
+  errors), with Spark's Kafka source and sink: to ``payment-decisions-realtime``, at least once,
+  each decision tagged with its transaction's offset; an :class:`ExactlyOnceRelay` beside the
+  queries copies those to ``payment-decisions`` exactly once. ``payments-velocity`` runs the
+  velocity rule in micro-batches beside it, writing the transactions it rejects to
+  ``payment-velocity-alerts`` (exactly once, the ``samsa`` sink);
 - ``payments-archive``: transactions joined with their decisions (a stream-stream join of the
   two topics) to Parquet for analysts;
 - ``payments-archive-postgres``, with a PostgreSQL DSN configured: the same rows into the
@@ -31,7 +39,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Iterator
 
 import pandas as pd
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
@@ -39,12 +47,15 @@ from samsa.client.consumer import Consumer
 from samsa.client.types import TopicPartition
 from samsa.pipelines.common import (PipelineConfig, Query, as_json, dead_letters, ensure_topics, field_of, read_topic,
                                     require, run_queries, validate, with_options)
+from samsa.pipelines.relay import SOURCE_HEADER, ExactlyOnceRelay, RelayThread
 
 # PySpark's own worker code concatenates empty frames, which pandas 2.x warns about on every batch.
 warnings.filterwarnings("ignore", category=FutureWarning, module="pyspark")
 
 NAME = "payments"
 PAYMENTS, DEAD_LETTERS, DECISIONS = "payments", "payments-dead-letters", "payment-decisions"
+# In Real-Time Mode: the decisions as Spark wrote them (at least once, tagged), and the velocity rule's rejections
+DECISIONS_TAGGED, VELOCITY_ALERTS = "payment-decisions-realtime", "payment-velocity-alerts"
 TABLE = "decided_payments"
 AMOUNT_LIMIT = 5000.0
 VELOCITY_MAX = 5
@@ -56,9 +67,9 @@ SPARK_CONF = {"spark.sql.shuffle.partitions": "1"}
 JOIN_WATERMARK = "10 minutes"
 
 TX_FIELDS = ["tx_id", "card_id", "amount", "currency", "merchant", "country", "card_country"]
-OUTPUT = [*TX_FIELDS, "tx_ms", "sent_ms", "decision", "reasons"]
-DECISION_SCHEMA = ("tx_id string, card_id string, amount double, currency string, merchant string, country string, "
-                   "card_country string, tx_ms long, sent_ms long, decision string, reasons array<string>")
+OUTPUT = [*TX_FIELDS, "tx_ms", "sent_ms", "velocity"]
+VELOCITY_SCHEMA = ("tx_id string, card_id string, amount double, currency string, merchant string, country string, "
+                   "card_country string, tx_ms long, sent_ms long, velocity boolean")
 
 
 def parse(raw: DataFrame) -> DataFrame:
@@ -73,34 +84,40 @@ def parse(raw: DataFrame) -> DataFrame:
 
 
 def transactions(validated: DataFrame) -> DataFrame:
-    """Good transactions: their fields, ``tx_time`` (event time), ``sent_ms`` (the record's timestamp)."""
+    """Good transactions: their fields, ``tx_time`` (event time), ``sent_ms`` (the record's
+    timestamp), and where each was read (``source_partition``, ``source_offset``)."""
     return validated.where(F.col("reason").isNull()).select(
         *[field_of(f, "double" if f == "amount" else "string").alias(f) for f in TX_FIELDS],
-        field_of("ts", "timestamp").alias("tx_time"), F.unix_millis("timestamp").alias("sent_ms"))
+        field_of("ts", "timestamp").alias("tx_time"), F.unix_millis("timestamp").alias("sent_ms"),
+        F.col("partition").alias("source_partition"), F.col("offset").alias("source_offset"))
 
 
-def decide_bucket(key: tuple, batches: Iterator[pd.DataFrame], state: GroupState) -> Iterator[pd.DataFrame]:
+def with_decision(txs: DataFrame, velocity: Column) -> DataFrame:
+    """The rules: ``reasons`` (amount limit, ``velocity`` — whether the card went over its
+    velocity, worked out by :func:`velocity_bucket` — and country mismatch) and ``decision``."""
+    reasons = F.filter(F.array(F.when(F.col("amount") > AMOUNT_LIMIT, F.lit("amount_limit")),
+                               F.when(velocity, F.lit("velocity")),
+                               F.when(F.col("country") != F.col("card_country"), F.lit("country_mismatch"))),
+                       lambda r: r.isNotNull())
+    return txs.withColumn("reasons", reasons).withColumn(
+        "decision", F.when(F.size("reasons") > 0, F.lit("reject")).otherwise(F.lit("approve")))
+
+
+def velocity_bucket(key: tuple, batches: Iterator[pd.DataFrame], state: GroupState) -> Iterator[pd.DataFrame]:
     """The new transactions of one bucket of cards, in event-time order, against the times of
-    each card's recent ones. Cards are grouped in CARD_BUCKETS buckets rather than one group
+    each card's recent ones: ``velocity`` when the card made more than VELOCITY_MAX in the
+    VELOCITY_WINDOW_MS up to it. Cards are grouped in CARD_BUCKETS buckets rather than one group
     each: Spark calls this once per group and micro-batch, and a call costs about a millisecond,
     so a group per card could not keep up with a thousand cards a second."""
     frames = list(batches)
     txs = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
-    cols = {c: txs[c].tolist() for c in OUTPUT[:-2]}
+    cols = {c: txs[c].tolist() for c in OUTPUT[:-1]}
     order = sorted(range(len(txs)), key=lambda i: (cols["tx_ms"][i], cols["tx_id"][i]))
     recent: dict[str, list[int]] = json.loads(state.get[0]) if state.exists else {}
-    decisions, reasons = [], []
+    over = []
     for i in order:
         tx_ms, times = cols["tx_ms"][i], recent.setdefault(cols["card_id"][i], [])
-        why = []
-        if cols["amount"][i] > AMOUNT_LIMIT:
-            why.append("amount_limit")
-        if sum(1 for t in times if tx_ms - VELOCITY_WINDOW_MS < t <= tx_ms) + 1 > VELOCITY_MAX:
-            why.append("velocity")
-        if cols["country"][i] != cols["card_country"][i]:
-            why.append("country_mismatch")
-        decisions.append("reject" if why else "approve")
-        reasons.append(why)
+        over.append(sum(1 for t in times if tx_ms - VELOCITY_WINDOW_MS < t <= tx_ms) + 1 > VELOCITY_MAX)
         times.append(int(tx_ms))
     # Keep only what a later transaction's window can reach: the state stays as small as the
     # traffic of the last VELOCITY_WINDOW_MS, however many cards there are.
@@ -108,26 +125,41 @@ def decide_bucket(key: tuple, batches: Iterator[pd.DataFrame], state: GroupState
     kept = {card: [t for t in times if t > horizon] for card, times in recent.items()}
     state.update((json.dumps({card: times for card, times in kept.items() if times}, separators=(",", ":")),))
     out = {c: [v[i] for i in order] for c, v in cols.items()}
-    out.update(decision=decisions, reasons=reasons)
+    out["velocity"] = over
     yield pd.DataFrame(out, columns=OUTPUT)
 
 
+def with_tx_ms(txs: DataFrame) -> DataFrame:
+    return txs.select(*TX_FIELDS, F.unix_millis("tx_time").alias("tx_ms"), "sent_ms", "source_partition",
+                      "source_offset")
+
+
 def decisions(txs: DataFrame) -> DataFrame:
-    keyed = txs.select(*TX_FIELDS, F.unix_millis("tx_time").alias("tx_ms"), "sent_ms",
-                       F.pmod(F.hash("card_id"), F.lit(CARD_BUCKETS)).alias("bucket"))
-    return keyed.groupBy("bucket").applyInPandasWithState(
+    """Every rule, the velocity rule per card in event-time order in Spark's state."""
+    keyed = with_tx_ms(txs).drop("source_partition", "source_offset").withColumn(
+        "bucket", F.pmod(F.hash("card_id"), F.lit(CARD_BUCKETS)))
+    checked = keyed.groupBy("bucket").applyInPandasWithState(
         # The state is JSON text: PySpark 4.3 cannot read back a state schema with an array.
         # No timeout: a processing-time one makes Spark run a micro-batch on every trigger (and
         # availableNow never ends); an event-time one drops transactions later than the
         # watermark, which would leave them without a decision.
-        decide_bucket, DECISION_SCHEMA, "cards string", "append", GroupStateTimeout.NoTimeout)
+        velocity_bucket, VELOCITY_SCHEMA, "cards string", "append", GroupStateTimeout.NoTimeout)
+    return with_decision(checked, F.col("velocity"))
 
 
-def decision_records(decided: DataFrame) -> DataFrame:
-    """Key tx_id, a JSON value with nothing in it that differs when a micro-batch runs again."""
+def stateless_decisions(txs: DataFrame) -> DataFrame:
+    """The rules that need no state (amount, country), as Real-Time Mode can run them."""
+    return with_decision(with_tx_ms(txs), F.lit(False))
+
+
+def decision_records(decided: DataFrame, tagged: bool = False) -> DataFrame:
+    """Key tx_id, a JSON value with nothing in it that differs when a micro-batch runs again;
+    ``tagged``: with the header of the transaction's offset that the relay reads."""
     value = as_json("tx_id", "card_id", "decision", "reasons", "amount", "currency", "merchant", "country",
                     "card_country", F.timestamp_millis("tx_ms").alias("tx_time"), "sent_ms")
-    return decided.select(F.col("tx_id").alias("key"), value.alias("value"))
+    tag = F.array(F.struct(F.lit(SOURCE_HEADER).alias("key"), F.concat_ws(
+        ":", "source_partition", "source_offset").cast("binary").alias("value"))).alias("headers")
+    return decided.select(F.col("tx_id").alias("key"), value.alias("value"), *([tag] if tagged else []))
 
 
 def parsed_decisions(raw: DataFrame) -> DataFrame:
@@ -149,6 +181,7 @@ def archive(txs: DataFrame, decided: DataFrame) -> DataFrame:
 
 LATEST_LOOKBACK = 20  # records read back from each partition's end for the latest decision
 URGENT = frozenset({"payments-decide"})  # the queries run at the pipeline's trigger; the others less often
+REALTIME = frozenset({"payments-decide-realtime"})  # the queries cfg.realtime runs in Spark's Real-Time Mode
 
 
 def queries(spark: SparkSession, cfg: PipelineConfig) -> list[tuple[str, Query]]:
@@ -164,6 +197,16 @@ def queries(spark: SparkSession, cfg: PipelineConfig) -> list[tuple[str, Query]]
         # transactions whichever connector reads the transactions.
         return with_options(out, cfg, DECISIONS, connector="samsa").option("exactlyOnce", "true")
 
+    def decide_now() -> object:
+        # Spark's Kafka sink, whose producer sends each record as it comes: at least once, tagged for the relay
+        rows = decision_records(stateless_decisions(transactions(validated())), tagged=True)
+        return with_options(rows.writeStream.outputMode("update"), cfg, DECISIONS_TAGGED, connector="kafka")
+
+    def velocity() -> object:
+        rejected = decisions(transactions(validated())).where(F.col("velocity"))
+        out = decision_records(rejected).writeStream.outputMode("append")
+        return with_options(out, cfg, VELOCITY_ALERTS, connector="samsa").option("exactlyOnce", "true")
+
     def joined() -> DataFrame:
         return archive(transactions(validated()),
                        parsed_decisions(read_topic(spark, cfg, DECISIONS, isolation="read_committed")))
@@ -176,20 +219,37 @@ def queries(spark: SparkSession, cfg: PipelineConfig) -> list[tuple[str, Query]]
         from samsa.pipelines.postgres import PostgresArchive
         return joined().writeStream.outputMode("append").foreachBatch(PostgresArchive(cfg.postgres or ""))
 
-    out: list[tuple[str, Query]] = [("payments-dead-letters", dead), ("payments-decide", decide),
-                                    ("payments-archive", store)]
+    deciding = [("payments-decide-realtime", decide_now), ("payments-velocity", velocity)] \
+        if cfg.realtime else [("payments-decide", decide)]
+    out: list[tuple[str, Query]] = [("payments-dead-letters", dead), *deciding, ("payments-archive", store)]
     if cfg.postgres:
         out.append(("payments-archive-postgres", store_sql))
     return out
 
 
 def run(spark: SparkSession, cfg: PipelineConfig) -> None:
-    ensure_topics(cfg, [PAYMENTS, DEAD_LETTERS, DECISIONS])
+    ensure_topics(cfg, [PAYMENTS, DEAD_LETTERS, DECISIONS, *([DECISIONS_TAGGED, VELOCITY_ALERTS] if cfg.realtime else [])])
     latency = DecisionLatency(cfg)
+    relay = None
+    if cfg.realtime:  # the real-time decisions to payment-decisions, exactly once
+        relay = ExactlyOnceRelay({"bootstrap.servers": cfg.bootstrap_servers, **cfg.client_config()},
+                                 DECISIONS_TAGGED, DECISIONS, f"samsa-payments-relay-{cfg.instance_id()}")
+        relay.start()
+    relaying = RelayThread(relay) if relay is not None and not cfg.available_now else None
     try:
+        if relaying is not None:
+            relaying.start()
         run_queries(queries(spark, cfg), cfg, spark, status=latency.line)
+        if relay is not None and relaying is None:
+            relay.drain()
     finally:
         latency.close()
+        try:
+            if relaying is not None:
+                relaying.stop()
+        finally:
+            if relay is not None:
+                relay.close()
 
 
 class DecisionLatency:

@@ -1,0 +1,95 @@
+"""The payments pipeline in Spark's Real-Time Mode (``samsa pipeline run payments --source kafka
+--real-time``, issue 25): the amount and country rules decide each transaction as it arrives,
+and each decision reaches ``payment-decisions`` once (through the exactly-once relay), also when
+the pipeline is SIGKILLed in the middle of a Real-Time Mode batch, so that Spark decides all of
+that batch again; the velocity rule's rejections come once each on ``payment-velocity-alerts``."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from samsa.client.admin import Admin
+from samsa.client.types import TopicPartition
+from samsa.pipelines import payments
+from samsa.pipelines.common import PipelineConfig, ensure_topics
+from samsa.pipelines.feed import send
+from spark_helpers import read_committed, read_topic
+from test_payments_pipeline import expected_decisions
+from waiting import wait_until
+
+BATCH_MS = 600_000  # no Real-Time Mode batch ends (and checkpoints) before the kill: Spark replays all of it
+
+
+def once_each(bootstrap: str, topic: str) -> dict[str, tuple[str, list[str]]]:
+    got: dict[str, tuple[str, list[str]]] = {}
+    for m in read_committed(bootstrap, topic, partitions=2):
+        d = json.loads(m.value())
+        assert m.key() == d["tx_id"].encode()
+        assert d["tx_id"] not in got, f"{d['tx_id']} written twice to {topic}"
+        got[d["tx_id"]] = (d["decision"], d["reasons"])
+    return got
+
+
+def test_real_time_decisions_once_each_across_a_killed_pipeline(spark, fresh_broker, tmp_path):
+    bs = fresh_broker.bootstrap_servers
+    state = tmp_path / "state"
+    cmd = [sys.executable, "-m", "samsa.cli.main", "pipeline", "run", "payments", "--bootstrap-server", bs,
+           "--state-dir", str(state), "--source", "kafka", "--real-time", "--real-time-batch-ms", str(BATCH_MS),
+           "--background-trigger-ms", "1000"]
+    clock = itertools.count(int(time.time() * 1000), 7).__next__
+    events = payments.generate(seed=8, clock=clock, cards=200, malformed=0)
+    sent: list[bytes] = []
+    printed = lambda: (tmp_path / "pipeline.log").read_text()  # noqa: E731
+
+    def feed(n: int, rate: float = 0) -> None:
+        batch = list(itertools.islice(events, n))
+        sent.extend(v for _, v in batch)
+        send(bs, payments.PAYMENTS, iter(batch), rate=rate)
+
+    def decided() -> int:
+        with Admin({"bootstrap.servers": bs}) as admin:
+            ends = admin.list_offsets({TopicPartition(payments.DECISIONS, p): "latest" for p in range(2)})
+        return len(read_committed(bs, payments.DECISIONS, partitions=2)) if any(
+            info.offset for info in ends.values()) else 0
+
+    ensure_topics(PipelineConfig(bootstrap_servers=bs), [payments.PAYMENTS, payments.DEAD_LETTERS, payments.DECISIONS])
+    feed(300)
+    log = open(tmp_path / "pipeline.log", "wb")
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    feeder = threading.Thread(target=feed, args=(600, 200))  # more while it runs, decided as they come
+    try:
+        wait_until(lambda: decided() >= 300 or proc.poll() is not None, timeout=240, what="the first decisions")
+        assert proc.poll() is None, printed()[-3000:]
+        feeder.start()
+        wait_until(lambda: decided() > 600 or proc.poll() is not None, timeout=120, what="decisions as they come")
+        assert proc.poll() is None, printed()[-3000:]
+        # Spark has checkpointed no Real-Time Mode batch: its restart decides all of these again.
+        assert not list(Path(state, "checkpoints", "payments-decide-realtime", "commits").glob("[0-9]*"))
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the driver, its JVM and its Python workers, as data comes in
+        proc.wait()
+    if feeder.ident is not None:  # started
+        feeder.join()
+    feed(200)
+    # Started again from its checkpoints (in this test's warm Spark, to the end of its input).
+    cfg = PipelineConfig(bootstrap_servers=bs, state_dir=state, available_now=True, source="kafka",
+                         realtime=payments.REALTIME)
+    payments.run(spark, cfg)
+
+    expected = expected_decisions(sent)
+    decided_now = once_each(bs, payments.DECISIONS)
+    assert decided_now == {tx: ("reject" if [r for r in why if r != "velocity"] else "approve",
+                                [r for r in why if r != "velocity"]) for tx, (_, why) in expected.items()}
+    # Spark wrote the decisions of the killed batch again; the relay left those copies out
+    assert len(read_topic(bs, payments.DECISIONS_TAGGED, partitions=2)) > len(decided_now)
+    alerts = once_each(bs, payments.VELOCITY_ALERTS)
+    assert alerts == {tx: d for tx, d in expected.items() if "velocity" in d[1]}
+    assert alerts and any(d == "reject" for d, _ in decided_now.values())  # the data exercises the rules
