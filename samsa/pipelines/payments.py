@@ -60,6 +60,7 @@ TABLE = "decided_payments"
 AMOUNT_LIMIT = 5000.0
 VELOCITY_MAX = 5
 VELOCITY_WINDOW_MS = 60_000
+VELOCITY_LATE_MS = 600_000  # how far one partition may trail another (JOIN_WATERMARK)
 CARD_BUCKETS = 16  # groups of cards in the rules' state (see decide_bucket)
 # Session settings `samsa pipeline run` uses: one shuffle partition makes the decide query's
 # micro-batch a third shorter on local[2] (fewer tasks to start), which is most of its latency.
@@ -119,10 +120,15 @@ def velocity_bucket(key: tuple, batches: Iterator[pd.DataFrame], state: GroupSta
         tx_ms, times = cols["tx_ms"][i], recent.setdefault(cols["card_id"][i], [])
         over.append(sum(1 for t in times if tx_ms - VELOCITY_WINDOW_MS < t <= tx_ms) + 1 > VELOCITY_MAX)
         times.append(int(tx_ms))
-    # Keep only what a later transaction's window can reach: the state stays as small as the
-    # traffic of the last VELOCITY_WINDOW_MS, however many cards there are.
-    horizon = max(max(times) for times in recent.values()) - VELOCITY_WINDOW_MS
-    kept = {card: [t for t in times if t > horizon] for card, times in recent.items()}
+    # Keep only what a later transaction's window can reach. A card's transactions come in order
+    # (one partition), so its times older than its latest less the window go. Not against the
+    # bucket's newest time: another partition may run ahead (a broker's failover, a slow task),
+    # and a card of the late one would lose times its window still reaches (an approve that
+    # should be a velocity reject, seen in the cluster test). A card quiet for VELOCITY_LATE_MS
+    # more than the window goes whole: the state stays bounded however many cards there are.
+    newest = max(max(times) for times in recent.values())
+    kept = {card: [t for t in times if t > max(times) - VELOCITY_WINDOW_MS] for card, times in recent.items()
+            if max(times) > newest - VELOCITY_WINDOW_MS - VELOCITY_LATE_MS}
     state.update((json.dumps({card: times for card, times in kept.items() if times}, separators=(",", ":")),))
     out = {c: [v[i] for i in order] for c, v in cols.items()}
     out["velocity"] = over
