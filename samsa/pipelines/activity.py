@@ -9,7 +9,8 @@ Three streaming queries:
 - ``activity-dead-letters``: events that are not valid go to ``activity-dead-letters``;
 - ``activity-counts-live``: each window's counts, once the watermark has passed its end
   (late events up to ``watermark`` are still counted), to ``activity-counts`` for live
-  monitoring, keyed ``page:/home`` or ``user:u-42``, exactly once (ExactlyOnceWriter);
+  monitoring, keyed ``page:/home`` or ``user:u-42``, exactly once (ExactlyOnceWriter, in
+  transactions: read it read_committed);
 - ``activity-counts-warehouse``: the same counts to Parquet, partitioned by date, for the
   warehouse (Spark's file sink: exactly once).
 """
