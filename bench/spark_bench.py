@@ -232,7 +232,8 @@ LATENCY_RUNS = {"pipeline": "whole pipeline", "decide": "decide query only",
                 "rtm-stateless": "Real-Time Mode, amount and country rules (no state), Spark's Kafka source and sink "
                                  "(at least once)",
                 "realtime": "the pipeline with --real-time: Real-Time Mode decisions through the exactly-once "
-                            "relay, velocity rule, dead letters and archive beside it"}
+                            "relay, velocity rule, dead letters and archive beside it",
+                "realtime-decide": "Real-Time Mode decide query and the exactly-once relay, nothing beside them"}
 RTM_BATCH_MS = 30_000  # Real-Time Mode's batch duration: how often it checkpoints, not a latency
 
 
@@ -275,16 +276,19 @@ def latency(spark: Any, bootstrap: str, workdir: Path, rate: int, seconds: float
     cfg = PipelineConfig(bootstrap_servers=bootstrap, state_dir=workdir / f"latency-{trigger_ms}-{run}",
                          trigger_ms=trigger_ms, urgent=payments.URGENT | {"passthrough"},
                          background_trigger_ms=background_ms,
-                         source="kafka" if run in ("kafka-decide", "realtime") else "samsa",
-                         realtime=payments.REALTIME if run == "realtime" else frozenset(),
+                         source="kafka" if run in ("kafka-decide", "realtime", "realtime-decide") else "samsa",
+                         realtime=payments.REALTIME if run.startswith("realtime") else frozenset(),
                          realtime_batch_ms=RTM_BATCH_MS, progress_s=0)
-    ensure_topics(cfg, [payments.PAYMENTS, payments.DEAD_LETTERS, payments.DECISIONS])
+    ensure_topics(cfg, [payments.PAYMENTS, payments.DEAD_LETTERS, payments.DECISIONS, payments.DECISIONS_TAGGED])
     if run == "passthrough":
         measured, queries = "passthrough", [("passthrough", lambda: passthrough(spark, cfg))]
     elif run.startswith("rtm-"):
         measured, queries = "rtm", [("rtm", lambda: real_time(spark, cfg, run == "rtm-stateful"))]
     elif run == "realtime":
         measured, queries = "", []  # payments.run() starts them, and the relay
+    elif run == "realtime-decide":
+        measured = "payments-decide-realtime"
+        queries = [q for q in payments.queries(spark, cfg) if q[0] == measured]
     else:
         measured = "payments-decide"
         queries = [q for q in payments.queries(spark, cfg) if q[0] == measured or run == "pipeline"]
@@ -338,7 +342,17 @@ def latency(spark: Any, bootstrap: str, workdir: Path, rate: int, seconds: float
             running = [build().start() if name == "rtm" else start(name, build(), cfg) for name, build in queries]
         except Exception as e:  # noqa: BLE001 - Spark refusing a design is a result: its own words
             return {"refused": str(e).strip().splitlines()[0][:600]}
+        relay = payments.decisions_relay(cfg) if run == "realtime-decide" else None
+        relaying = None
+        if relay is not None:
+            from samsa.pipelines.relay import RelayThread
+            relay.start()
+            relaying = RelayThread(relay)
+            relaying.start()
         drive()
+        if relaying is not None and relay is not None:
+            relaying.stop()
+            relay.close()
         query = running[[name for name, _ in queries].index(measured)]
         busy = [p for p in query.recentProgress if p["numInputRows"] > 0]
         failed = query.exception()
@@ -350,8 +364,14 @@ def latency(spark: Any, bootstrap: str, workdir: Path, rate: int, seconds: float
     if not kept:
         return {"decisions": 0}
     pct = statistics.quantiles(kept, n=100)
-    out = {"decisions": len(kept), "p50_ms": pct[49], "p99_ms": pct[98], "max_ms": kept[-1],
-           "decided twice": sum(1 for n in decided.values() if n > 1)}
+    out: dict[str, Any] = {"decisions": len(kept), "p50_ms": pct[49], "p99_ms": pct[98], "max_ms": kept[-1],
+                           "decided twice": sum(1 for n in decided.values() if n > 1)}
+    worst: dict[int, float] = {}  # the slowest decision received in each second of the run: where the tail is
+    for at, lat in samples:
+        if at >= begin + warmup * 1000:
+            second = int((at - begin) / 1000)
+            worst[second] = max(worst.get(second, 0.0), lat)
+    out["worst per second"] = [round(worst.get(i, 0)) for i in range(max(worst) + 1)] if worst else []
     # Where a micro-batch of the decide (or pass-through) query spends its time (Spark's durationMs, averaged)
     if busy:
         out["micro-batch rows"] = statistics.mean(p["numInputRows"] for p in busy)
@@ -452,7 +472,7 @@ def main() -> None:
                 results[f"latency {rate} tx/s trigger={trigger}ms {what}"] = r
                 print(f"latency at {rate} tx/s, trigger {trigger} ms, {what}: " +
                       ", ".join(f"{k} {v:,.0f}" if isinstance(v, (int, float)) else f"{k}: {v}"
-                                for k, v in r.items()), flush=True)
+                                for k, v in r.items() if k != "worst per second"), flush=True)
     finally:
         if broker.proc.poll() is None:
             broker.stop()
