@@ -234,35 +234,29 @@ LATENCY_RUNS = {"pipeline": "whole pipeline", "decide": "decide query only",
                 "passthrough": "pass-through query (Spark's floor)",
                 "kafka-decide": "decide query only, read by Spark's Kafka source",
                 "rtm-stateful": "Real-Time Mode, the decide query (velocity state) on Spark's Kafka source and sink",
-                "rtm-stateless": "Real-Time Mode, amount and country rules (no state), Spark's Kafka source and sink"}
-RTM_BATCH = "30 seconds"  # Real-Time Mode's batch duration: how often it checkpoints, not a latency
+                "rtm-stateless": "Real-Time Mode, amount and country rules (no state), Spark's Kafka source and sink "
+                                 "(at least once)",
+                "realtime": "the pipeline with --real-time: Real-Time Mode decisions through the exactly-once "
+                            "relay, velocity rule, dead letters and archive beside it",
+                "realtime-decide": "Real-Time Mode decide query and the exactly-once relay, nothing beside them"}
+RTM_BATCH_MS = 30_000  # Real-Time Mode's batch duration: how often it checkpoints, not a latency
 
 
 def real_time(spark: Any, cfg: Any, stateful: bool) -> Any:
-    """The decide query in Real-Time Mode with Spark's Kafka source and sink: the whole rules
+    """The decide query alone in Real-Time Mode with Spark's Kafka source and sink: the whole rules
     engine (``stateful``; its velocity rule keeps per-card state in applyInPandasWithState) or
     only the rules that need no state (amount limit, country mismatch)."""
-    from pyspark.sql import functions as F
     from samsa.pipelines import payments
-    from samsa.pipelines.common import as_json
     raw = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", cfg.bootstrap_servers)
            .option("subscribe", payments.PAYMENTS).option("startingOffsets", "latest").load())
     txs = payments.transactions(payments.parse(raw))
-    if stateful:
-        out = payments.decision_records(payments.decisions(txs))
-    else:
-        reasons = F.filter(F.array(F.when(F.col("amount") > payments.AMOUNT_LIMIT, F.lit("amount_limit")),
-                                   F.when(F.col("country") != F.col("card_country"), F.lit("country_mismatch"))),
-                           lambda r: r.isNotNull())
-        out = txs.select(F.col("tx_id").alias("key"), as_json(
-            "tx_id", "card_id", F.when(F.size(reasons) > 0, "reject").otherwise("approve").alias("decision"),
-            reasons.alias("reasons"), "sent_ms").alias("value"))
-    return (out.writeStream.format("kafka").option("kafka.bootstrap.servers", cfg.bootstrap_servers)
-            .option("topic", payments.DECISIONS)
+    decided = payments.decisions(txs) if stateful else payments.stateless_decisions(txs)
+    return (payments.decision_records(decided).writeStream.format("kafka")
+            .option("kafka.bootstrap.servers", cfg.bootstrap_servers).option("topic", payments.DECISIONS)
             # The decide query's own mode; in "update" Spark refuses it already ("applyInPandasWithState
             # in append mode is not supported with Update output mode").
             .outputMode("append" if stateful else "update")
-            .option("checkpointLocation", cfg.checkpoint("rtm")).trigger(realTime=RTM_BATCH))
+            .option("checkpointLocation", cfg.checkpoint("rtm")).trigger(realTime=f"{RTM_BATCH_MS} milliseconds"))
 
 
 def passthrough(spark: Any, cfg: Any) -> Any:
@@ -279,19 +273,27 @@ def passthrough(spark: Any, cfg: Any) -> Any:
 def latency(spark: Any, bootstrap: str, workdir: Path, rate: int, seconds: float, warmup: float,
             trigger_ms: int, run: str, background_ms: int) -> dict[str, float]:
     """Payments at ``rate`` tx/s into running queries (``run``: a key of LATENCY_RUNS); the times
-    from each transaction's send to a consumer receiving its decision."""
+    from each transaction's send to a consumer (read_committed) receiving its decision."""
     from samsa.client.consumer import Consumer, TopicPartition
     from samsa.pipelines import payments
-    from samsa.pipelines.common import PipelineConfig, ensure_topics, start
+    from samsa.pipelines.common import PipelineConfig, ensure_topics, start, stop_queries
     from samsa.pipelines.feed import send
     cfg = PipelineConfig(bootstrap_servers=bootstrap, state_dir=workdir / f"latency-{trigger_ms}-{run}",
                          trigger_ms=trigger_ms, urgent=payments.URGENT | {"passthrough"},
-                         background_trigger_ms=background_ms, source="kafka" if run == "kafka-decide" else "samsa")
-    ensure_topics(cfg, [payments.PAYMENTS, payments.DEAD_LETTERS, payments.DECISIONS])
+                         background_trigger_ms=background_ms,
+                         source="kafka" if run in ("kafka-decide", "realtime", "realtime-decide") else "samsa",
+                         realtime=payments.REALTIME if run.startswith("realtime") else frozenset(),
+                         realtime_batch_ms=RTM_BATCH_MS, progress_s=0)
+    ensure_topics(cfg, [payments.PAYMENTS, payments.DEAD_LETTERS, payments.DECISIONS, payments.DECISIONS_TAGGED])
     if run == "passthrough":
         measured, queries = "passthrough", [("passthrough", lambda: passthrough(spark, cfg))]
     elif run.startswith("rtm-"):
         measured, queries = "rtm", [("rtm", lambda: real_time(spark, cfg, run == "rtm-stateful"))]
+    elif run == "realtime":
+        measured, queries = "", []  # payments.run() starts them, and the relay
+    elif run == "realtime-decide":
+        measured = "payments-decide-realtime"
+        queries = [q for q in payments.queries(spark, cfg) if q[0] == measured]
     else:
         measured = "payments-decide"
         queries = [q for q in payments.queries(spark, cfg) if q[0] == measured or run == "pipeline"]
@@ -299,47 +301,87 @@ def latency(spark: Any, bootstrap: str, workdir: Path, rate: int, seconds: float
         spark.conf.set(k, v)
     stop = threading.Event()
     samples: list[tuple[float, float]] = []  # (received at, latency ms)
+    decided: dict[str, int] = {}  # tx_id -> decisions received
 
     def consume() -> None:
-        c = Consumer({"bootstrap.servers": bootstrap, "auto.offset.reset": "latest", "enable.auto.commit": False})
+        c = Consumer({"bootstrap.servers": bootstrap, "auto.offset.reset": "latest", "enable.auto.commit": False,
+                      "isolation.level": "read_committed"})
         tps = [TopicPartition(payments.DECISIONS, p) for p in range(2)]
         c.assign(tps)
         c.seek_to_end(tps)
         while not stop.is_set():
             for r in c.poll(0.2):
                 now = time.time() * 1000
-                samples.append((now, now - json.loads(r.value)["sent_ms"]))
+                d = json.loads(r.value)
+                samples.append((now, now - d["sent_ms"]))
+                decided[d["tx_id"]] = decided.get(d["tx_id"], 0) + 1
         c.close()
 
-    # Started from this thread: the samsa source is registered with this thread's Spark session.
-    try:
-        running = [build().start() if name == "rtm" else start(name, build(), cfg) for name, build in queries]
-    except Exception as e:  # noqa: BLE001 - Spark refusing a design is a result: its own words
-        return {"refused": str(e).strip().splitlines()[0][:600]}
-    time.sleep(20)  # the queries' first (slow) micro-batches, with no data yet
-    reader = threading.Thread(target=consume)
-    reader.start()
-    begin = time.time() * 1000
-    send(bootstrap, payments.PAYMENTS, payments.generate(seed=3), rate=rate, seconds=warmup + seconds)
-    time.sleep(5)
-    stop.set()
-    reader.join()
-    query = running[[name for name, _ in queries].index(measured)]
-    busy = [p for p in query.recentProgress if p["numInputRows"] > 0]
-    failed = query.exception()
-    for q in running:
-        q.stop()
+    begin = 0.0
+
+    def drive() -> None:
+        nonlocal begin
+        time.sleep(20)  # the queries' first (slow) micro-batches, with no data yet
+        reader = threading.Thread(target=consume)
+        reader.start()
+        begin = time.time() * 1000
+        send(bootstrap, payments.PAYMENTS, payments.generate(seed=3), rate=rate, seconds=warmup + seconds)
+        time.sleep(5)
+        stop.set()
+        reader.join()
+
+    failed = None
+    busy: list[dict] = []
+    if run == "realtime":
+        driver = threading.Thread(target=lambda: (drive(), stop_queries(spark, cfg)))
+        driver.start()
+        try:
+            payments.run(spark, cfg)  # until drive() stops it
+        except Exception as e:  # noqa: BLE001 - a failed run is a result
+            failed = e
+            stop.set()
+        driver.join()
+    else:
+        # Started from this thread: the samsa source is registered with this thread's Spark session.
+        try:
+            running = [build().start() if name == "rtm" else start(name, build(), cfg) for name, build in queries]
+        except Exception as e:  # noqa: BLE001 - Spark refusing a design is a result: its own words
+            return {"refused": str(e).strip().splitlines()[0][:600]}
+        relay = payments.decisions_relay(cfg) if run == "realtime-decide" else None
+        relaying = None
+        if relay is not None:
+            from samsa.pipelines.relay import RelayThread
+            relay.start()
+            relaying = RelayThread(relay)
+            relaying.start()
+        drive()
+        if relaying is not None and relay is not None:
+            relaying.stop()
+            relay.close()
+        query = running[[name for name, _ in queries].index(measured)]
+        busy = [p for p in query.recentProgress if p["numInputRows"] > 0]
+        failed = query.exception()
+        for q in running:
+            q.stop()
     if failed is not None:
         return {"failed": str(failed).strip().splitlines()[0][:600], "decisions": len(samples)}
     kept = sorted(lat for at, lat in samples if at >= begin + warmup * 1000)
     if not kept:
         return {"decisions": 0}
     pct = statistics.quantiles(kept, n=100)
-    out = {"decisions": len(kept), "p50_ms": pct[49], "p99_ms": pct[98], "max_ms": kept[-1]}
+    out: dict[str, Any] = {"decisions": len(kept), "p50_ms": pct[49], "p99_ms": pct[98], "max_ms": kept[-1],
+                           "decided twice": sum(1 for n in decided.values() if n > 1)}
+    worst: dict[int, float] = {}  # the slowest decision received in each second of the run: where the tail is
+    for at, lat in samples:
+        if at >= begin + warmup * 1000:
+            second = int((at - begin) / 1000)
+            worst[second] = max(worst.get(second, 0.0), lat)
+    out["worst per second"] = [round(worst.get(i, 0)) for i in range(max(worst) + 1)] if worst else []
     # Where a micro-batch of the decide (or pass-through) query spends its time (Spark's durationMs, averaged)
-    out["micro-batch rows"] = statistics.mean(p["numInputRows"] for p in busy) if busy else 0
-    for phase in ("triggerExecution", "addBatch", "queryPlanning", "walCommit", "commitOffsets", "latestOffset"):
-        out[f"{phase} ms"] = statistics.mean(p["durationMs"].get(phase, 0) for p in busy) if busy else 0
+    if busy:
+        out["micro-batch rows"] = statistics.mean(p["numInputRows"] for p in busy)
+        for phase in ("triggerExecution", "addBatch", "queryPlanning", "walCommit", "commitOffsets", "latestOffset"):
+            out[f"{phase} ms"] = statistics.mean(p["durationMs"].get(phase, 0) for p in busy)
     return out
 
 
@@ -380,7 +422,7 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=1_000_000, help="events per pipeline (default 1,000,000)")
     ap.add_argument("--partitions", type=int, default=2)
     ap.add_argument("--per-trigger", type=int, default=100_000, help="maxOffsetsPerTrigger of the pipeline runs")
-    ap.add_argument("--latency-rate", type=int, default=1000)
+    ap.add_argument("--latency-rate", default="1000", help="tx/s of the latency runs: one, or a comma list to sweep")
     ap.add_argument("--latency-seconds", type=float, default=60)
     ap.add_argument("--latency-warmup", type=float, default=15)
     ap.add_argument("--triggers", default="0,500", help="trigger intervals (ms) of the latency runs")
@@ -457,21 +499,23 @@ def main() -> None:
                       ", ".join(f"{k} {v / cores:,.0f}" for k, v in rates.items()) + " events/s", flush=True)
         broker.stop()
         if "latency" not in skip:
-            for trigger in [int(t) for t in args.triggers.split(",")]:
-                for run in args.latency_runs.split(","):
-                    lat_dir = workdir / f"latency-broker-{trigger}-{run}"
-                    lat_dir.mkdir()
-                    b = BrokerProcess(lat_dir, args.partitions)
-                    try:
-                        r = latency(spark, b.bootstrap, lat_dir, args.latency_rate, args.latency_seconds,
-                                    args.latency_warmup, trigger, run, args.background_trigger)
-                    finally:
-                        b.stop()
-                    what = LATENCY_RUNS[run]
-                    results[f"latency trigger={trigger}ms {what}"] = r
-                    print(f"latency at {args.latency_rate} tx/s, trigger {trigger} ms, {what}: " +
-                          ", ".join(f"{k} {v:,.0f}" if isinstance(v, (int, float)) else f"{k}: {v}"
-                                    for k, v in r.items()), flush=True)
+            for rate, trigger, run in itertools.product([int(r) for r in args.latency_rate.split(",")],
+                                                         [int(t) for t in args.triggers.split(",")],
+                                                         args.latency_runs.split(",")):
+                lat_dir = workdir / f"latency-broker-{rate}-{trigger}-{run}"
+                lat_dir.mkdir()
+                b = BrokerProcess(lat_dir, args.partitions)
+                try:
+                    r = latency(spark, b.bootstrap, lat_dir, rate, args.latency_seconds,
+                                args.latency_warmup, trigger, run, args.background_trigger)
+                finally:
+                    b.stop()
+                what = LATENCY_RUNS[run]
+                r["loadavg"] = os.getloadavg()[0]
+                results[f"latency {rate} tx/s trigger={trigger}ms {what}"] = r
+                print(f"latency at {rate} tx/s, trigger {trigger} ms, {what}: " +
+                      ", ".join(f"{k} {v:,.0f}" if isinstance(v, (int, float)) else f"{k}: {v}"
+                                for k, v in r.items() if k != "worst per second"), flush=True)
     finally:
         if broker.proc.poll() is None:
             broker.stop()

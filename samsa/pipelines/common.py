@@ -206,8 +206,14 @@ def run_queries(queries: list[tuple[str, Query]], cfg: PipelineConfig, spark: Sp
             start(name, build(), cfg).awaitTermination()
         return
     running = [start(name, build(), cfg) for name, build in queries]
+
+    def ended() -> bool:
+        if not cfg.progress_s:
+            spark.streams.awaitAnyTermination()  # (returns None, not True)
+            return True
+        return spark.streams.awaitAnyTermination(cfg.progress_s)
     try:
-        while not spark.streams.awaitAnyTermination(cfg.progress_s or None):
+        while not ended():
             for q in running:
                 print(progress_line(q), flush=True)
             line = status() if status is not None else None

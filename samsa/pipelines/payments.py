@@ -233,13 +233,17 @@ def queries(spark: SparkSession, cfg: PipelineConfig) -> list[tuple[str, Query]]
     return out
 
 
+def decisions_relay(cfg: PipelineConfig) -> ExactlyOnceRelay:
+    """Copies the Real-Time Mode decisions to ``payment-decisions`` exactly once."""
+    return ExactlyOnceRelay({"bootstrap.servers": cfg.bootstrap_servers, **cfg.client_config()},
+                            DECISIONS_TAGGED, DECISIONS, f"samsa-payments-relay-{cfg.instance_id()}")
+
+
 def run(spark: SparkSession, cfg: PipelineConfig) -> None:
     ensure_topics(cfg, [PAYMENTS, DEAD_LETTERS, DECISIONS, *([DECISIONS_TAGGED, VELOCITY_ALERTS] if cfg.realtime else [])])
     latency = DecisionLatency(cfg)
-    relay = None
-    if cfg.realtime:  # the real-time decisions to payment-decisions, exactly once
-        relay = ExactlyOnceRelay({"bootstrap.servers": cfg.bootstrap_servers, **cfg.client_config()},
-                                 DECISIONS_TAGGED, DECISIONS, f"samsa-payments-relay-{cfg.instance_id()}")
+    relay = decisions_relay(cfg) if cfg.realtime else None  # the real-time decisions, exactly once
+    if relay is not None:
         relay.start()
     relaying = RelayThread(relay) if relay is not None and not cfg.available_now else None
     try:
