@@ -104,6 +104,7 @@ class RecordAccumulator:
         self._in_flight_batches: set[ProducerBatch] = set()
         self._unanswered: dict[TopicPartition, set[int]] = {}  # numbers of drained batches not yet done, per partition
         self._backing_off: dict[TopicPartition, int] = {}  # batches of the partition waiting out retry.backoff.ms
+        self._backing_off_batches: set[ProducerBatch] = set()  # neither queued nor in flight, but not answered
         self.buffered = 0
         self.flushing = False
         self.closing = False
@@ -180,7 +181,11 @@ class RecordAccumulator:
     def pending_futures(self) -> list[Future]:
         """The futures of every record not yet answered."""
         with self.lock:
-            batches = [b for q in self._queues.values() for b in q] + list(self._in_flight_batches)
+            # A batch waiting out its retry backoff too: a flush (a transaction's commit) that
+            # did not wait for it would commit without it, and the batch would be written later,
+            # at the next epoch, in a transaction of its own.
+            batches = ([b for q in self._queues.values() for b in q] + list(self._in_flight_batches)
+                       + list(self._backing_off_batches))
         return [f for b in batches for f, _, _ in b.pending]
 
     # ---------------------------------------------------------------- the sender's side
@@ -226,12 +231,14 @@ class RecordAccumulator:
         tp = (b.topic, b.partition)
         with self.lock:
             self._backing_off[tp] = self._backing_off.get(tp, 0) + 1
+            self._backing_off_batches.add(b)
             self._release(b)
 
     def requeue(self, b: ProducerBatch) -> None:
         """Put a batch to retry back in its queue, before the batches created after it."""
         tp = (b.topic, b.partition)
         with self.lock:
+            self._backing_off_batches.discard(b)
             queue = self._queues.setdefault(tp, deque())
             at = next((i for i, other in enumerate(queue) if other.number > b.number), len(queue))
             queue.insert(at, b)
