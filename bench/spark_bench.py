@@ -238,7 +238,9 @@ LATENCY_RUNS = {"pipeline": "whole pipeline", "decide": "decide query only",
                                  "(at least once)",
                 "realtime": "the pipeline with --real-time: Real-Time Mode decisions through the exactly-once "
                             "relay, velocity rule, dead letters and archive beside it",
-                "realtime-decide": "Real-Time Mode decide query and the exactly-once relay, nothing beside them"}
+                "realtime-decide": "Real-Time Mode decide query and the exactly-once relay, nothing beside them",
+                "realtime-split": "the pipeline with --real-time in two processes: the real-time query and relay "
+                                  "(--queries real-time), the micro-batch queries under nice 10 (--queries background)"}
 RTM_BATCH_MS = 30_000  # Real-Time Mode's batch duration: how often it checkpoints, not a latency
 
 
@@ -283,13 +285,14 @@ def latency(spark: Any, bootstrap: str, workdir: Path, rate: int, seconds: float
                          background_trigger_ms=background_ms,
                          source="kafka" if run in ("kafka-decide", "realtime", "realtime-decide") else "samsa",
                          realtime=payments.REALTIME if run.startswith("realtime") else frozenset(),
-                         realtime_batch_ms=RTM_BATCH_MS, progress_s=0)
+                         realtime_batch_ms=RTM_BATCH_MS, progress_s=0,
+                         queries="real-time" if run == "realtime-split" else "all")
     ensure_topics(cfg, [payments.PAYMENTS, payments.DEAD_LETTERS, payments.DECISIONS, payments.DECISIONS_TAGGED])
     if run == "passthrough":
         measured, queries = "passthrough", [("passthrough", lambda: passthrough(spark, cfg))]
     elif run.startswith("rtm-"):
         measured, queries = "rtm", [("rtm", lambda: real_time(spark, cfg, run == "rtm-stateful"))]
-    elif run == "realtime":
+    elif run in ("realtime", "realtime-split"):
         measured, queries = "", []  # payments.run() starts them, and the relay
     elif run == "realtime-decide":
         measured = "payments-decide-realtime"
@@ -332,7 +335,14 @@ def latency(spark: Any, bootstrap: str, workdir: Path, rate: int, seconds: float
 
     failed = None
     busy: list[dict] = []
-    if run == "realtime":
+    if run in ("realtime", "realtime-split"):
+        background = None
+        if run == "realtime-split":  # the micro-batch queries in a process of their own, at a lower CPU priority
+            background = subprocess.Popen(
+                ["nice", "-n", "10", PY, "-m", "samsa.cli.main", "pipeline", "run", "payments", "--bootstrap-server",
+                 bootstrap, "--state-dir", str(cfg.state_dir), "--source", "kafka", "--real-time", "--queries",
+                 "background", "--background-trigger-ms", str(background_ms), "--conf", "spark.driver.memory=1g"],
+                cwd=ROOT, stdout=open(workdir / "background.log", "wb"), stderr=subprocess.STDOUT)
         driver = threading.Thread(target=lambda: (drive(), stop_queries(spark, cfg)))
         driver.start()
         try:
@@ -341,6 +351,9 @@ def latency(spark: Any, bootstrap: str, workdir: Path, rate: int, seconds: float
             failed = e
             stop.set()
         driver.join()
+        if background is not None:
+            background.terminate()  # stops its queries where they are
+            background.wait()
     else:
         # Started from this thread: the samsa source is registered with this thread's Spark session.
         try:

@@ -78,6 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
                      "micro-batches beside it and writes the transactions it rejects to payment-velocity-alerts")
     run.add_argument("--real-time-batch-ms", type=int, default=30_000, metavar="MS",
                      help="with --real-time: how long a Real-Time Mode batch runs between checkpoints (default: 30000)")
+    run.add_argument("--queries", choices=("all", "real-time", "background"), default="all",
+                     help="with --real-time: run all the pipeline's queries here, only the real-time one (and "
+                     "its relay), or only the micro-batch ones, e.g. in a second process under nice "
+                     "(default: all)")
     run.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                      help="a Spark setting, e.g. spark.jars.packages=... or spark.executor.memory=512m")
     run.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
@@ -129,7 +133,7 @@ def _run(opts: argparse.Namespace) -> int:
                          urgent=getattr(importlib.import_module(PIPELINES[opts.pipeline]), "URGENT", frozenset()),
                          source=opts.source, realtime_batch_ms=opts.real_time_batch_ms,
                          realtime=getattr(importlib.import_module(PIPELINES[opts.pipeline]), "REALTIME", frozenset())
-                         if opts.real_time else frozenset())
+                         if opts.real_time else frozenset(), queries=opts.queries)
     conf = _options(opts.conf, "--conf")
     if opts.real_time and opts.pipeline != "payments":
         raise UsageError("--real-time is an option of the payments pipeline")
@@ -137,6 +141,8 @@ def _run(opts: argparse.Namespace) -> int:
         raise UsageError("--real-time needs --source kafka: Spark's Real-Time Mode reads only with its Kafka source")
     if opts.real_time and opts.available_now:
         raise UsageError("--real-time and --available-now do not go together")
+    if opts.queries != "all" and not opts.real_time:
+        raise UsageError("--queries needs --real-time (it splits the real-time query from the others)")
     if opts.real_time_batch_ms <= 0:
         raise UsageError(f"--real-time-batch-ms must be positive, got {opts.real_time_batch_ms}")
     if opts.postgres and opts.pipeline != "payments":
@@ -162,7 +168,8 @@ def _run(opts: argparse.Namespace) -> int:
         module: Any = importlib.import_module(PIPELINES[opts.pipeline])
         from samsa.pipelines.common import connector_conf
         settings = {**module.SPARK_CONF, **connector_conf(opts.source), **conf}
-        master = opts.master or (f"local[{opts.partitions + 2}]" if opts.real_time else "local[2]")
+        master = opts.master or (f"local[{opts.partitions + 2}]" if opts.real_time and opts.queries != "background"
+                                 else "local[2]")
         spark = samsa.spark.local_session(f"samsa-pipeline-{opts.pipeline}", master=master, **settings)
         print(f"Pipeline {opts.pipeline}: reading {INPUTS[opts.pipeline]} at {cfg.bootstrap_servers} "
               f"with the {opts.source} source, "

@@ -72,6 +72,10 @@ class PipelineConfig:
     # Real-Time Mode reads only with Spark's Kafka source; a "batch" is how often it checkpoints.
     realtime: frozenset[str] = frozenset()
     realtime_batch_ms: int = 30_000
+    # Which of them this process runs: "all"; "real-time" (those in Real-Time Mode) or "background"
+    # (the others): two processes, the background one at a lower CPU priority (nice), so that its
+    # micro-batches do not hold up the real-time decisions on a machine with few cores.
+    queries: str = "all"
 
     def checkpoint(self, query: str) -> str:
         return str(self.state_dir / "checkpoints" / query)
@@ -191,6 +195,13 @@ def start(name: str, writer: DataStreamWriter, cfg: PipelineConfig) -> Streaming
         every = cfg.trigger_ms if name in cfg.urgent else max(cfg.trigger_ms, cfg.background_trigger_ms)
         writer = writer.trigger(processingTime=f"{every} milliseconds")
     return writer.start()
+
+
+def selected(queries: list[tuple[str, Query]], cfg: PipelineConfig) -> list[tuple[str, Query]]:
+    """The queries this process runs (``cfg.queries``)."""
+    if cfg.queries == "all":
+        return queries
+    return [(name, q) for name, q in queries if (name in cfg.realtime) == (cfg.queries == "real-time")]
 
 
 def run_queries(queries: list[tuple[str, Query]], cfg: PipelineConfig, spark: SparkSession,

@@ -46,7 +46,7 @@ from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 from samsa.client.consumer import Consumer
 from samsa.client.types import TopicPartition
 from samsa.pipelines.common import (PipelineConfig, Query, as_json, dead_letters, ensure_topics, field_of, read_topic,
-                                    require, run_queries, validate, with_options)
+                                    require, run_queries, selected, validate, with_options)
 from samsa.pipelines.relay import SOURCE_HEADER, ExactlyOnceRelay, RelayThread
 
 # PySpark's own worker code concatenates empty frames, which pandas 2.x warns about on every batch.
@@ -242,14 +242,15 @@ def decisions_relay(cfg: PipelineConfig) -> ExactlyOnceRelay:
 def run(spark: SparkSession, cfg: PipelineConfig) -> None:
     ensure_topics(cfg, [PAYMENTS, DEAD_LETTERS, DECISIONS, *([DECISIONS_TAGGED, VELOCITY_ALERTS] if cfg.realtime else [])])
     latency = DecisionLatency(cfg)
-    relay = decisions_relay(cfg) if cfg.realtime else None  # the real-time decisions, exactly once
+    # the real-time decisions, exactly once, beside the query that makes them
+    relay = decisions_relay(cfg) if cfg.realtime and cfg.queries != "background" else None
     if relay is not None:
         relay.start()
     relaying = RelayThread(relay) if relay is not None and not cfg.available_now else None
     try:
         if relaying is not None:
             relaying.start()
-        run_queries(queries(spark, cfg), cfg, spark, status=latency.line)
+        run_queries(selected(queries(spark, cfg), cfg), cfg, spark, status=latency.line)
         if relay is not None and relaying is None:
             relay.drain()
     finally:
