@@ -283,7 +283,7 @@ def latency(spark: Any, bootstrap: str, workdir: Path, rate: int, seconds: float
     cfg = PipelineConfig(bootstrap_servers=bootstrap, state_dir=workdir / f"latency-{trigger_ms}-{run}",
                          trigger_ms=trigger_ms, urgent=payments.URGENT | {"passthrough"},
                          background_trigger_ms=background_ms,
-                         source="kafka" if run in ("kafka-decide", "realtime", "realtime-decide") else "samsa",
+                         source="kafka" if run == "kafka-decide" or run.startswith("realtime") else "samsa",
                          realtime=payments.REALTIME if run.startswith("realtime") else frozenset(),
                          realtime_batch_ms=RTM_BATCH_MS, progress_s=0,
                          queries="real-time" if run == "realtime-split" else "all")

@@ -61,7 +61,7 @@ AMOUNT_LIMIT = 5000.0
 VELOCITY_MAX = 5
 VELOCITY_WINDOW_MS = 60_000
 VELOCITY_LATE_MS = 600_000  # how far one partition may trail another (JOIN_WATERMARK)
-CARD_BUCKETS = 16  # groups of cards in the rules' state (see decide_bucket)
+CARD_BUCKETS = 16  # groups of cards in the velocity state (see velocity_bucket)
 # Session settings `samsa pipeline run` uses: one shuffle partition makes the decide query's
 # micro-batch a third shorter on local[2] (fewer tasks to start), which is most of its latency.
 SPARK_CONF = {"spark.sql.shuffle.partitions": "1"}

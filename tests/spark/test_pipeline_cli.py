@@ -34,6 +34,15 @@ def test_help_lists_the_pipelines_and_bad_usage_is_one_line():
     source = samsa("pipeline", "run", "activity", "--source", "jdbc")
     assert source.returncode == 1 and source.stderr.strip().splitlines() == [
         "samsa pipeline: argument --source: invalid choice: 'jdbc' (choose from 'samsa', 'kafka')"]
+    for args, said in [(["activity", "--real-time"], "--real-time is an option of the payments pipeline"),
+                       (["payments", "--real-time"], "--real-time needs --source kafka: Spark's Real-Time Mode "
+                                                     "reads only with its Kafka source"),
+                       (["payments", "--queries", "background"], "--queries needs --real-time (it splits the "
+                                                                  "real-time query from the others)"),
+                       (["payments", "--real-time", "--source", "kafka", "--real-time-batch-ms", "0"],
+                        "--real-time-batch-ms must be positive, got 0")]:
+        r = samsa("pipeline", "run", *args)
+        assert r.returncode == 1 and r.stderr.strip() == f"samsa pipeline: {said}"
     assert "\n  pipeline " in samsa("--help").stdout  # listed among the tools
 
 
