@@ -216,6 +216,7 @@ def run_queries(queries: list[tuple[str, Query]], cfg: PipelineConfig, spark: Sp
             log.info("running %s to the end of its input", name)
             start(name, build(), cfg).awaitTermination()
         return
+    spark.streams.resetTerminated()  # queries this session ran before would end the wait at once
     running = [start(name, build(), cfg) for name, build in queries]
 
     def ended() -> bool:
