@@ -46,7 +46,7 @@ from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 from samsa.client.consumer import Consumer
 from samsa.client.types import TopicPartition
 from samsa.pipelines.common import (PipelineConfig, Query, as_json, dead_letters, ensure_topics, field_of, read_topic,
-                                    require, run_queries, selected, validate, with_options)
+                                    require, run_queries, selected, stop_queries, validate, with_options)
 from samsa.pipelines.relay import SOURCE_HEADER, ExactlyOnceRelay, RelayThread
 
 # PySpark's own worker code concatenates empty frames, which pandas 2.x warns about on every batch.
@@ -246,7 +246,8 @@ def run(spark: SparkSession, cfg: PipelineConfig) -> None:
     relay = decisions_relay(cfg) if cfg.realtime and cfg.queries != "background" else None
     if relay is not None:
         relay.start()
-    relaying = RelayThread(relay) if relay is not None and not cfg.available_now else None
+    relaying = RelayThread(relay, on_failure=lambda: stop_queries(spark, cfg)) \
+        if relay is not None and not cfg.available_now else None
     try:
         if relaying is not None:
             relaying.start()

@@ -28,7 +28,7 @@ import json
 import logging
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 from samsa.client.consumer import Consumer
 from samsa.client.producer import Producer
@@ -141,11 +141,14 @@ class ExactlyOnceRelay:
 
 
 class RelayThread(threading.Thread):
-    """An :class:`ExactlyOnceRelay` running beside the pipeline's queries; ``error`` if it failed."""
+    """An :class:`ExactlyOnceRelay` running beside the pipeline's queries. If it fails it calls
+    ``on_failure`` (the pipeline stops: its decisions would go nowhere), and ``stop()`` raises
+    its error."""
 
-    def __init__(self, relay: ExactlyOnceRelay):
+    def __init__(self, relay: ExactlyOnceRelay, on_failure: Callable[[], None] = lambda: None):
         super().__init__(name=f"relay-{relay.group}", daemon=True)
         self.relay = relay
+        self.on_failure = on_failure
         self.stopping = threading.Event()
         self.error: BaseException | None = None
 
@@ -155,6 +158,7 @@ class RelayThread(threading.Thread):
         except BaseException as e:  # noqa: BLE001 - reported by the pipeline (stop())
             self.error = e
             log.exception("the relay from %s to %s failed", self.relay.tagged, self.relay.output)
+            self.on_failure()
 
     def stop(self) -> None:
         self.stopping.set()

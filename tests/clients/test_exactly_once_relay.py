@@ -6,13 +6,16 @@ position and marks)."""
 
 from __future__ import annotations
 
+import threading
 import uuid
+
+import pytest
 
 from samsa.client.admin import Admin
 from samsa.client.consumer import Consumer
 from samsa.client.producer import Producer
 from samsa.client.types import NewTopic, TopicPartition
-from samsa.pipelines.relay import SOURCE_HEADER, ExactlyOnceRelay, source_tag
+from samsa.pipelines.relay import SOURCE_HEADER, ExactlyOnceRelay, RelayThread, source_tag
 
 
 def _write(bootstrap: str, topic: str, inputs: list[tuple[int, int]]) -> None:
@@ -65,3 +68,24 @@ def test_replays_and_a_dead_relay_leave_one_copy_each(broker):
     values = sorted(r.value for r in records)
     assert values == sorted(f"decision {p}:{o}".encode() for o in range(200) for p in (0, 1))
     assert all(dict(r.headers) == {"kept": b"yes"} for r in records)  # the tag is the relay's, not copied
+
+
+def test_a_relay_that_fails_says_so(broker):
+    """A record without the tag: the relay stops, calls on_failure (the pipeline stops its
+    queries), and stop() raises what went wrong."""
+    bs = broker.bootstrap
+    tagged, output, group = (f"relay-{x}-{uuid.uuid4().hex[:8]}" for x in ("in", "out", "g"))
+    with Admin({"bootstrap.servers": bs}) as admin:
+        admin.create_topics([NewTopic(tagged, 1), NewTopic(output, 1)])
+    with Producer({"bootstrap.servers": bs}) as p:
+        p.send(tagged, b"untagged")
+        p.flush()
+    relay = ExactlyOnceRelay({"bootstrap.servers": bs}, tagged, output, group)
+    relay.start()
+    failed = threading.Event()
+    thread = RelayThread(relay, on_failure=failed.set)
+    thread.start()
+    assert failed.wait(30)
+    with pytest.raises(ValueError, match="has no samsa.source header"):
+        thread.stop()
+    relay.close()
