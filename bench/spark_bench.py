@@ -360,17 +360,8 @@ def latency(spark: Any, bootstrap: str, workdir: Path, rate: int, seconds: float
             running = [build().start() if name == "rtm" else start(name, build(), cfg) for name, build in queries]
         except Exception as e:  # noqa: BLE001 - Spark refusing a design is a result: its own words
             return {"refused": str(e).strip().splitlines()[0][:600]}
-        relay = payments.decisions_relay(cfg) if run == "realtime-decide" else None
-        relaying = None
-        if relay is not None:
-            from samsa.pipelines.relay import RelayThread
-            relay.start()
-            relaying = RelayThread(relay)
-            relaying.start()
-        drive()
-        if relaying is not None and relay is not None:
-            relaying.stop()
-            relay.close()
+        with payments.relaying(spark, cfg):  # the realtime-decide run's relay (cfg.realtime: only that run)
+            drive()
         query = running[[name for name, _ in queries].index(measured)]
         busy = [p for p in query.recentProgress if p["numInputRows"] > 0]
         failed = query.exception()

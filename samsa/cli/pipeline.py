@@ -122,6 +122,7 @@ def _options(pairs: list[str], flag: str = "--option") -> dict[str, str]:
 
 
 def _run(opts: argparse.Namespace) -> int:
+    module: Any = importlib.import_module(PIPELINES[opts.pipeline])
     from samsa.pipelines.common import PipelineConfig
     state_dir = opts.state_dir or Path("pipeline-data") / opts.pipeline
     cfg = PipelineConfig(bootstrap_servers=opts.bootstrap_server, state_dir=state_dir.resolve(),
@@ -130,9 +131,9 @@ def _run(opts: argparse.Namespace) -> int:
                          postgres=opts.postgres, background_trigger_ms=opts.background_trigger_ms,
                          value_format="avro" if opts.schema_registry_url else "json",
                          schema_registry_url=opts.schema_registry_url,
-                         urgent=getattr(importlib.import_module(PIPELINES[opts.pipeline]), "URGENT", frozenset()),
+                         urgent=getattr(module, "URGENT", frozenset()),
                          source=opts.source, realtime_batch_ms=opts.real_time_batch_ms,
-                         realtime=getattr(importlib.import_module(PIPELINES[opts.pipeline]), "REALTIME", frozenset())
+                         realtime=getattr(module, "REALTIME", frozenset())
                          if opts.real_time else frozenset(), queries=opts.queries)
     conf = _options(opts.conf, "--conf")
     if opts.real_time and opts.pipeline != "payments":
@@ -165,7 +166,6 @@ def _run(opts: argparse.Namespace) -> int:
               flush=True)
     try:
         import samsa.spark
-        module: Any = importlib.import_module(PIPELINES[opts.pipeline])
         from samsa.pipelines.common import connector_conf
         settings = {**module.SPARK_CONF, **connector_conf(opts.source), **conf}
         master = opts.master or (f"local[{opts.partitions + 2}]" if opts.real_time and opts.queries != "background"

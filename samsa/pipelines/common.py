@@ -11,9 +11,7 @@ the pipeline.
 from __future__ import annotations
 
 import logging
-import os
 import threading
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -25,6 +23,7 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 from samsa.client.admin import Admin
 from samsa.client.types import NewTopic
 from samsa.protocol import errors
+from samsa.spark.exactly_once import stored_id
 
 log = logging.getLogger("samsa.pipelines")
 
@@ -90,13 +89,7 @@ class PipelineConfig:
     def instance_id(self) -> str:
         """This pipeline's own id, kept in its state directory: the same across restarts (the
         transactional ids of its exactly-once writers), another for another state directory."""
-        path = self.state_dir / "instance-id"
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(uuid.uuid4().hex)
-            os.replace(tmp, path)
-        return path.read_text().strip()
+        return stored_id(self.state_dir / "instance-id")
 
 
 def ensure_topics(cfg: PipelineConfig, names: list[str]) -> None:

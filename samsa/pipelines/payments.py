@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import random
 import warnings
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterator
 
@@ -233,35 +234,40 @@ def queries(spark: SparkSession, cfg: PipelineConfig) -> list[tuple[str, Query]]
     return out
 
 
-def decisions_relay(cfg: PipelineConfig) -> ExactlyOnceRelay:
-    """Copies the Real-Time Mode decisions to ``payment-decisions`` exactly once."""
-    return ExactlyOnceRelay({"bootstrap.servers": cfg.bootstrap_servers, **cfg.client_config()},
-                            DECISIONS_TAGGED, DECISIONS, f"samsa-payments-relay-{cfg.instance_id()}")
+@contextmanager
+def relaying(spark: SparkSession, cfg: PipelineConfig) -> Iterator[None]:
+    """While the queries run (with ``available_now``: after them, to the end), the Real-Time Mode
+    decisions copied to ``payment-decisions`` exactly once; nothing without ``cfg.realtime`` or
+    in the background process."""
+    if not cfg.realtime or cfg.queries == "background":
+        yield
+        return
+    relay = ExactlyOnceRelay({"bootstrap.servers": cfg.bootstrap_servers, **cfg.client_config()},
+                             DECISIONS_TAGGED, DECISIONS, f"samsa-payments-relay-{cfg.instance_id()}")
+    relay.start()
+    thread = None if cfg.available_now else RelayThread(relay, on_failure=lambda: stop_queries(spark, cfg))
+    try:
+        if thread is not None:
+            thread.start()
+        yield
+        if thread is None:
+            relay.drain()
+    finally:
+        try:
+            if thread is not None:
+                thread.stop()
+        finally:
+            relay.close()
 
 
 def run(spark: SparkSession, cfg: PipelineConfig) -> None:
     ensure_topics(cfg, [PAYMENTS, DEAD_LETTERS, DECISIONS, *([DECISIONS_TAGGED, VELOCITY_ALERTS] if cfg.realtime else [])])
     latency = DecisionLatency(cfg)
-    # the real-time decisions, exactly once, beside the query that makes them
-    relay = decisions_relay(cfg) if cfg.realtime and cfg.queries != "background" else None
-    if relay is not None:
-        relay.start()
-    relaying = RelayThread(relay, on_failure=lambda: stop_queries(spark, cfg)) \
-        if relay is not None and not cfg.available_now else None
     try:
-        if relaying is not None:
-            relaying.start()
-        run_queries(selected(queries(spark, cfg), cfg), cfg, spark, status=latency.line)
-        if relay is not None and relaying is None:
-            relay.drain()
+        with relaying(spark, cfg):
+            run_queries(selected(queries(spark, cfg), cfg), cfg, spark, status=latency.line)
     finally:
         latency.close()
-        try:
-            if relaying is not None:
-                relaying.stop()
-        finally:
-            if relay is not None:
-                relay.close()
 
 
 class DecisionLatency:

@@ -43,6 +43,24 @@ HEADER = "samsa.spark.batch"
 KEEP_NOTES = 3
 
 
+def write_atomically(path: Path, text: str) -> None:
+    """``text`` in ``path``, whole or not at all (written aside, synced, renamed)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def stored_id(path: Path) -> str:
+    """A random id kept in ``path``: made the first time, the same ever after (across restarts)."""
+    if not path.exists():
+        write_atomically(path, uuid.uuid4().hex)
+    return path.read_text().strip()
+
+
 class ExactlyOnceWriter:
     def __init__(self, bootstrap_servers: str, topic: str, state_dir: str | os.PathLike,
                  options: dict[str, str] | None = None):
@@ -55,19 +73,7 @@ class ExactlyOnceWriter:
     # ---------------------------------------------------------------- notes on disk
 
     def _writer_id(self) -> str:
-        path = self.dir / "writer-id"
-        if not path.exists():
-            self._write_atomically(path, uuid.uuid4().hex)
-        return path.read_text().strip()
-
-    def _write_atomically(self, path: Path, text: str) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        return stored_id(self.dir / "writer-id")
 
     def _note(self, batch_id: int) -> Path:
         return self.dir / f"batch-{batch_id}.json"
@@ -125,7 +131,7 @@ class ExactlyOnceWriter:
             # fresh ids, so that no task of this run skips rows as "done". Rare, so few ids.
             prefix = f"{prefix}-{batch_id}-{uuid.uuid4().hex[:8]}"
         else:
-            self._write_atomically(note, json.dumps(self._end_offsets()))
+            write_atomically(note, json.dumps(self._end_offsets()))
         mark = F.array(F.struct(F.lit(HEADER).alias("key"), F.lit(tag).alias("value")))
         out = out.withColumn("headers", F.concat("headers", mark) if "headers" in df.columns else mark)
         writer = out.write.format("samsa").option("kafka.bootstrap.servers", self.bootstrap_servers)
