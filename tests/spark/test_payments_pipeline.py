@@ -62,6 +62,22 @@ def expected_decisions(values: list[bytes]) -> dict[str, tuple[str, list[str]]]:
     return out
 
 
+class PaymentsFeed:
+    """Generated transactions (every one valid, 200 cards, times 7 ms apart) sent to the payments
+    topic, ``n`` at a time; ``sent`` holds every value sent."""
+
+    def __init__(self, bootstrap: str, seed: int):
+        self.bootstrap = bootstrap
+        clock = itertools.count(int(time.time() * 1000), 7).__next__
+        self.events = payments.generate(seed=seed, clock=clock, cards=200, malformed=0)
+        self.sent: list[bytes] = []
+
+    def __call__(self, n: int, rate: float = 0) -> None:
+        batch = list(itertools.islice(self.events, n))
+        self.sent.extend(v for _, v in batch)
+        send(self.bootstrap, payments.PAYMENTS, iter(batch), rate=rate)
+
+
 def decisions_in(bootstrap: str) -> list:
     return read_committed(bootstrap, payments.DECISIONS, partitions=2)  # written in transactions
 
@@ -152,14 +168,7 @@ def test_every_transaction_one_decision_across_a_killed_pipeline(spark, fresh_br
     state = tmp_path / "state"
     cmd = [sys.executable, "-m", "samsa.cli.main", "pipeline", "run", "payments", "--bootstrap-server", bs,
            "--state-dir", str(state), "--trigger-ms", "100"]
-    clock = itertools.count(int(time.time() * 1000), 7).__next__
-    events = payments.generate(seed=5, clock=clock, cards=200, malformed=0)
-    sent: list[bytes] = []
-
-    def feed(n: int, rate: float = 0) -> None:
-        batch = list(itertools.islice(events, n))
-        sent.extend(v for _, v in batch)
-        send(bs, payments.PAYMENTS, iter(batch), rate=rate)
+    feed = PaymentsFeed(bs, seed=5)
 
     def decided() -> int:
         with Admin({"bootstrap.servers": bs}) as admin:
@@ -191,5 +200,5 @@ def test_every_transaction_one_decision_across_a_killed_pipeline(spark, fresh_br
     cfg = PipelineConfig(bootstrap_servers=bs, state_dir=state, available_now=True)
     payments.run(spark, cfg)
 
-    result = check_one_decision_each(bs, sent)
+    result = check_one_decision_each(bs, feed.sent)
     check_archive(spark, cfg, result)

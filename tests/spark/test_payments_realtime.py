@@ -6,23 +6,20 @@ that batch again; the velocity rule's rejections come once each on ``payment-vel
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 from samsa.client.admin import Admin
 from samsa.client.types import TopicPartition
 from samsa.pipelines import payments
 from samsa.pipelines.common import PipelineConfig, ensure_topics
-from samsa.pipelines.feed import send
 from spark_helpers import read_committed, read_topic
-from test_payments_pipeline import expected_decisions
+from test_payments_pipeline import PaymentsFeed, expected_decisions
 from waiting import wait_until
 
 BATCH_MS = 600_000  # no Real-Time Mode batch ends (and checkpoints) before the kill: Spark replays all of it
@@ -44,15 +41,8 @@ def test_real_time_decisions_once_each_across_a_killed_pipeline(spark, fresh_bro
     cmd = [sys.executable, "-m", "samsa.cli.main", "pipeline", "run", "payments", "--bootstrap-server", bs,
            "--state-dir", str(state), "--source", "kafka", "--real-time", "--real-time-batch-ms", str(BATCH_MS),
            "--background-trigger-ms", "1000"]
-    clock = itertools.count(int(time.time() * 1000), 7).__next__
-    events = payments.generate(seed=8, clock=clock, cards=200, malformed=0)
-    sent: list[bytes] = []
+    feed = PaymentsFeed(bs, seed=8)
     printed = lambda: (tmp_path / "pipeline.log").read_text()  # noqa: E731
-
-    def feed(n: int, rate: float = 0) -> None:
-        batch = list(itertools.islice(events, n))
-        sent.extend(v for _, v in batch)
-        send(bs, payments.PAYMENTS, iter(batch), rate=rate)
 
     def decided() -> int:
         with Admin({"bootstrap.servers": bs}) as admin:
@@ -84,7 +74,7 @@ def test_real_time_decisions_once_each_across_a_killed_pipeline(spark, fresh_bro
                          realtime=payments.REALTIME)
     payments.run(spark, cfg)
 
-    expected = expected_decisions(sent)
+    expected = expected_decisions(feed.sent)
     decided_now = once_each(bs, payments.DECISIONS)
     assert decided_now == {tx: ("reject" if [r for r in why if r != "velocity"] else "approve",
                                 [r for r in why if r != "velocity"]) for tx, (_, why) in expected.items()}
