@@ -67,7 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="activity: the events are Confluent Avro (subject activity-events-value), decoded with "
                      "this Schema Registry")
     run.add_argument("--master", help="Spark master (default: local[2]; with --real-time local[N] with N the "
-                     "partitions + 2: Real-Time Mode keeps a task slot per partition for the whole batch)")
+                     "partitions + 3: Real-Time Mode keeps a task slot per partition and one for the velocity rule's "
+                     "stage for the whole batch, and the micro-batch queries need slots beside them)")
     run.add_argument("--source", choices=("samsa", "kafka"), default="samsa",
                      help="the connector that reads the topics: samsa (Python, needs nothing more) or kafka "
                      "(Spark's spark-sql-kafka-0-10 jar, fetched through spark.jars.packages); decisions and "
@@ -168,7 +169,7 @@ def _run(opts: argparse.Namespace) -> int:
         import samsa.spark
         from samsa.pipelines.common import connector_conf
         settings = {**module.SPARK_CONF, **connector_conf(opts.source), **conf}
-        master = opts.master or (f"local[{opts.partitions + 2}]" if opts.real_time and opts.queries != "background"
+        master = opts.master or (f"local[{opts.partitions + 3}]" if opts.real_time and opts.queries != "background"
                                  else "local[2]")
         spark = samsa.spark.local_session(f"samsa-pipeline-{opts.pipeline}", master=master, **settings)
         print(f"Pipeline {opts.pipeline}: reading {INPUTS[opts.pipeline]} at {cfg.bootstrap_servers} "

@@ -16,14 +16,14 @@ Queries:
   over buckets of cards),
   to ``payment-decisions`` keyed by tx_id, exactly once across restarts: the ``samsa`` sink with
   ``exactlyOnce`` writes each micro-batch's decisions in transactions (read them read_committed);
-- or, with ``cfg.realtime`` (issue 25: a decision within 500 ms), two queries instead:
-  ``payments-decide-realtime`` decides with the rules that need no state (amount, country) in
-  Spark's Real-Time Mode, which takes no state of this kind (BENCHMARKS.md quotes Spark's
-  errors), with Spark's Kafka source and sink: to ``payment-decisions-realtime``, at least once,
-  each decision tagged with its transaction's offset; an :class:`ExactlyOnceRelay` beside the
-  queries copies those to ``payment-decisions`` exactly once. ``payments-velocity`` runs the
-  velocity rule in micro-batches beside it, writing the transactions it rejects to
-  ``payment-velocity-alerts`` (exactly once, the ``samsa`` sink);
+- or, with ``cfg.realtime`` (a decision within 500 ms), ``payments-decide-realtime`` instead:
+  all three rules in Spark's Real-Time Mode, with Spark's Kafka source and sink. The velocity
+  rule keeps its per-card times in Spark's state store through ``transformWithState`` (a JVM
+  processor, :mod:`samsa.spark.jvm`: Real-Time Mode runs no Python operator). Spark writes
+  ``payment-decisions-realtime`` at least once, each decision tagged with its transaction's
+  offset; an :class:`ExactlyOnceRelay` beside the query copies them to ``payment-decisions``
+  exactly once, and the velocity rejections also to ``payment-velocity-alerts`` in the same
+  transactions;
 - ``payments-archive``: transactions joined with their decisions (a stream-stream join of the
   two topics) to Parquet for analysts;
 - ``payments-archive-postgres``, with a PostgreSQL DSN configured: the same rows into the
@@ -155,8 +155,23 @@ def decisions(txs: DataFrame) -> DataFrame:
 
 
 def stateless_decisions(txs: DataFrame) -> DataFrame:
-    """The rules that need no state (amount, country), as Real-Time Mode can run them."""
+    """The rules that need no state (amount, country) alone."""
     return with_decision(with_tx_ms(txs), F.lit(False))
+
+
+def realtime_decisions(txs: DataFrame) -> DataFrame:
+    """Every rule, as Real-Time Mode runs them: the velocity rule per card in Spark's state store
+    through ``transformWithState`` (the JVM processor of :mod:`samsa.spark.jvm`; same rule as
+    :func:`velocity_bucket`). A card quiet for VELOCITY_LATE_MS past the window leaves the state."""
+    from samsa.spark.jvm import velocity
+    checked = velocity(with_tx_ms(txs), "card_id", "tx_ms", VELOCITY_MAX, VELOCITY_WINDOW_MS,
+                       VELOCITY_WINDOW_MS + VELOCITY_LATE_MS)
+    return with_decision(checked, F.col("velocity"))
+
+
+def velocity_alert(value: bytes) -> tuple[str, ...]:
+    """Where the relay also copies a decision: to the alerts when the velocity rule rejected it."""
+    return (VELOCITY_ALERTS,) if "velocity" in json.loads(value).get("reasons", ()) else ()
 
 
 def decision_records(decided: DataFrame, tagged: bool = False) -> DataFrame:
@@ -206,13 +221,8 @@ def queries(spark: SparkSession, cfg: PipelineConfig) -> list[tuple[str, Query]]
 
     def decide_now() -> object:
         # Spark's Kafka sink, whose producer sends each record as it comes: at least once, tagged for the relay
-        rows = decision_records(stateless_decisions(transactions(validated())), tagged=True)
+        rows = decision_records(realtime_decisions(transactions(validated())), tagged=True)
         return with_options(rows.writeStream.outputMode("update"), cfg, DECISIONS_TAGGED, connector="kafka")
-
-    def velocity() -> object:
-        rejected = decisions(transactions(validated())).where(F.col("velocity"))
-        out = decision_records(rejected).writeStream.outputMode("append")
-        return with_options(out, cfg, VELOCITY_ALERTS, connector="samsa").option("exactlyOnce", "true")
 
     def joined() -> DataFrame:
         return archive(transactions(validated()),
@@ -226,8 +236,7 @@ def queries(spark: SparkSession, cfg: PipelineConfig) -> list[tuple[str, Query]]
         from samsa.pipelines.postgres import PostgresArchive
         return joined().writeStream.outputMode("append").foreachBatch(PostgresArchive(cfg.postgres or ""))
 
-    deciding = [("payments-decide-realtime", decide_now), ("payments-velocity", velocity)] \
-        if cfg.realtime else [("payments-decide", decide)]
+    deciding = [("payments-decide-realtime", decide_now)] if cfg.realtime else [("payments-decide", decide)]
     out: list[tuple[str, Query]] = [("payments-dead-letters", dead), *deciding, ("payments-archive", store)]
     if cfg.postgres:
         out.append(("payments-archive-postgres", store_sql))
@@ -243,7 +252,8 @@ def relaying(spark: SparkSession, cfg: PipelineConfig) -> Iterator[None]:
         yield
         return
     relay = ExactlyOnceRelay({"bootstrap.servers": cfg.bootstrap_servers, **cfg.client_config()},
-                             DECISIONS_TAGGED, DECISIONS, f"samsa-payments-relay-{cfg.instance_id()}")
+                             DECISIONS_TAGGED, DECISIONS, f"samsa-payments-relay-{cfg.instance_id()}",
+                             also=velocity_alert)
     relay.start()
     thread = None if cfg.available_now else RelayThread(relay, on_failure=lambda: stop_queries(spark, cfg))
     try:

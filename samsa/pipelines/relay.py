@@ -28,7 +28,7 @@ import json
 import logging
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from samsa.client.consumer import Consumer
 from samsa.client.producer import Producer
@@ -45,10 +45,12 @@ def source_tag(partition: int, offset: int) -> bytes:
 
 class ExactlyOnceRelay:
     def __init__(self, config: dict[str, Any], tagged_topic: str, output_topic: str, group: str,
-                 commit_interval_ms: int = 50):
+                 commit_interval_ms: int = 50, also: Callable[[bytes], Sequence[str]] | None = None):
         """``config``: the clients' connection keys (``bootstrap.servers``, security); ``group``
-        is also the transactional id."""
+        is also the transactional id; ``also``: more topics a record's value is copied to, in the
+        same transaction."""
         self.config = dict(config)
+        self.also = also
         self.tagged, self.output, self.group = tagged_topic, output_topic, group
         self.interval = commit_interval_ms / 1000
         self._producer: Producer | None = None
@@ -113,8 +115,9 @@ class ExactlyOnceRelay:
                 continue
             marks[int(partition)] = int(offset)
             self._begin()
-            self._producer.send(self.output, r.value, key=r.key,
-                                headers=[(k, v) for k, v in r.headers if k != SOURCE_HEADER] or None)
+            headers = [(k, v) for k, v in r.headers if k != SOURCE_HEADER] or None
+            for topic in (self.output, *(self.also(r.value) if self.also is not None else ())):
+                self._producer.send(topic, r.value, key=r.key, headers=headers)
             self.copied += 1
         if self._positions:
             self._begin()

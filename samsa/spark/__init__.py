@@ -53,6 +53,8 @@ def local_session(app_name: str = "samsa", master: str = "local[2]", **conf: Any
                 "spark.sql.session.timeZone": "UTC", "spark.driver.bindAddress": "127.0.0.1",
                 "spark.driver.host": "127.0.0.1", "spark.ui.showConsoleProgress": "false"}
     settings.update({k: str(v) for k, v in conf.items()})
+    from samsa.spark.jvm import session_conf
+    settings = session_conf(settings)  # Samsa's jar (the Real-Time velocity rule) on the class path
     builder = SparkSession.builder.master(master).appName(app_name)
     for k, v in settings.items():
         builder = builder.config(k, v)

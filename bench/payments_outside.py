@@ -1,0 +1,295 @@
+"""The payments pipeline measured as a user runs it: every part in a process of its own.
+
+    .venv/bin/python bench/payments_outside.py --mode realtime --seconds 300      # the README's real-time command
+    .venv/bin/python bench/payments_outside.py --mode microbatch --seconds 300    # the default micro-batch pipeline
+    .venv/bin/python bench/payments_outside.py --mode realtime --kill-at 150      # SIGKILL and restart mid-run
+
+- a broker: ``samsa server start`` (``num.partitions=2``), as ``./run`` starts it;
+- the pipeline: ``samsa pipeline run payments ...``, the README's command, started at t=0;
+- a sender: confluent-kafka (``acks=all``, idempotent), the pipeline's own generator, ``--rate`` tx/s
+  from t=0 (``--send-after``) for the whole run, keyed by ``--key`` (card_id or tx_id);
+- a reader: a confluent-kafka consumer group, ``read_committed``, on ``payment-decisions``.
+
+Latency is the sender's send time (the record's CreateTime, which the decision carries as
+``sent_ms``) to the reader's receipt. Reported separately: the first minute after the pipeline's
+start (Spark starting, the connector's first fetch, the first batch boundaries), the steady state
+after it, and with ``--kill-at`` the minute after the SIGKILL and restart; and when the decisions
+were back under 500 ms for good (every later 5 s window's p99 under it). Also: transactions sent,
+decided, decided twice, and velocity-only rejections checked against the rules worked out here.
+Not a test: it prints figures and writes bench/results/payments-outside-<time>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+SAMSA = [PY, "-m", "samsa.cli.main"]
+BOUND_MS = 500
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, proc: subprocess.Popen, what: str, timeout: float = 60) -> None:
+    deadline = time.time() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if time.time() > deadline or proc.poll() is not None:
+                raise SystemExit(f"{what} did not start")
+            time.sleep(0.1)
+
+
+# ---------------------------------------------------------------------------- the roles (own processes)
+
+def sender(bootstrap: str, rate: float, seconds: float, key: str, seed: int, out: Path) -> None:
+    from confluent_kafka import Producer
+    from samsa.pipelines import payments
+    stop = False
+
+    def on_term(*_: Any) -> None:
+        nonlocal stop
+        stop = True
+    signal.signal(signal.SIGTERM, on_term)
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
+    events = payments.generate(seed, malformed=0.0)
+    start = time.time()
+    sent = 0
+    with open(out, "w") as f:
+        for _, value in events:
+            if stop or time.time() - start >= seconds:
+                break
+            due = start + sent / rate
+            delay = due - time.time()
+            if delay > 0.001:
+                time.sleep(delay)
+            tx = json.loads(value)
+            k = tx["card_id"] if key == "card_id" else tx["tx_id"]
+            while True:
+                try:
+                    p.produce(payments.PAYMENTS, value, key=k.encode())
+                    break
+                except BufferError:
+                    p.poll(0.05)
+            p.poll(0)
+            f.write(value.decode() + "\n")
+            sent += 1
+        p.flush(30)
+
+
+def reader(bootstrap: str, out: Path) -> None:
+    from confluent_kafka import Consumer
+    from samsa.pipelines import payments
+    stop = False
+
+    def on_term(*_: Any) -> None:
+        nonlocal stop
+        stop = True
+    signal.signal(signal.SIGTERM, on_term)
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-reader-{os.getpid()}",
+                  "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False, "fetch.wait.max.ms": 50})
+    c.subscribe([payments.DECISIONS])
+    with open(out, "w") as f:
+        while not stop:
+            for m in c.consume(500, 0.1):
+                if m.error():
+                    continue
+                now = time.time() * 1000
+                d = json.loads(m.value())
+                f.write(json.dumps([now, d["sent_ms"], d["tx_id"], d["decision"], d["reasons"]]) + "\n")
+            f.flush()
+    c.close()
+
+
+# ---------------------------------------------------------------------------- the run
+
+def expected_velocity(txs: list[dict]) -> set[str]:
+    """The transactions the velocity rule rejects: more than VELOCITY_MAX of the card's in the
+    VELOCITY_WINDOW_MS up to it, in event-time order per card."""
+    from datetime import datetime
+    from samsa.pipelines import payments
+    by_card: dict[str, list[tuple[int, str]]] = {}
+    for tx in txs:
+        ms = int(datetime.fromisoformat(tx["ts"].replace("Z", "+00:00")).timestamp() * 1000)
+        by_card.setdefault(tx["card_id"], []).append((ms, tx["tx_id"]))
+    out = set()
+    for times in by_card.values():
+        times.sort()
+        for i, (ms, tx_id) in enumerate(times):
+            if sum(1 for t, _ in times[:i + 1] if ms - payments.VELOCITY_WINDOW_MS < t <= ms) > payments.VELOCITY_MAX:
+                out.add(tx_id)
+    return out
+
+
+def summary(lat: list[float]) -> dict[str, Any]:
+    if len(lat) < 2:
+        return {"decisions": len(lat)}
+    q = statistics.quantiles(lat, n=100)
+    return {"decisions": len(lat), "p50_ms": round(q[49]), "p99_ms": round(q[98]), "max_ms": round(max(lat))}
+
+
+def under_bound_from(samples: list[tuple[float, float]], t0: float, end: float) -> float | None:
+    """Seconds after t0 from which every 5 s window (by send time) has p99 under BOUND_MS."""
+    windows: dict[int, list[float]] = {}
+    for sent, lat in samples:
+        windows.setdefault(int((sent - t0) / 5000), []).append(lat)
+    last_bad = None
+    for w in sorted(windows):
+        if (w + 1) * 5 > (end - t0) / 1000:
+            break
+        lats = sorted(windows[w])
+        if lats[min(len(lats) - 1, int(len(lats) * 0.99))] > BOUND_MS:
+            last_bad = w
+    return 0.0 if last_bad is None else (last_bad + 1) * 5.0
+
+
+def pipeline_cmd(args: argparse.Namespace, bootstrap: str, state: Path) -> list[str]:
+    cmd = [*SAMSA, "pipeline", "run", "payments", "--bootstrap-server", bootstrap, "--state-dir", str(state)]
+    if args.mode == "realtime":
+        cmd += ["--source", "kafka", "--real-time"]
+    return cmd + [x for extra in args.pipeline_arg for x in extra.split()]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--role", choices=("sender", "reader"), help=argparse.SUPPRESS)
+    ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--bootstrap", help=argparse.SUPPRESS)
+    ap.add_argument("--mode", choices=("realtime", "microbatch"), default="realtime")
+    ap.add_argument("--rate", type=float, default=1000)
+    ap.add_argument("--seconds", type=float, default=300, help="steady state measured after the first minute")
+    ap.add_argument("--send-after", type=float, default=0, help="seconds after the pipeline's start")
+    ap.add_argument("--key", choices=("card_id", "tx_id"), default="card_id")
+    ap.add_argument("--kill-at", type=float, help="SIGKILL the pipeline this many seconds after its start, and restart it")
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--pipeline-arg", action="append", default=[], help="more arguments of samsa pipeline run")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = ap.parse_args()
+    if args.role == "sender":
+        return sender(args.bootstrap, args.rate, args.seconds, args.key, args.seed, args.out)
+    if args.role == "reader":
+        return reader(args.bootstrap, args.out)
+
+    work = Path(tempfile.mkdtemp(prefix="payments-outside-"))
+    port = free_port()
+    bootstrap = f"127.0.0.1:{port}"
+    procs: list[subprocess.Popen] = []
+
+    def spawn(cmd: list[str], log: str, **kw: Any) -> subprocess.Popen:
+        p = subprocess.Popen(cmd, cwd=ROOT, stdout=open(work / log, "ab"), stderr=subprocess.STDOUT, **kw)
+        procs.append(p)
+        return p
+
+    (work / "server.properties").write_text(
+        f"listeners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={work / 'data'}\nnum.partitions=2\n"
+        "offsets.topic.replication.factor=1\ntransaction.state.log.replication.factor=1\n"
+        "transaction.state.log.min.isr=1\ngroup.initial.rebalance.delay.ms=0\n")
+    load_before = os.getloadavg()
+    broker = spawn([*SAMSA, "server", "start", str(work / "server.properties")], "broker.log")
+    wait_port(port, broker, "the broker")
+    state = work / "pipeline"
+    t0 = time.time() * 1000
+    pipeline = spawn(pipeline_cmd(args, bootstrap, state), "pipeline.log", start_new_session=True)
+    reading = spawn([PY, __file__, "--role", "reader", "--bootstrap", bootstrap, "--out", str(work / "decisions.jsonl")],
+                    "reader.log")
+    total = 60 + args.seconds
+    time.sleep(args.send_after)
+    sending = spawn([PY, __file__, "--role", "sender", "--bootstrap", bootstrap, "--rate", str(args.rate),
+                     "--seconds", str(total - args.send_after), "--key", args.key, "--seed", str(args.seed),
+                     "--out", str(work / "sent.jsonl")], "sender.log")
+    killed_at = None
+    try:
+        if args.kill_at is not None:
+            time.sleep(max(0.0, t0 / 1000 + args.kill_at - time.time()))
+            os.killpg(pipeline.pid, signal.SIGKILL)
+            pipeline.wait()
+            killed_at = time.time() * 1000
+            pipeline = spawn(pipeline_cmd(args, bootstrap, state), "pipeline.log", start_new_session=True)
+        sending.wait()
+        end = time.time() * 1000
+        # let the last decisions arrive (bounded)
+        sent = [json.loads(line) for line in open(work / "sent.jsonl")]
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            with open(work / "decisions.jsonl") as f:
+                if sum(1 for _ in f) >= len(sent):
+                    break
+            time.sleep(1)
+        time.sleep(2)
+    finally:
+        load_after = os.getloadavg()
+        for p in (reading, sending):
+            if p.poll() is None:
+                p.terminate()
+                p.wait(30)
+        if pipeline.poll() is None:
+            os.killpg(pipeline.pid, signal.SIGTERM)
+            try:
+                pipeline.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(pipeline.pid, signal.SIGKILL)
+        broker.terminate()
+        broker.wait(30)
+
+    rows = [json.loads(line) for line in open(work / "decisions.jsonl")]
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r[2]] = counts.get(r[2], 0) + 1
+    first = {}
+    for r in rows:
+        first.setdefault(r[2], r)
+    samples = [(r[1], r[0] - r[1]) for r in first.values()]
+    velocity = expected_velocity(sent)
+    by_id = {r[2]: r for r in first.values()}
+    velocity_approved = sorted(t for t in velocity if t in by_id and by_id[t][3] == "approve")
+    velocity_missed = sorted(t for t in velocity if t in by_id and "velocity" not in by_id[t][4])
+    velocity_false = sorted(t for t, r in by_id.items() if "velocity" in r[4] and t not in velocity)
+    phases = {"first minute after start": summary([lat for s, lat in samples if s < t0 + 60_000]),
+              "steady state": summary([lat for s, lat in samples if s >= t0 + 60_000
+                                       and (killed_at is None or not killed_at <= s < killed_at + 60_000)])}
+    result: dict[str, Any] = {
+        "command": " ".join(pipeline_cmd(args, "HOST:PORT", Path("STATE"))[2:]), "mode": args.mode,
+        "rate": args.rate, "key": args.key, "seconds": args.seconds,
+        "sent": len(sent), "decided": len(counts), "decided twice": sum(1 for n in counts.values() if n > 1),
+        "velocity rejections expected": len(velocity), "velocity-rejected approved": len(velocity_approved),
+        "velocity missed": len(velocity_missed), "velocity wrongly": len(velocity_false),
+        "under 500 ms for good after start (s)": under_bound_from(samples, t0, end),
+        "load before": [round(x, 1) for x in load_before], "load after": [round(x, 1) for x in load_after],
+    }
+    if killed_at is not None:
+        phases["first minute after the SIGKILL"] = summary([lat for s, lat in samples if killed_at <= s < killed_at + 60_000])
+        after = [(s, lat) for s, lat in samples if s >= killed_at]
+        result["under 500 ms for good after the SIGKILL (s)"] = under_bound_from(after, killed_at, end)
+        result["kill at (s)"] = args.kill_at
+    result["phases"] = phases
+    print(json.dumps(result, indent=2))
+    out_dir = ROOT / "bench" / "results"
+    out_dir.mkdir(exist_ok=True)
+    (out_dir / f"payments-outside-{time.strftime('%Y%m%d-%H%M%S')}.json").write_text(json.dumps(result, indent=2))
+    if args.keep:
+        print(f"work directory: {work}")
+    else:
+        subprocess.run(["rm", "-rf", str(work)])
+
+
+if __name__ == "__main__":
+    main()
