@@ -40,6 +40,27 @@ SAMSA = [PY, "-m", "samsa.cli.main"]
 BOUND_MS = 500
 
 
+def tree_cpu_seconds(root: int) -> float:
+    """CPU seconds (user + system) of a process and its descendants so far."""
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            parents[int(entry)] = int(fields[1])
+            times[int(entry)] = (int(fields[11]) + int(fields[12])) / tick
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        total += times.get(pid, 0.0)
+        todo.extend(child for child, parent in parents.items() if parent == pid)
+    return total
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -217,13 +238,24 @@ def main() -> None:
                      "--seconds", str(total - args.send_after), "--key", args.key, "--seed", str(args.seed),
                      "--out", str(work / "sent.jsonl")], "sender.log")
     killed_at = None
+    cpu: dict[str, float] = {}
+
+    def cpu_sample() -> dict[str, float]:
+        return {"broker": tree_cpu_seconds(broker.pid), "pipeline": tree_cpu_seconds(pipeline.pid),
+                "sender": tree_cpu_seconds(sending.pid), "reader": tree_cpu_seconds(reading.pid)}
     try:
-        if args.kill_at is not None:
+        if args.kill_at is not None:  # (no CPU figures: the pipeline is another process after it)
             time.sleep(max(0.0, t0 / 1000 + args.kill_at - time.time()))
             os.killpg(pipeline.pid, signal.SIGKILL)
             pipeline.wait()
             killed_at = time.time() * 1000
             pipeline = spawn(pipeline_cmd(args, bootstrap, state), "pipeline.log", start_new_session=True)
+        else:  # the cores each part uses in the steady state
+            time.sleep(max(0.0, t0 / 1000 + 60 - time.time()))
+            cpu_at_60, cpu_t60 = cpu_sample(), time.time()
+            time.sleep(max(0.0, t0 / 1000 + total - 1 - time.time()))
+            cpu_end = cpu_sample()
+            cpu = {k: round((cpu_end[k] - cpu_at_60[k]) / (time.time() - cpu_t60), 2) for k in cpu_end}
         sending.wait()
         end = time.time() * 1000
         # let the last decisions arrive (bounded)
@@ -273,6 +305,7 @@ def main() -> None:
         "velocity rejections expected": len(velocity), "velocity-rejected approved": len(velocity_approved),
         "velocity missed": len(velocity_missed), "velocity wrongly": len(velocity_false),
         "under 500 ms for good after start (s)": under_bound_from(samples, t0, end),
+        "cores used after the first minute": cpu or None,
         "load before": [round(x, 1) for x in load_before], "load after": [round(x, 1) for x in load_after],
     }
     if killed_at is not None:
@@ -281,6 +314,11 @@ def main() -> None:
         result["under 500 ms for good after the SIGKILL (s)"] = under_bound_from(after, killed_at, end)
         result["kill at (s)"] = args.kill_at
     result["phases"] = phases
+    windows: dict[int, list[float]] = {}
+    for sent_ms, lat in samples:
+        windows.setdefault(int((sent_ms - t0) / 5000), []).append(lat)
+    result["p99 per 5 s (by send time)"] = {
+        f"{w * 5}s": round(sorted(v)[min(len(v) - 1, int(len(v) * 0.99))]) for w, v in sorted(windows.items())}
     print(json.dumps(result, indent=2))
     out_dir = ROOT / "bench" / "results"
     out_dir.mkdir(exist_ok=True)
