@@ -81,10 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="payments: decide in Spark's Real-Time Mode (needs --source kafka): the amount and country "
                      "rules decide within a few hundred ms, written exactly once; the velocity rule runs in "
                      "micro-batches beside it and writes the transactions it rejects to payment-velocity-alerts")
-    run.add_argument("--real-time-batch-ms", type=int, default=60_000, metavar="MS",
+    run.add_argument("--real-time-batch-ms", type=int, default=300_000, metavar="MS",
                      help="with --real-time: how long a Real-Time Mode batch runs between checkpoints; each end of a "
                      "batch holds the decisions a few hundred ms, and a restart decides up to a batch again "
-                     "(default: 60000)")
+                     "(default: 300000)")
     run.add_argument("--queries", choices=("all", "real-time", "background"), default="all",
                      help="with --real-time: all the pipeline's queries (the real-time one and its relay here, the "
                      "micro-batch ones in a child process at a lower CPU priority, nice 19, that this one starts "

@@ -70,7 +70,7 @@ class PipelineConfig:
     # Queries run in Spark's Real-Time Mode (the pipeline's REALTIME; empty: all in micro-batches).
     # Real-Time Mode reads only with Spark's Kafka source; a "batch" is how often it checkpoints.
     realtime: frozenset[str] = frozenset()
-    realtime_batch_ms: int = 60_000
+    realtime_batch_ms: int = 300_000
     # Which of them this process runs: "all"; "real-time" (those in Real-Time Mode) or "background"
     # (the others): two processes, the background one at a lower CPU priority (nice), so that its
     # micro-batches do not hold up the real-time decisions on a machine with few cores.
