@@ -78,9 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "(Spark's spark-sql-kafka-0-10 jar, fetched through spark.jars.packages); decisions and "
                      "counts are written exactly once by samsa's sink either way (default: samsa)")
     run.add_argument("--real-time", action="store_true",
-                     help="payments: decide in Spark's Real-Time Mode (needs --source kafka): the amount and country "
-                     "rules decide within a few hundred ms, written exactly once; the velocity rule runs in "
-                     "micro-batches beside it and writes the transactions it rejects to payment-velocity-alerts")
+                     help="payments: decide in Spark's Real-Time Mode (needs --source kafka): all three rules "
+                     "(amount, velocity per card, country) decide each transaction within a few hundred ms, "
+                     "written exactly once; the velocity rejections also go to payment-velocity-alerts")
     run.add_argument("--real-time-batch-ms", type=int, default=300_000, metavar="MS",
                      help="with --real-time: how long a Real-Time Mode batch runs between checkpoints; each end of a "
                      "batch holds the decisions a few hundred ms, and a restart decides up to a batch again "
@@ -209,7 +209,9 @@ def _run(opts: argparse.Namespace, argv: list[str]) -> int:
         child_failed: list[int] = []
         if child is not None:
             def ended(code: int) -> None:
-                if not cfg.stop.is_set():
+                if code in (0, -signal.SIGTERM, -signal.SIGINT):  # stopped as this one is (Ctrl-C reaches both)
+                    stop_queries(spark, cfg)
+                elif not cfg.stop.is_set():
                     child_failed.append(code)
                     print(f"samsa pipeline: the micro-batch queries' process (pid {child.pid}) exited with "
                           f"{code}; stopping", file=sys.stderr, flush=True)
