@@ -467,7 +467,7 @@ class RaftNode:
         if not req.pre_vote and req.replica_epoch > self.epoch:
             self._dispatch(Ev.HIGHER_EPOCH, LeaderIdAndEpoch(NO_ID, req.replica_epoch))
             # the new state (Unattached) decides below
-        up_to_date = (req.last_offset_epoch, req.last_offset) >= (self.log.last_epoch(), self.log.end)
+        up_to_date = self._log_up_to_date(req.last_offset_epoch, req.last_offset)
         granted = False
         if req.replica_id in self.voters and req.replica_id != self.node_id and up_to_date:
             state = self.state
@@ -476,14 +476,23 @@ class RaftNode:
                     granted = not self.v.fetched_from_leader
                 else:
                     granted = state != RaftState.LEADER
-            elif state in (RaftState.UNATTACHED, RaftState.PROSPECTIVE):
-                if self.voted_id == NO_ID and self.leader_id == NO_ID:
+            elif state in (RaftState.UNATTACHED, RaftState.PROSPECTIVE) and self._may_vote_for(req.replica_id):
+                if self.voted_id != req.replica_id:
                     self.voted_id = req.replica_id
                     self._persist()
                     if state == RaftState.UNATTACHED:
                         self.v.election_deadline = self._now + self._election_timeout()
-                granted = self.voted_id == req.replica_id
+                granted = True
         self._answer(ev, VoteResponse(0, self.leader_id, self.epoch, granted))
+
+    def _may_vote_for(self, candidate: int) -> bool:
+        """One vote per epoch: none given yet (and no leader known in it), or to this candidate."""
+        return self.voted_id == candidate or (self.voted_id == NO_ID and self.leader_id == NO_ID)
+
+    def _log_up_to_date(self, last_epoch: int, end_offset: int) -> bool:
+        """A candidate's log is at least as up to date as this one: its last epoch is newer, or
+        the same with an end offset at least as far."""
+        return (last_epoch, end_offset) >= (self.log.last_epoch(), self.log.end)
 
     def _on_vote_response(self, ev: Received) -> None:
         resp: VoteResponse = ev.message

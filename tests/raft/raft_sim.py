@@ -205,7 +205,12 @@ class Simulation:
             elif isinstance(o, Appended):
                 self.log(node.id, "appended", o.base_offset, o.last_offset, "epoch", o.epoch)
                 if self.healed:
-                    self.live_data.add(disk.record(o.base_offset)[1])
+                    data = disk.record(o.base_offset)[1]
+                    self.live_data.add(data)
+                    # (a single-voter leader's Committed comes before its Appended)
+                    if (self.live_commit is None and o.base_offset < len(self.committed)
+                            and self.committed[o.base_offset][1] == data):
+                        self.live_commit = self.now
             elif isinstance(o, AppendRefused):
                 pass
 
