@@ -207,7 +207,8 @@ class _Inflight:
 class _Voter:
     """The leader's view of one replica."""
     end_offset: int = -1        # its last valid fetch offset
-    last_fetch_ms: int = -1     # when that fetch came (check quorum)
+    last_fetch_ms: int = -1     # when that fetch came (check quorum, DescribeQuorum)
+    last_caught_up_ms: int = -1  # the last fetch at the leader's log end (DescribeQuorum)
     acked: bool = False         # it answered BeginQuorumEpoch or fetched in this epoch
 
 
@@ -228,6 +229,7 @@ class _Volatile:
     granted: set = field(default_factory=set)
     rejected: set = field(default_factory=set)
     voters: dict = field(default_factory=dict)          # leader: id -> _Voter
+    observers: dict = field(default_factory=dict)       # leader: id -> _Voter, for fetchers that do not vote
     parked: dict = field(default_factory=dict)          # leader: id -> _Parked
     epoch_start_offset: int = -1                        # leader
     fetched_from_leader: bool = False                   # follower: a fetch answer of this epoch came
@@ -308,6 +310,22 @@ class RaftNode:
 
     def is_voter(self) -> bool:
         return self.node_id in self.voters
+
+    def describe_quorum(self) -> dict:
+        """The partition of a DescribeQuorum answer (v1 fields, the codec's names): the leader's
+        view of every voter and observer; NOT_LEADER_OR_FOLLOWER anywhere else, as Kafka answers."""
+        if self.state != RaftState.LEADER:
+            return {"partition_index": 0, "error_code": E_NOT_LEADER_OR_FOLLOWER, "leader_id": self.leader_id,
+                    "leader_epoch": self.epoch, "high_watermark": -1, "current_voters": [], "observers": []}
+
+        def row(rid: int, r: _Voter) -> dict:
+            return {"replica_id": rid, "log_end_offset": r.end_offset, "last_fetch_timestamp": r.last_fetch_ms,
+                    "last_caught_up_timestamp": r.last_caught_up_ms}
+        me = row(self.node_id, _Voter(self.log.end, self._now, self._now))
+        return {"partition_index": 0, "error_code": 0, "leader_id": self.node_id, "leader_epoch": self.epoch,
+                "high_watermark": self._hw_wire(),
+                "current_voters": [me] + [row(r, v) for r, v in sorted(self.v.voters.items())],
+                "observers": [row(r, v) for r, v in sorted(self.v.observers.items())]}
 
     # ---- dispatch ----
 
@@ -593,9 +611,13 @@ class RaftNode:
             self._answer(ev, FetchResponse(0, self._hw_wire(), self.log.start, self.leader, diverging_epoch=found))
             return
         voter = self.v.voters.get(req.replica_id)
+        replica = voter if voter is not None else (
+            self.v.observers.setdefault(req.replica_id, _Voter()) if req.replica_id >= 0 else _Voter())
+        replica.end_offset = max(replica.end_offset, req.fetch_offset)
+        replica.last_fetch_ms = self._now
+        if req.fetch_offset >= self.log.end:
+            replica.last_caught_up_ms = self._now
         if voter is not None:
-            voter.end_offset = max(voter.end_offset, req.fetch_offset)
-            voter.last_fetch_ms = self._now
             voter.acked = True
             self._update_high_watermark()
         self.v.parked.pop(req.replica_id, None)   # a newer fetch replaces one its sender gave up on

@@ -447,6 +447,23 @@ def test_follower_high_watermark_is_capped_by_its_log_and_never_goes_back():
     assert f.high_watermark == 4 and not of(out, Committed)
 
 
+def test_describe_quorum_is_the_leaders_view():
+    n = leader_with(LogState(), 1)
+    t = n._now
+    fetch(n, 2, 1, 1, t + 1)
+    fetch(n, 7, 0, 0, t + 2)                              # an observer
+    d = n.describe_quorum()
+    assert (d["error_code"], d["leader_id"], d["leader_epoch"], d["high_watermark"]) == (0, 1, 1, 1)
+    assert [(r["replica_id"], r["log_end_offset"], r["last_fetch_timestamp"], r["last_caught_up_timestamp"])
+            for r in d["current_voters"]] == [(1, 1, t + 2, t + 2), (2, 1, t + 1, t + 1), (3, -1, -1, -1)]
+    assert [(r["replica_id"], r["log_end_offset"], r["last_caught_up_timestamp"]) for r in d["observers"]] == [
+        (7, 0, -1)]
+    f = node(node_id=3, qs=QuorumStateData(leader_id=1, leader_epoch=1))
+    assert f.describe_quorum()["error_code"] == E_NOT_LEADER_OR_FOLLOWER
+    codec.encode_bytes("DescribeQuorumResponse", 1, {"topics": [{"topic_name": "__cluster_metadata",
+                                                                 "partitions": [d]}]})
+
+
 # ---- snapshots ----
 
 def snapshotted_leader():
