@@ -251,9 +251,13 @@ class RaftNode:
 
     def __init__(self, node_id: int, voters, *, cluster_id: str | None = None, config: RaftConfig = RaftConfig(),
                  quorum_state: QuorumStateData | None = None, log: LogState = LogState(),
-                 rng: random.Random | None = None):
+                 rng: random.Random | None = None, bootstrap_servers=None):
         self.node_id = node_id
         self.voters = frozenset(voters)
+        # Where an observer (a broker) that knows no leader sends its Fetch to find one
+        # (controller.quorum.bootstrap.servers, else the voters).
+        self.bootstrap_servers = tuple(bootstrap_servers if bootstrap_servers is not None else sorted(self.voters))
+        self._bootstrap_index = 0
         self.cluster_id = cluster_id
         self.config = config
         self.rng = rng or random.Random()
@@ -873,18 +877,29 @@ class RaftNode:
                 if r != self.node_id and r not in v.granted and ready(r):
                     self._send(r, EndQuorumEpochRequest(self.cluster_id, self.node_id, self.epoch, v.preferred))
                     v.next_send[r] = now + self.config.retry_backoff_ms
+        elif (st == RaftState.UNATTACHED and not self.is_voter() and self.leader_id == NO_ID
+              and self.bootstrap_servers and not self._inflight):
+            # An observer without a leader asks the bootstrap servers in turn; an answer naming
+            # the leader (even an error's CurrentLeader) makes it a follower of it.
+            dest = self.bootstrap_servers[self._bootstrap_index % len(self.bootstrap_servers)]
+            if ready(dest):
+                self._bootstrap_index += 1
+                self._send(dest, self._fetch_request())
+                v.next_send[dest] = now + self.config.retry_backoff_ms
         elif st == RaftState.FOLLOWER and self.leader_id != NO_ID and ready(self.leader_id):
             if v.snapshot_fetch is not None:
                 snap, position = v.snapshot_fetch
                 self._send(self.leader_id, FetchSnapshotRequest(self.cluster_id, self.node_id, self.epoch, snap,
                                                                 position, self.config.snapshot_max_bytes))
             else:
-                self._send(self.leader_id, FetchRequest(
-                    self.cluster_id, self.node_id, self.epoch, self.log.end, self.log.last_epoch(), self.log.start,
-                    max_wait_ms=self.config.fetch_max_wait_ms,
-                    high_watermark=NO_HW if self.high_watermark is None else self.high_watermark))
+                self._send(self.leader_id, self._fetch_request())
                 # Generous: the leader may hold the fetch for its max wait.
                 self._inflight[self.leader_id].deadline += self.config.fetch_max_wait_ms
+
+    def _fetch_request(self) -> FetchRequest:
+        return FetchRequest(self.cluster_id, self.node_id, self.epoch, self.log.end, self.log.last_epoch(),
+                            self.log.start, max_wait_ms=self.config.fetch_max_wait_ms,
+                            high_watermark=NO_HW if self.high_watermark is None else self.high_watermark)
 
 
 def _error_response(msg, code: int, leader: LeaderIdAndEpoch):
@@ -929,6 +944,7 @@ _row(_ALL, E.END_EPOCH_REQUEST, N._on_end_epoch_request)
 _row([S.RESIGNED], E.END_EPOCH_RESPONSE, N._on_end_epoch_response)
 _row(_ALL, E.FETCH_REQUEST, N._on_fetch_request)
 _row([S.FOLLOWER], E.FETCH_RESPONSE, N._on_fetch_response)
+_row([S.UNATTACHED], E.FETCH_RESPONSE, N._ignore)   # an observer's bootstrap fetch that found no leader
 _row(_ALL, E.FETCH_SNAPSHOT_REQUEST, N._on_fetch_snapshot_request)
 _row([S.FOLLOWER], E.FETCH_SNAPSHOT_RESPONSE, N._on_fetch_snapshot_response)
 _row([S.UNATTACHED, S.CANDIDATE, S.RESIGNED], E.ELECTION_TIMEOUT, N._on_election_timeout,
@@ -946,7 +962,7 @@ _STATES_FOR_RESPONSE = {
     VoteResponse: {S.PROSPECTIVE, S.CANDIDATE},
     BeginQuorumEpochResponse: {S.LEADER},
     EndQuorumEpochResponse: {S.RESIGNED},
-    FetchResponse: {S.FOLLOWER},
+    FetchResponse: {S.FOLLOWER, S.UNATTACHED},
     FetchSnapshotResponse: {S.FOLLOWER},
 }
 del S, E, N

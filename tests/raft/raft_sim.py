@@ -87,11 +87,12 @@ def snapshot_bytes(records) -> bytes:
 
 
 class Simulation:
-    def __init__(self, seed: int, n: int, *, chaos_ms: int = CHAOS_MS, bug=None):
+    def __init__(self, seed: int, n: int, *, observers: int = 1, chaos_ms: int = CHAOS_MS, bug=None):
         self.seed = seed
         self.rng = random.Random(seed)
         self.n = n
-        self.ids = list(range(1, n + 1))
+        self.voter_ids = list(range(1, n + 1))
+        self.ids = list(range(1, n + 1 + observers))    # observers (brokers) fetch too, never vote
         self.nodes = {i: Node(i) for i in self.ids}
         self.now = 0
         self.queue: list = []
@@ -129,7 +130,7 @@ class Simulation:
         node.life += 1
         node.hw = node.disk.snapshot[0].end_offset if node.disk.snapshot else 0
         node.learned_since_restart = False
-        node.core = RaftNode(node.id, self.ids, cluster_id="sim", config=CONFIG,
+        node.core = RaftNode(node.id, self.voter_ids, cluster_id="sim", config=CONFIG,
                              quorum_state=node.disk.quorum_state, log=node.disk.log_state(),
                              rng=random.Random(self.rng.random()))
         if self.bug == "forget_vote":

@@ -89,7 +89,8 @@ def test_every_state_has_a_row_for_every_request_and_timer_it_can_get():
         for ev in (Ev.VOTE_REQUEST, Ev.BEGIN_EPOCH_REQUEST, Ev.END_EPOCH_REQUEST, Ev.FETCH_REQUEST,
                    Ev.FETCH_SNAPSHOT_REQUEST, Ev.HIGHER_EPOCH, Ev.APPEND, Ev.RESIGN):
             assert (state, ev) in TRANSITIONS, (state, ev)
-    assert {s for s, e in TRANSITIONS if e == Ev.FETCH_RESPONSE} == {RaftState.FOLLOWER}
+    # a fetch answer is a follower's, or an observer's that looks for the leader (Unattached)
+    assert {s for s, e in TRANSITIONS if e == Ev.FETCH_RESPONSE} == {RaftState.FOLLOWER, RaftState.UNATTACHED}
     assert {s for s, e in TRANSITIONS if e == Ev.CHECK_QUORUM_TIMEOUT} == {RaftState.LEADER}
     # a leader is only ever reached from a candidate's votes (or a lone voter's election timeout)
     to_leader = {(s, e) for (s, e), t in TRANSITIONS.items() if RaftState.LEADER in t.to}
@@ -462,6 +463,24 @@ def test_describe_quorum_is_the_leaders_view():
     assert f.describe_quorum()["error_code"] == E_NOT_LEADER_OR_FOLLOWER
     codec.encode_bytes("DescribeQuorumResponse", 1, {"topics": [{"topic_name": "__cluster_metadata",
                                                                  "partitions": [d]}]})
+
+
+def test_an_observer_finds_the_leader_through_the_bootstrap_servers():
+    o = node(node_id=9, voters=(1, 2, 3))
+    assert o.state == RaftState.UNATTACHED and not o.is_voter()
+    first = sends(o.out, FetchRequest)
+    assert [s.destination for s in first] == [1]        # one bootstrap server at a time
+    out = answer(o, first[0], FetchResponse(E_NOT_LEADER_OR_FOLLOWER, -1, 0, LeaderIdAndEpoch(NO_ID, 2)), 1)
+    assert o.state == RaftState.UNATTACHED and o.epoch == 2
+    out = fire(o, 10) if not sends(out, FetchRequest) else out
+    nxt = sends(out, FetchRequest)[0]
+    assert nxt.destination == 2
+    out = answer(o, nxt, FetchResponse(E_FENCED_LEADER_EPOCH, -1, 0, LeaderIdAndEpoch(3, 4)), 11)
+    assert o.state == RaftState.FOLLOWER and (o.leader_id, o.epoch) == (3, 4)
+    assert sends(out, FetchRequest)[0].destination == 3
+    # an observer never asks for votes, even when its leader goes quiet
+    out = fire(o, 10_000)
+    assert o.state == RaftState.UNATTACHED and not sends(out, VoteRequest)
 
 
 # ---- snapshots ----
