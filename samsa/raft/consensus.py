@@ -473,7 +473,8 @@ class RaftNode:
     def _send(self, destination: int, message) -> None:
         cid = self._next_correlation
         self._next_correlation += 1
-        self._inflight[destination] = _Inflight(cid, _RESPONSE_OF[type(message)], self._now + self.config.request_timeout_ms)
+        deadline = self._now + self.config.request_timeout_ms
+        self._inflight[destination] = _Inflight(cid, _RESPONSE_OF[type(message)], deadline)
         self._emit(Send(destination, message, cid))
 
     # Vote
@@ -746,7 +747,8 @@ class RaftNode:
 
     def _on_fetch_snapshot_response(self, ev: Received) -> None:
         resp: FetchSnapshotResponse = ev.message
-        if resp.current_leader.leader_epoch != self.epoch or ev.source != self.leader_id or self.v.snapshot_fetch is None:
+        if (resp.current_leader.leader_epoch != self.epoch or ev.source != self.leader_id
+                or self.v.snapshot_fetch is None):
             return
         snap, position = self.v.snapshot_fetch
         if resp.error_code:

@@ -60,8 +60,8 @@ class QuorumStateData:
         try:
             out = cls(leader_id=int(d.get("leaderId", NO_ID)), leader_epoch=int(d.get("leaderEpoch", -1)),
                       voted_id=int(d.get("votedId", NO_ID)),
-                      voted_directory_id=uuid_from_str(d["votedDirectoryId"]) if version >= 1 and "votedDirectoryId" in d
-                      else ZERO_UUID)
+                      voted_directory_id=(uuid_from_str(d["votedDirectoryId"])
+                                          if version >= 1 and "votedDirectoryId" in d else ZERO_UUID))
         except (TypeError, ValueError) as e:
             raise ValueError(f"quorum-state has a bad field: {e}") from None
         return out

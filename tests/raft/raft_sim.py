@@ -27,7 +27,7 @@ import random
 from dataclasses import dataclass, field
 
 from samsa.raft.consensus import RaftConfig, RaftNode, RaftState, LogState
-from samsa.raft.messages import (Append, AppendRefused, Appended, AppendToLog, Batch, Committed, DeleteLogBefore,
+from samsa.raft.messages import (Append, AppendRefused, Appended, AppendToLog, Committed, DeleteLogBefore,
                                  FetchResponse, FetchSnapshotResponse, InstallSnapshot, LeaderChanged,
                                  PersistQuorumState, Received, RecordsRange, Resign, Send, SetTimer, SnapshotChunk,
                                  SnapshotId, SnapshotTaken, TimerExpired, TruncateTo, WriteSnapshotChunk)
@@ -394,7 +394,8 @@ def _fmt(msg) -> str:
         return str(msg)
     d = {f.name: getattr(msg, f.name) for f in dataclasses.fields(msg)}
     if isinstance(msg, FetchResponse):
-        d["records"] = [(b.base_offset, b.last_offset, b.epoch) for b in msg.records] if isinstance(msg.records, tuple) else msg.records
+        if isinstance(msg.records, tuple):
+            d["records"] = [(b.base_offset, b.last_offset, b.epoch) for b in msg.records]
     elif isinstance(msg, FetchSnapshotResponse):
         d["unaligned_records"] = len(msg.unaligned_records) if isinstance(msg.unaligned_records, bytes) else "?"
     d.pop("cluster_id", None)

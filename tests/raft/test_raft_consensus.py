@@ -548,7 +548,8 @@ def test_message_fields_are_kafkas_names():
     """Each dataclass field is a field of the Kafka message (top level or its partition), as the
     codec spells it, so the I/O layer maps them one to one."""
     pairs = {m.VoteRequest: "VoteRequest", m.VoteResponse: "VoteResponse",
-             m.BeginQuorumEpochRequest: "BeginQuorumEpochRequest", m.BeginQuorumEpochResponse: "BeginQuorumEpochResponse",
+             m.BeginQuorumEpochRequest: "BeginQuorumEpochRequest",
+             m.BeginQuorumEpochResponse: "BeginQuorumEpochResponse",
              m.EndQuorumEpochRequest: "EndQuorumEpochRequest", m.EndQuorumEpochResponse: "EndQuorumEpochResponse",
              m.FetchRequest: "FetchRequest", m.FetchResponse: "FetchResponse",
              m.FetchSnapshotRequest: "FetchSnapshotRequest", m.FetchSnapshotResponse: "FetchSnapshotResponse"}
