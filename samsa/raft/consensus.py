@@ -87,6 +87,7 @@ class Ev(enum.Enum):
     CHECK_QUORUM_TIMEOUT = "check quorum timeout"
     APPEND = "append"
     RESIGN = "resign"
+    SNAPSHOT_TAKEN = "snapshot taken"
 
 
 _MESSAGE_EVENTS = {
@@ -277,7 +278,6 @@ class RaftNode:
         self._out: list = []
         self._allowed: frozenset | None = None
         self._now = 0
-        self._last_timer: int | None = None
 
     # ---- the driver's calls ----
 
@@ -301,7 +301,7 @@ class RaftNode:
         elif isinstance(event, Append):
             self._dispatch(Ev.APPEND, event)
         elif isinstance(event, SnapshotTaken):
-            self._snapshot_taken(event)
+            self._dispatch(Ev.SNAPSHOT_TAKEN, event)
         elif isinstance(event, Resign):
             self._dispatch(Ev.RESIGN, event)
         else:
@@ -401,7 +401,6 @@ class RaftNode:
         deadline = self._next_deadline()
         if deadline is not None:
             self._emit(SetTimer(deadline))
-        self._last_timer = deadline
         out, self._out = self._out, []
         return out
 
@@ -958,6 +957,7 @@ _row([S.LEADER], E.APPEND, N._on_append)
 _row([S.UNATTACHED, S.PROSPECTIVE, S.CANDIDATE, S.FOLLOWER, S.RESIGNED], E.APPEND, N._refuse_append)
 _row([S.LEADER], E.RESIGN, N._on_resign, {S.RESIGNED})
 _row([S.UNATTACHED, S.PROSPECTIVE, S.CANDIDATE, S.FOLLOWER, S.RESIGNED], E.RESIGN, N._ignore)
+_row(_ALL, E.SNAPSHOT_TAKEN, N._snapshot_taken)
 
 #: The states in which a response of each kind is still handled (others drop it, after its epoch is seen).
 _STATES_FOR_RESPONSE = {

@@ -87,7 +87,7 @@ def log_of(*runs, end):
 def test_every_state_has_a_row_for_every_request_and_timer_it_can_get():
     for state in RaftState:
         for ev in (Ev.VOTE_REQUEST, Ev.BEGIN_EPOCH_REQUEST, Ev.END_EPOCH_REQUEST, Ev.FETCH_REQUEST,
-                   Ev.FETCH_SNAPSHOT_REQUEST, Ev.HIGHER_EPOCH, Ev.APPEND, Ev.RESIGN):
+                   Ev.FETCH_SNAPSHOT_REQUEST, Ev.HIGHER_EPOCH, Ev.APPEND, Ev.RESIGN, Ev.SNAPSHOT_TAKEN):
             assert (state, ev) in TRANSITIONS, (state, ev)
     # a fetch answer is a follower's, or an observer's that looks for the leader (Unattached)
     assert {s for s, e in TRANSITIONS if e == Ev.FETCH_RESPONSE} == {RaftState.FOLLOWER, RaftState.UNATTACHED}
