@@ -40,10 +40,12 @@ import random
 from dataclasses import dataclass, field
 from typing import Callable
 
-from samsa.protocol.errors import (E_FENCED_LEADER_EPOCH, E_INCONSISTENT_CLUSTER_ID, E_INVALID_REQUEST,
-                                   E_NOT_LEADER_OR_FOLLOWER, E_POSITION_OUT_OF_RANGE, E_SNAPSHOT_NOT_FOUND,
-                                   E_UNKNOWN_LEADER_EPOCH)
-from samsa.raft.messages import (NO_ID, Append, AppendRefused, Appended, AppendToLog, Batch,
+from samsa.protocol.errors import (E_DUPLICATE_VOTER, E_FENCED_LEADER_EPOCH, E_INCONSISTENT_CLUSTER_ID,
+                                   E_INVALID_REQUEST, E_NOT_LEADER_OR_FOLLOWER, E_POSITION_OUT_OF_RANGE,
+                                   E_REQUEST_TIMED_OUT, E_SNAPSHOT_NOT_FOUND, E_UNKNOWN_LEADER_EPOCH,
+                                   E_UNSUPPORTED_VERSION, E_VOTER_NOT_FOUND)
+from samsa.raft.messages import (NO_ID, AddRaftVoterRequest, AddRaftVoterResponse, Append, AppendRefused, Appended,
+                                 AppendToLog, Batch, RemoveRaftVoterRequest, RemoveRaftVoterResponse, SnapshotLoaded,
                                  BeginQuorumEpochRequest, BeginQuorumEpochResponse, Committed, DeleteLogBefore,
                                  EndQuorumEpochRequest, EndQuorumEpochResponse, EpochEndOffset, FetchRequest,
                                  FetchResponse, FetchSnapshotRequest, FetchSnapshotResponse, InstallSnapshot,
@@ -88,6 +90,9 @@ class Ev(enum.Enum):
     APPEND = "append"
     RESIGN = "resign"
     SNAPSHOT_TAKEN = "snapshot taken"
+    SNAPSHOT_LOADED = "snapshot loaded"
+    ADD_VOTER_REQUEST = "AddRaftVoterRequest"
+    REMOVE_VOTER_REQUEST = "RemoveRaftVoterRequest"
 
 
 _MESSAGE_EVENTS = {
@@ -96,6 +101,7 @@ _MESSAGE_EVENTS = {
     EndQuorumEpochRequest: Ev.END_EPOCH_REQUEST, EndQuorumEpochResponse: Ev.END_EPOCH_RESPONSE,
     FetchRequest: Ev.FETCH_REQUEST, FetchResponse: Ev.FETCH_RESPONSE,
     FetchSnapshotRequest: Ev.FETCH_SNAPSHOT_REQUEST, FetchSnapshotResponse: Ev.FETCH_SNAPSHOT_RESPONSE,
+    AddRaftVoterRequest: Ev.ADD_VOTER_REQUEST, RemoveRaftVoterRequest: Ev.REMOVE_VOTER_REQUEST,
 }
 
 
@@ -115,11 +121,15 @@ class RaftConfig:
 class LogState:
     """What a restarted node knows of its persisted log: its start and end offsets, the leader
     epoch of each run of batches (the leader-epoch checkpoint: (epoch, start offset) pairs in
-    order) and the latest snapshot (whose end offset is the log start when present)."""
+    order) and the latest snapshot (whose end offset is the log start when present); the voter set
+    at the log start (the snapshot's or bootstrap checkpoint's VotersRecord; None: the static
+    voters given) and each VotersRecord in the log as (offset, voters) (KIP-853)."""
     start_offset: int = 0
     end_offset: int = 0
     epochs: tuple[tuple[int, int], ...] = ()
     snapshot: tuple[SnapshotId, int] | None = None   # (id, size in bytes)
+    voters: frozenset | None = None
+    voter_sets: tuple[tuple[int, frozenset], ...] = ()
 
 
 class _Log:
@@ -131,6 +141,14 @@ class _Log:
         self.epochs: list[list[int]] = [list(e) for e in state.epochs]
         self.snapshot: SnapshotId | None = state.snapshot[0] if state.snapshot else None
         self.snapshot_size = state.snapshot[1] if state.snapshot else 0
+        self.base_voters: frozenset | None = state.voters
+        self.voter_sets: list[tuple[int, frozenset]] = list(state.voter_sets)
+
+    def voters(self) -> frozenset:
+        return self.voter_sets[-1][1] if self.voter_sets else self.base_voters
+
+    def last_voters_offset(self) -> int:
+        return self.voter_sets[-1][0] if self.voter_sets else -1
 
     def last_epoch(self) -> int:
         if self.epochs:
@@ -158,21 +176,30 @@ class _Log:
         elif batch.epoch < self.epochs[-1][0]:
             raise RaftInvariantError(f"batch of epoch {batch.epoch} after epoch {self.epochs[-1][0]}")
         self.end = batch.last_offset + 1
+        if batch.voters is not None:
+            self.voter_sets.append((batch.base_offset, frozenset(batch.voters)))
 
     def truncate(self, offset: int) -> None:
         self.end = offset
         while self.epochs and self.epochs[-1][1] >= offset:
             self.epochs.pop()
+        while self.voter_sets and self.voter_sets[-1][0] >= offset:
+            self.voter_sets.pop()
 
     def reset_to_snapshot(self, snapshot: SnapshotId, size: int) -> None:
         self.snapshot, self.snapshot_size = snapshot, size
         self.start = self.end = snapshot.end_offset
         self.epochs = []
+        self.base_voters, self.voter_sets = self.voters(), []   # until the snapshot's own is loaded
 
     def drop_before(self, snapshot: SnapshotId, size: int) -> None:
         """A snapshot of a prefix of this log: the log now starts at its end."""
         self.snapshot, self.snapshot_size = snapshot, size
         self.start = snapshot.end_offset
+        folded = [vs for vs in self.voter_sets if vs[0] < self.start]
+        if folded:
+            self.base_voters = folded[-1][1]
+        self.voter_sets = [vs for vs in self.voter_sets if vs[0] >= self.start]
         keep = [e for e in self.epochs if e[1] >= self.start]
         before = [e for e in self.epochs if e[1] < self.start]
         if before and (not keep or keep[0][1] > self.start):
@@ -236,6 +263,8 @@ class _Volatile:
     fetched_from_leader: bool = False                   # follower: a fetch answer of this epoch came
     snapshot_fetch: tuple | None = None                 # follower: (SnapshotId, position)
     preferred: tuple = ()                               # resigned: EndQuorumEpoch's preferred candidates
+    pending_change: tuple | None = None                 # leader: (offset, source, correlation id, response type)
+    loading_snapshot: bool = False                      # follower: InstallSnapshot given, SnapshotLoaded not yet
     next_send: dict = field(default_factory=dict)       # destination -> earliest time for a new request
 
 
@@ -252,17 +281,19 @@ class RaftNode:
 
     def __init__(self, node_id: int, voters, *, cluster_id: str | None = None, config: RaftConfig = RaftConfig(),
                  quorum_state: QuorumStateData | None = None, log: LogState = LogState(),
-                 rng: random.Random | None = None, bootstrap_servers=None):
+                 rng: random.Random | None = None, bootstrap_servers=None, kraft_version: int = 0):
         self.node_id = node_id
-        self.voters = frozenset(voters)
+        self.kraft_version = kraft_version      # 1: dynamic voters (KIP-853)
         # Where an observer (a broker) that knows no leader sends its Fetch to find one
         # (controller.quorum.bootstrap.servers, else the voters).
-        self.bootstrap_servers = tuple(bootstrap_servers if bootstrap_servers is not None else sorted(self.voters))
-        self._bootstrap_index = 0
         self.cluster_id = cluster_id
         self.config = config
         self.rng = rng or random.Random()
         self.log = _Log(log)
+        if self.log.base_voters is None:
+            self.log.base_voters = frozenset(voters)
+        self.bootstrap_servers = tuple(bootstrap_servers if bootstrap_servers is not None else sorted(voters))
+        self._bootstrap_index = 0
         qs = quorum_state or QuorumStateData()
         self.epoch = max(qs.leader_epoch, 0)
         self.leader_id = qs.leader_id
@@ -304,6 +335,8 @@ class RaftNode:
             self._dispatch(Ev.SNAPSHOT_TAKEN, event)
         elif isinstance(event, Resign):
             self._dispatch(Ev.RESIGN, event)
+        elif isinstance(event, SnapshotLoaded):
+            self._dispatch(Ev.SNAPSHOT_LOADED, event)
         else:
             raise TypeError(f"not a Raft event: {event!r}")
         return self._finish()
@@ -312,8 +345,26 @@ class RaftNode:
     def leader(self) -> LeaderIdAndEpoch:
         return LeaderIdAndEpoch(self.leader_id, self.epoch)
 
+    @property
+    def voters(self) -> frozenset:
+        """The voter set: the last VotersRecord in the log, committed or not (KIP-853), else the
+        one at the log start."""
+        return self.log.voters()
+
     def is_voter(self) -> bool:
         return self.node_id in self.voters
+
+    def _may_stand(self) -> bool:
+        """A replica stands for election when it is in its latest voter set, or in the one before
+        a VotersRecord not known to be committed: until that change commits it may still be
+        needed (a leader that removed itself and lost its epoch first has the longest log)."""
+        if self.node_id in self.voters:
+            return True
+        sets = self.log.voter_sets
+        if sets and (self.high_watermark is None or sets[-1][0] >= self.high_watermark):
+            before = sets[-2][1] if len(sets) > 1 else self.log.base_voters
+            return self.node_id in before
+        return False
 
     def describe_quorum(self) -> dict:
         """The partition of a DescribeQuorum answer (v1 fields, the codec's names): the leader's
@@ -353,6 +404,9 @@ class RaftNode:
         if was_leader:
             for rid, p in list(self.v.parked.items()):
                 self._answer_fetch_error(rid, p.correlation_id, E_NOT_LEADER_OR_FOLLOWER)
+            if self.v.pending_change is not None:
+                _, source, cid, kind = self.v.pending_change
+                self._emit(Send(source, kind(E_NOT_LEADER_OR_FOLLOWER), cid))
         old_leader = (self.leader_id, self.epoch)
         old_voters = self.v.voters
         self.state = to
@@ -360,7 +414,7 @@ class RaftNode:
         self._inflight.clear()
         now = self._now
         if to == RaftState.UNATTACHED:
-            self.v.election_deadline = now + self._election_timeout() if self.is_voter() else None
+            self.v.election_deadline = now + self._election_timeout() if self._may_stand() else None
             if self.voters == {self.node_id}:
                 self.v.election_deadline = now
         elif to == RaftState.PROSPECTIVE:
@@ -463,6 +517,8 @@ class RaftNode:
             leader = msg.current_leader
         else:
             leader = LeaderIdAndEpoch(msg.leader_id, msg.leader_epoch)
+        if isinstance(msg, VoteResponse) and msg.vote_granted and leader.leader_epoch == self.epoch:
+            return   # a voter that grants has not heard that leader lately: not news of it
         if leader.leader_epoch >= 0:
             self._observe(leader.leader_id, leader.leader_epoch)
 
@@ -491,7 +547,8 @@ class RaftNode:
             # the new state (Unattached) decides below
         up_to_date = self._log_up_to_date(req.last_offset_epoch, req.last_offset)
         granted = False
-        if req.replica_id in self.voters and req.replica_id != self.node_id and up_to_date:
+        # (KIP-853: a candidate outside this replica's voter set may be a voter it has not heard of yet)
+        if req.replica_id != self.node_id and up_to_date:
             state = self.state
             if req.pre_vote:
                 if state == RaftState.FOLLOWER:
@@ -657,12 +714,15 @@ class RaftNode:
             self._emit(Send(rid, self._fetch_answer(p.request), p.correlation_id))
 
     def _update_high_watermark(self) -> None:
-        offsets = sorted([self.log.end] + [v.end_offset for v in self.v.voters.values()], reverse=True)
-        majority_offset = offsets[len(self.voters) // 2]
+        voters = self.voters
+        offsets = sorted((self.log.end if r == self.node_id else self.v.voters[r].end_offset for r in voters),
+                         reverse=True)
+        majority_offset = offsets[len(voters) // 2]
         if majority_offset > self.v.epoch_start_offset and (self.high_watermark is None
                                                             or majority_offset > self.high_watermark):
             self._set_high_watermark(majority_offset)
             self._wake_parked()
+            self._maybe_complete_voter_change()
 
     def _set_high_watermark(self, hw: int) -> None:
         if self.high_watermark is not None and hw < self.high_watermark:
@@ -674,6 +734,13 @@ class RaftNode:
     def _append_local(self, batch: Batch) -> None:
         self.log.append(batch)
         self._emit(AppendToLog((batch,)))
+        if batch.voters is not None:
+            for r in self.voters:
+                if r != self.node_id and r not in self.v.voters:
+                    self.v.voters[r] = self.v.observers.pop(r, None) or _Voter()
+            for r in list(self.v.voters):
+                if r not in self.voters:
+                    self.v.observers[r] = self.v.voters.pop(r)
         self._update_high_watermark()
         self._wake_parked()
 
@@ -699,8 +766,13 @@ class RaftNode:
         self.v.fetch_deadline = self._now + self.config.fetch_timeout_ms
         self.v.fetched_from_leader = True
         if resp.diverging_epoch is not None:
+            # Where this log's largest epoch not above the leader's ends; if that is the leader's
+            # epoch too, no further than the leader's end of it (batches never split: both ends
+            # are where an epoch's batches end).
             mine = self.log.end_offset_for_epoch(resp.diverging_epoch.epoch)
-            to = min(mine.end_offset, resp.diverging_epoch.end_offset)
+            to = mine.end_offset
+            if mine.epoch == resp.diverging_epoch.epoch:
+                to = min(to, resp.diverging_epoch.end_offset)
             if self.high_watermark is not None and to < self.high_watermark:
                 raise RaftInvariantError(f"truncation to {to} below the high watermark {self.high_watermark}")
             if to < self.log.end:
@@ -767,9 +839,67 @@ class RaftNode:
         if self.high_watermark is not None and snap.end_offset < self.high_watermark:
             raise RaftInvariantError(f"snapshot {snap} below the high watermark {self.high_watermark}")
         self.log.reset_to_snapshot(snap, resp.size)
+        self.v.loading_snapshot = True
         self._emit(InstallSnapshot(snap))
         if self.high_watermark is None or snap.end_offset > self.high_watermark:
             self._set_high_watermark(snap.end_offset)
+
+    def _on_snapshot_loaded(self, ev: SnapshotLoaded) -> None:
+        if self.log.snapshot == ev.snapshot_id and not self.log.voter_sets:
+            self.log.base_voters = frozenset(ev.voters)
+        self.v.loading_snapshot = False
+
+    # AddRaftVoter / RemoveRaftVoter (KIP-853), on the leader
+
+    def _on_voter_change(self, ev: Received) -> None:
+        req = ev.message
+        kind = AddRaftVoterResponse if isinstance(req, AddRaftVoterRequest) else RemoveRaftVoterResponse
+
+        def refuse(code: int, why: str) -> None:
+            self._answer(ev, kind(code, why))
+        if self.kraft_version < 1:
+            return refuse(E_UNSUPPORTED_VERSION, "kraft.version 0: the voter set is static")
+        hw = self.high_watermark
+        if hw is None or hw <= self.v.epoch_start_offset:
+            return refuse(E_REQUEST_TIMED_OUT, "the leader has not committed an offset of its epoch yet")
+        if self._voter_change_pending():
+            return refuse(E_REQUEST_TIMED_OUT, "a change of the voter set is not committed yet")
+        voters = self.voters
+        if kind is AddRaftVoterResponse:
+            if req.voter_id in voters:
+                return refuse(E_DUPLICATE_VOTER, f"{req.voter_id} is a voter already")
+            obs = self.v.observers.get(req.voter_id)
+            if (obs is None or obs.end_offset < hw
+                    or obs.last_fetch_ms < self._now - self.config.fetch_timeout_ms):
+                return refuse(E_REQUEST_TIMED_OUT, f"{req.voter_id} is not a caught-up observer")
+            new = voters | {req.voter_id}
+        else:
+            if req.voter_id not in voters:
+                return refuse(E_VOTER_NOT_FOUND, f"{req.voter_id} is not a voter")
+            if len(voters) == 1:
+                return refuse(E_INVALID_REQUEST, "the last voter cannot be removed")
+            new = voters - {req.voter_id}
+        offset = self.log.end
+        self.v.pending_change = (offset, ev.source, ev.correlation_id, kind)
+        self._append_local(Batch(offset, offset, self.epoch, data=("Voters", tuple(sorted(new))), control=True,
+                                 voters=frozenset(new)))
+
+    def _voter_change_pending(self) -> bool:
+        """One voter change at a time: the last VotersRecord must be committed (KIP-853)."""
+        return self.v.pending_change is not None or self.log.last_voters_offset() >= self.high_watermark
+
+    def _maybe_complete_voter_change(self) -> None:
+        pending = self.v.pending_change
+        if pending is not None and self.high_watermark is not None and self.high_watermark > pending[0]:
+            self.v.pending_change = None
+            offset, source, cid, kind = pending
+            self._emit(Send(source, kind(0), cid))
+            if self.node_id not in self.voters:
+                self.v.check_quorum_deadline = self._now    # resign (check quorum does it)
+
+    def _refuse_voter_change(self, ev: Received) -> None:
+        kind = AddRaftVoterResponse if isinstance(ev.message, AddRaftVoterRequest) else RemoveRaftVoterResponse
+        self._answer(ev, kind(E_NOT_LEADER_OR_FOLLOWER, "not the leader"))
 
     def _snapshot_taken(self, ev: SnapshotTaken) -> None:
         snap = ev.snapshot_id
@@ -819,8 +949,12 @@ class RaftNode:
             else:
                 self._transition(RaftState.UNATTACHED)
             return
-        if not self.is_voter():
-            self.v.election_deadline = None
+        if not self._may_stand():
+            if self.state == RaftState.RESIGNED:   # it removed itself (KIP-853): an observer now
+                self.leader_id = NO_ID
+                self._transition(RaftState.UNATTACHED)
+            else:
+                self.v.election_deadline = None
             return
         if self.state == RaftState.RESIGNED:
             self.leader_id = NO_ID      # its vote (for itself) in this epoch stays
@@ -828,7 +962,7 @@ class RaftNode:
         self._maybe_candidate()
 
     def _on_fetch_timeout(self, _=None) -> None:
-        if self.is_voter():
+        if self._may_stand():
             self._transition(RaftState.PROSPECTIVE)
             self._maybe_candidate()
         else:
@@ -837,8 +971,12 @@ class RaftNode:
 
     def _on_check_quorum_timeout(self, _=None) -> None:
         timeout = self.config.fetch_timeout_ms * 3 // 2
+        if self.v.pending_change is None and self.node_id not in self.voters:
+            self._transition(RaftState.RESIGNED)     # it removed itself, and that is committed
+            return
         recent = sorted((v.last_fetch_ms for v in self.v.voters.values()), reverse=True)
-        needed = len(self.voters) // 2          # followers needed beside the leader
+        # followers needed beside the leader for a majority of the voter set
+        needed = len(self.voters) // 2 + 1 - (self.node_id in self.voters)
         if needed == 0:
             self.v.check_quorum_deadline = None
             return
@@ -878,7 +1016,7 @@ class RaftNode:
                 if r != self.node_id and r not in v.granted and ready(r):
                     self._send(r, EndQuorumEpochRequest(self.cluster_id, self.node_id, self.epoch, v.preferred))
                     v.next_send[r] = now + self.config.retry_backoff_ms
-        elif (st == RaftState.UNATTACHED and not self.is_voter() and self.leader_id == NO_ID
+        elif (st == RaftState.UNATTACHED and not self._may_stand() and self.leader_id == NO_ID
               and self.bootstrap_servers and not self._inflight):
             # An observer without a leader asks the bootstrap servers in turn; an answer naming
             # the leader (even an error's CurrentLeader) makes it a follower of it.
@@ -887,7 +1025,8 @@ class RaftNode:
                 self._bootstrap_index += 1
                 self._send(dest, self._fetch_request())
                 v.next_send[dest] = now + self.config.retry_backoff_ms
-        elif st == RaftState.FOLLOWER and self.leader_id != NO_ID and ready(self.leader_id):
+        elif (st == RaftState.FOLLOWER and self.leader_id != NO_ID and ready(self.leader_id)
+              and not v.loading_snapshot):
             if v.snapshot_fetch is not None:
                 snap, position = v.snapshot_fetch
                 self._send(self.leader_id, FetchSnapshotRequest(self.cluster_id, self.node_id, self.epoch, snap,
@@ -912,6 +1051,10 @@ def _error_response(msg, code: int, leader: LeaderIdAndEpoch):
         return EndQuorumEpochResponse(code, leader.leader_id, leader.leader_epoch)
     if isinstance(msg, FetchRequest):
         return FetchResponse(code, -1, -1, leader)
+    if isinstance(msg, AddRaftVoterRequest):
+        return AddRaftVoterResponse(code)
+    if isinstance(msg, RemoveRaftVoterRequest):
+        return RemoveRaftVoterResponse(code)
     return FetchSnapshotResponse(code, leader)
 
 
@@ -948,8 +1091,9 @@ _row([S.FOLLOWER], E.FETCH_RESPONSE, N._on_fetch_response)
 _row([S.UNATTACHED], E.FETCH_RESPONSE, N._ignore)   # an observer's bootstrap fetch that found no leader
 _row(_ALL, E.FETCH_SNAPSHOT_REQUEST, N._on_fetch_snapshot_request)
 _row([S.FOLLOWER], E.FETCH_SNAPSHOT_RESPONSE, N._on_fetch_snapshot_response)
-_row([S.UNATTACHED, S.CANDIDATE, S.RESIGNED], E.ELECTION_TIMEOUT, N._on_election_timeout,
+_row([S.UNATTACHED, S.CANDIDATE], E.ELECTION_TIMEOUT, N._on_election_timeout,
      {S.PROSPECTIVE, S.CANDIDATE, S.LEADER})
+_row([S.RESIGNED], E.ELECTION_TIMEOUT, N._on_election_timeout, {S.PROSPECTIVE, S.CANDIDATE, S.LEADER, S.UNATTACHED})
 _row([S.PROSPECTIVE], E.ELECTION_TIMEOUT, N._on_election_timeout, {S.UNATTACHED, S.FOLLOWER})
 _row([S.FOLLOWER], E.FETCH_TIMEOUT, N._on_fetch_timeout, {S.PROSPECTIVE, S.CANDIDATE, S.LEADER, S.UNATTACHED})
 _row([S.LEADER], E.CHECK_QUORUM_TIMEOUT, N._on_check_quorum_timeout, {S.RESIGNED})
@@ -958,6 +1102,13 @@ _row([S.UNATTACHED, S.PROSPECTIVE, S.CANDIDATE, S.FOLLOWER, S.RESIGNED], E.APPEN
 _row([S.LEADER], E.RESIGN, N._on_resign, {S.RESIGNED})
 _row([S.UNATTACHED, S.PROSPECTIVE, S.CANDIDATE, S.FOLLOWER, S.RESIGNED], E.RESIGN, N._ignore)
 _row(_ALL, E.SNAPSHOT_TAKEN, N._snapshot_taken)
+_row(_ALL, E.SNAPSHOT_LOADED, N._on_snapshot_loaded)
+_row([S.LEADER], E.ADD_VOTER_REQUEST, N._on_voter_change)
+_row([S.LEADER], E.REMOVE_VOTER_REQUEST, N._on_voter_change)
+_row([S.UNATTACHED, S.PROSPECTIVE, S.CANDIDATE, S.FOLLOWER, S.RESIGNED], E.ADD_VOTER_REQUEST,
+     N._refuse_voter_change)
+_row([S.UNATTACHED, S.PROSPECTIVE, S.CANDIDATE, S.FOLLOWER, S.RESIGNED], E.REMOVE_VOTER_REQUEST,
+     N._refuse_voter_change)
 
 #: The states in which a response of each kind is still handled (others drop it, after its epoch is seen).
 _STATES_FOR_RESPONSE = {

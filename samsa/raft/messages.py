@@ -23,12 +23,14 @@ ZERO_UUID = bytes(16)
 class Batch:
     """A record batch of the metadata log: ``base_offset``..``last_offset`` written in leader epoch
     ``epoch`` (its PartitionLeaderEpoch). ``data`` is opaque to the core; ``control`` marks the
-    LeaderChange control batch a new leader writes at the start of its epoch (KIP-595)."""
+    LeaderChange control batch a new leader writes at the start of its epoch (KIP-595); ``voters``
+    marks a VotersRecord control batch (KIP-853), the voter set from its offset on."""
     base_offset: int
     last_offset: int
     epoch: int
     data: Any = None
     control: bool = False
+    voters: frozenset | None = None
 
 
 @dataclass(frozen=True)
@@ -161,6 +163,34 @@ class FetchSnapshotResponse:
     unaligned_records: Union[SnapshotChunk, bytes] = b""
 
 
+@dataclass(frozen=True)
+class AddRaftVoterRequest:       # API 80 (KIP-853)
+    cluster_id: str | None
+    voter_id: int
+    timeout_ms: int = 30_000
+    voter_directory_id: bytes = ZERO_UUID
+    ack_when_committed: bool = True
+
+
+@dataclass(frozen=True)
+class AddRaftVoterResponse:
+    error_code: int
+    error_message: str | None = None
+
+
+@dataclass(frozen=True)
+class RemoveRaftVoterRequest:    # API 81 (KIP-853)
+    cluster_id: str | None
+    voter_id: int
+    voter_directory_id: bytes = ZERO_UUID
+
+
+@dataclass(frozen=True)
+class RemoveRaftVoterResponse:
+    error_code: int
+    error_message: str | None = None
+
+
 Request = Union[VoteRequest, BeginQuorumEpochRequest, EndQuorumEpochRequest, FetchRequest, FetchSnapshotRequest]
 Response = Union[VoteResponse, BeginQuorumEpochResponse, EndQuorumEpochResponse, FetchResponse, FetchSnapshotResponse]
 
@@ -197,11 +227,19 @@ class SnapshotTaken:
 
 
 @dataclass(frozen=True)
+class SnapshotLoaded:
+    """Answer to ``InstallSnapshot``: the snapshot is in place, and its VotersRecord says
+    ``voters`` (KIP-853). Until then the follower neither fetches nor stands for election."""
+    snapshot_id: SnapshotId
+    voters: frozenset
+
+
+@dataclass(frozen=True)
 class Resign:
     """The leader steps down (graceful shutdown): EndQuorumEpoch to the voters."""
 
 
-Event = Union[Received, TimerExpired, Append, SnapshotTaken, Resign]
+Event = Union[Received, TimerExpired, Append, SnapshotTaken, SnapshotLoaded, Resign]
 
 
 # ---- outputs: what the driver does, in the order given ----

@@ -4,7 +4,9 @@ Everything runs on simulated time from one ``random.Random(seed)``: a network th
 duplicates, delays and so reorders messages and can be partitioned; nodes that crash (their core
 and everything volatile gone) and restart from what they persisted (the quorum-state and the log,
 each output applied durably in order, as the I/O layer must); clients appending on whichever node
-says it leads; nodes taking snapshots of what they committed, so that laggards fetch snapshots.
+says it leads; nodes taking snapshots of what they committed, so that laggards fetch snapshots;
+an observer (a broker) following the log; on odd seeds (kraft.version 1) an admin adding and
+removing voters through the leader (KIP-853).
 
 Checked as it runs (``SafetyViolation`` with the seed and the trace's tail):
   * at most one leader per epoch;
@@ -27,7 +29,8 @@ import random
 from dataclasses import dataclass, field
 
 from samsa.raft.consensus import RaftConfig, RaftNode, RaftState, LogState
-from samsa.raft.messages import (Append, AppendRefused, Appended, AppendToLog, Committed, DeleteLogBefore,
+from samsa.raft.messages import (AddRaftVoterRequest, AddRaftVoterResponse, RemoveRaftVoterRequest,
+                                 RemoveRaftVoterResponse, SnapshotLoaded, Append, AppendRefused, Appended, AppendToLog, Committed, DeleteLogBefore,
                                  FetchResponse, FetchSnapshotResponse, InstallSnapshot, LeaderChanged,
                                  PersistQuorumState, Received, RecordsRange, Resign, Send, SetTimer, SnapshotChunk,
                                  SnapshotId, SnapshotTaken, TimerExpired, TruncateTo, WriteSnapshotChunk)
@@ -50,7 +53,7 @@ class Disk:
     batches: list = field(default_factory=list)
     records: list = field(default_factory=list)        # one (epoch, data, index in batch) per offset >= start
     start: int = 0
-    snapshot: tuple | None = None                     # (SnapshotId, bytes, records tuple)
+    snapshot: tuple | None = None                     # (SnapshotId, bytes, records tuple, voters)
     partial_snapshot: bytearray | None = None
 
     def end(self) -> int:
@@ -67,7 +70,13 @@ class Disk:
             if not epochs or b.epoch != epochs[-1][0]:
                 epochs.append((b.epoch, b.base_offset))
         snap = (self.snapshot[0], len(self.snapshot[1])) if self.snapshot else None
-        return LogState(self.start, self.end(), tuple(epochs), snap)
+        voter_sets = tuple((b.base_offset, b.voters) for b in self.batches if b.voters is not None)
+        return LogState(self.start, self.end(), tuple(epochs), snap,
+                        voters=self.snapshot[3] if self.snapshot else None, voter_sets=voter_sets)
+
+    def voters_before(self, offset: int, bootstrap) -> frozenset:
+        sets = [b.voters for b in self.batches if b.voters is not None and b.base_offset < offset]
+        return sets[-1] if sets else (self.snapshot[3] if self.snapshot else frozenset(bootstrap))
 
 
 @dataclass
@@ -82,12 +91,13 @@ class Node:
     learned_since_restart: bool = True
 
 
-def snapshot_bytes(records) -> bytes:
-    return repr(records).encode()
+def snapshot_bytes(records, voters) -> bytes:
+    return repr((records, tuple(sorted(voters)))).encode()
 
 
 class Simulation:
-    def __init__(self, seed: int, n: int, *, observers: int = 1, chaos_ms: int = CHAOS_MS, bug=None):
+    def __init__(self, seed: int, n: int, *, observers: int = 1, chaos_ms: int = CHAOS_MS, bug=None,
+                 dynamic: bool | None = None):
         self.seed = seed
         self.rng = random.Random(seed)
         self.n = n
@@ -110,6 +120,9 @@ class Simulation:
         self.live_commit: int | None = None     # the offset of the post-heal append, once committed
         self.live_data: set = set()              # the data of the appends made after the heal
         self.bug = bug
+        # KIP-853: half the seeds add and remove voters (kraft.version 1)
+        self.dynamic = seed % 2 == 1 if dynamic is None else dynamic
+        self.voter_changes = 0
 
     # ---- plumbing ----
 
@@ -132,7 +145,7 @@ class Simulation:
         node.learned_since_restart = False
         node.core = RaftNode(node.id, self.voter_ids, cluster_id="sim", config=CONFIG,
                              quorum_state=node.disk.quorum_state, log=node.disk.log_state(),
-                             rng=random.Random(self.rng.random()))
+                             rng=random.Random(self.rng.random()), kraft_version=int(self.dynamic))
         if self.bug == "forget_vote":
             node.core.voted_id = -1
         outputs = node.core.start(self.now)
@@ -185,11 +198,12 @@ class Simulation:
                 disk.partial_snapshot += o.data
             elif isinstance(o, InstallSnapshot):
                 raw = bytes(disk.partial_snapshot)
-                records = eval(raw.decode())   # noqa: S307 (the simulation's own repr)
-                disk.snapshot = (o.snapshot_id, raw, tuple(records))
+                records, voters = eval(raw.decode())   # noqa: S307 (the simulation's own repr)
+                disk.snapshot = (o.snapshot_id, raw, tuple(records), frozenset(voters))
                 disk.partial_snapshot = None
                 disk.batches, disk.records, disk.start = [], [], o.snapshot_id.end_offset
-                self.log(node.id, "install snapshot", o.snapshot_id)
+                self.log(node.id, "install snapshot", o.snapshot_id, sorted(voters))
+                self.step(node, SnapshotLoaded(o.snapshot_id, frozenset(voters)))
             elif isinstance(o, DeleteLogBefore):
                 drop = o.offset - disk.start
                 disk.batches = [b for b in disk.batches if b.base_offset >= o.offset]
@@ -275,6 +289,11 @@ class Simulation:
             chunk = msg.unaligned_records
             raw = self.nodes[src].disk.snapshot[1]
             msg = dataclasses.replace(msg, unaligned_records=raw[chunk.position:chunk.position + chunk.max_bytes])
+        if out.destination == 0:       # the admin client's answers
+            self.log(src, "-> admin", msg)
+            if msg.error_code == 0:
+                self.voter_changes += 1
+            return
         if not self.connected(src, out.destination):
             return
         copies = 1
@@ -356,9 +375,22 @@ class Simulation:
             down = [n for n in self.nodes.values() if n.core is None]
             if down:
                 self.boot(self.rng.choice(down))
-        elif r < 0.93:
+        elif r < 0.87:
             node = self.nodes[self.rng.choice(ids)]
             self.take_snapshot(node)
+        elif r < 0.95 and self.dynamic:
+            leaders = [n for n in self.nodes.values() if n.core is not None and n.core.state == RaftState.LEADER]
+            if leaders:
+                leader = self.rng.choice(leaders)
+                voters = leader.core.voters
+                others = [i for i in ids if i not in voters]
+                if others and (self.rng.random() < 0.5 or len(voters) == 1):
+                    req = AddRaftVoterRequest("sim", self.rng.choice(others))
+                else:
+                    req = RemoveRaftVoterRequest("sim", self.rng.choice(sorted(voters)))
+                self.seq += 1
+                self.log("nemesis: admin", req)
+                self.step(leader, Received(0, req, self.seq))
         else:
             leaders = [n for n in self.nodes.values() if n.core is not None and n.core.state == RaftState.LEADER]
             if leaders:
@@ -373,10 +405,11 @@ class Simulation:
         if hw <= node.disk.start:
             return
         records = tuple(node.disk.record(off) for off in range(hw))
-        raw = snapshot_bytes(records)
+        voters = node.disk.voters_before(hw, self.voter_ids)
+        raw = snapshot_bytes(records, voters)
         epoch = node.disk.record(hw - 1)[0]
         sid = SnapshotId(hw, epoch)
-        node.disk.snapshot = (sid, raw, records)
+        node.disk.snapshot = (sid, raw, records, voters)
         self.log(node.id, "snapshot", sid)
         self.step(node, SnapshotTaken(sid, len(raw)))
 

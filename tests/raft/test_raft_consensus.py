@@ -12,8 +12,10 @@ import random
 import pytest
 
 from samsa.protocol import codec
-from samsa.protocol.errors import (E_FENCED_LEADER_EPOCH, E_NOT_LEADER_OR_FOLLOWER, E_POSITION_OUT_OF_RANGE,
-                                   E_SNAPSHOT_NOT_FOUND, E_UNKNOWN_LEADER_EPOCH, E_INCONSISTENT_CLUSTER_ID)
+from samsa.protocol.errors import (E_DUPLICATE_VOTER, E_FENCED_LEADER_EPOCH, E_INCONSISTENT_CLUSTER_ID,
+                                   E_NOT_LEADER_OR_FOLLOWER, E_POSITION_OUT_OF_RANGE, E_REQUEST_TIMED_OUT,
+                                   E_SNAPSHOT_NOT_FOUND, E_UNKNOWN_LEADER_EPOCH, E_UNSUPPORTED_VERSION,
+                                   E_VOTER_NOT_FOUND)
 from samsa.raft import messages as m
 from samsa.raft.consensus import (TRANSITIONS, Ev, LogState, RaftConfig, RaftInvariantError, RaftNode, RaftState)
 from samsa.raft.messages import (NO_ID, Append, AppendRefused, Appended, AppendToLog, Batch,
@@ -531,6 +533,9 @@ def test_a_follower_fetches_the_snapshot_then_the_log_after_it():
     out = answer(f, req, FetchSnapshotResponse(0, leader, SnapshotId(10, 1), 6, 4, b"ef"), 3)
     assert of(out, InstallSnapshot) == [InstallSnapshot(SnapshotId(10, 1))]
     assert of(out, Committed) == [Committed(10)]
+    assert not sends(out, FetchRequest)                  # not before the snapshot is loaded
+    out = f.handle(m.SnapshotLoaded(SnapshotId(10, 1), frozenset({1, 2, 3, 5})), 4)
+    assert f.voters == {1, 2, 3, 5}                      # the snapshot's VotersRecord
     nxt = sends(out, FetchRequest)[0].message
     assert (nxt.fetch_offset, nxt.last_fetched_epoch, nxt.log_start_offset) == (10, 1, 10)
 
@@ -552,8 +557,12 @@ def test_message_fields_are_kafkas_names():
              m.BeginQuorumEpochResponse: "BeginQuorumEpochResponse",
              m.EndQuorumEpochRequest: "EndQuorumEpochRequest", m.EndQuorumEpochResponse: "EndQuorumEpochResponse",
              m.FetchRequest: "FetchRequest", m.FetchResponse: "FetchResponse",
-             m.FetchSnapshotRequest: "FetchSnapshotRequest", m.FetchSnapshotResponse: "FetchSnapshotResponse"}
-    extra = {"high_watermark"}   # FetchRequest v18 (KIP-1166), beyond the Fetch schema Samsa serves (v17)
+             m.FetchSnapshotRequest: "FetchSnapshotRequest", m.FetchSnapshotResponse: "FetchSnapshotResponse",
+             m.AddRaftVoterRequest: "AddRaftVoterRequest", m.AddRaftVoterResponse: "AddRaftVoterResponse",
+             m.RemoveRaftVoterRequest: "RemoveRaftVoterRequest", m.RemoveRaftVoterResponse: "RemoveRaftVoterResponse"}
+    # FetchRequest v18's HighWatermark (KIP-1166) and AddRaftVoter v1's AckWhenCommitted: newer than
+    # the schemas Samsa has for those two (Fetch v17, AddRaftVoter v0)
+    extra = {m.FetchRequest: {"high_watermark"}, m.AddRaftVoterRequest: {"ack_when_committed"}}
     for cls, name in pairs.items():
         names = set()
 
@@ -564,7 +573,7 @@ def test_message_fields_are_kafkas_names():
         walk(codec.schemas()[name]["fields"])
         for f in cls.__dataclass_fields__:
             key = {"preferred_candidates": "candidate_id"}.get(f, f)
-            assert key in names or (cls is m.FetchRequest and f in extra), (name, f)
+            assert key in names or f in extra.get(cls, ()), (name, f)
 
 
 def test_quorum_state_json_is_kafkas():
@@ -580,3 +589,81 @@ def test_quorum_state_json_is_kafkas():
                 '{"votedDirectoryId":"short","data_version":1}'):
         with pytest.raises(ValueError):
             QuorumStateData.from_json(bad)
+
+
+# ---- dynamic voters (KIP-853) ----
+
+def dynamic_leader():
+    n = RaftNode(1, (1, 2, 3), cluster_id=CID, config=CFG, rng=random.Random(7), kraft_version=1)
+    n.out = n.start(0)
+    elect(n)
+    t = n._now
+    fetch(n, 2, 1, 1, t + 1)                             # commits the leader change: hw 1
+    assert n.high_watermark == 1
+    return n, t + 1
+
+
+def admin(n, request, now, cid=4242):
+    out = n.handle(Received(0, request, cid), now)
+    answers = [s.message for s in sends(out) if s.destination == 0]
+    return out, (answers[0] if answers else None)
+
+
+def test_voter_changes_need_kraft_version_1():
+    n = leader_with(LogState(), 1)
+    _, resp = admin(n, m.AddRaftVoterRequest(CID, 4), n._now)
+    assert resp.error_code == E_UNSUPPORTED_VERSION
+
+
+def test_add_voter_appends_a_voters_record_and_answers_once_committed():
+    n, t = dynamic_leader()
+    _, resp = admin(n, m.AddRaftVoterRequest(CID, 2), t + 1)
+    assert resp.error_code == E_DUPLICATE_VOTER
+    _, resp = admin(n, m.AddRaftVoterRequest(CID, 4), t + 2)
+    assert resp.error_code == E_REQUEST_TIMED_OUT      # 4 has not fetched: not a caught-up observer
+    fetch(n, 4, 1, 1, t + 3)                             # observer 4 caught up
+    out, resp = admin(n, m.AddRaftVoterRequest(CID, 4), t + 4)
+    assert resp is None                                  # answered when committed
+    batch = of(out, AppendToLog)[0].batches[0]
+    assert batch.control and batch.voters == {1, 2, 3, 4} and batch.base_offset == 1
+    assert n.voters == {1, 2, 3, 4}                      # in force once appended
+    _, resp = admin(n, m.RemoveRaftVoterRequest(CID, 3), t + 5, cid=4243)
+    assert resp.error_code == E_REQUEST_TIMED_OUT      # one change at a time
+    out = fetch(n, 2, 2, 1, t + 6)
+    assert n.high_watermark == 1                         # 2 of 4 voters: not a majority any more
+    out = fetch(n, 4, 2, 1, t + 7)
+    assert n.high_watermark == 2
+    assert [s.message for s in sends(out) if s.destination == 0] == [m.AddRaftVoterResponse(0)]
+
+
+def test_remove_voter_and_a_leader_that_removes_itself_resigns():
+    n, t = dynamic_leader()
+    _, resp = admin(n, m.RemoveRaftVoterRequest(CID, 7), t + 1)
+    assert resp.error_code == E_VOTER_NOT_FOUND
+    out, resp = admin(n, m.RemoveRaftVoterRequest(CID, 1), t + 2)
+    assert resp is None and n.voters == {2, 3} and n.state == RaftState.LEADER
+    fetch(n, 2, 2, 1, t + 3)
+    assert n.high_watermark == 1                         # the leader's own log no longer counts
+    out = fetch(n, 3, 2, 1, t + 4)
+    assert n.high_watermark == 2
+    assert [s.message for s in sends(out) if s.destination == 0] == [m.RemoveRaftVoterResponse(0)]
+    out = fire(n, t + 4)
+    assert n.state == RaftState.RESIGNED
+    fire(n, t + 10_000)
+    assert n.state == RaftState.UNATTACHED and not n.is_voter()   # an observer now
+
+
+def test_a_follower_takes_voter_sets_from_the_log_and_truncation_undoes_them():
+    f = node(node_id=3, qs=QuorumStateData(leader_id=1, leader_epoch=2))
+    out = answer(f, sends(f.out, FetchRequest)[0], FetchResponse(0, 1, 0, LeaderIdAndEpoch(1, 2), records=(
+        Batch(0, 0, 2, control=True), Batch(1, 1, 2, control=True, voters=frozenset({1, 3})))), 1)
+    assert f.voters == {1, 3}
+    answer(f, sends(out, FetchRequest)[0], FetchResponse(0, 1, 0, LeaderIdAndEpoch(1, 2),
+                                                         diverging_epoch=EpochEndOffset(2, 1)), 2)
+    assert f.voters == {1, 2, 3} and f.log.end == 1
+
+
+def test_voter_changes_go_to_the_leader():
+    f = node(node_id=3, qs=QuorumStateData(leader_id=1, leader_epoch=2))
+    _, resp = admin(f, m.AddRaftVoterRequest(CID, 4), 1)
+    assert resp.error_code == E_NOT_LEADER_OR_FOLLOWER

@@ -1,6 +1,6 @@
 """KRaft's consensus under a randomised simulation (``raft_sim``): thousands of seeds of message
-loss, duplication, reordering, partitions, crashes and restarts, snapshots, clients and an
-observer (a broker fetching the metadata log), checking
+loss, duplication, reordering, partitions, crashes and restarts, snapshots, clients, an observer
+(a broker fetching the metadata log) and, on odd seeds, voters added and removed (KIP-853), checking
 Raft's safety properties and liveness after the heal. A failing seed's message starts with
 ``seed=N n=M`` and ends with the trace of its last events; ``SAMSA_RAFT_SEEDS=N`` runs N seeds per
 quorum size (default 1000), ``SAMSA_RAFT_SEED=N`` only that one.
@@ -29,11 +29,13 @@ def seeds():
 
 @pytest.mark.parametrize("n", [3, 5], ids=["3-voters", "5-voters"])
 def test_safety_and_liveness_over_many_seeds(n):
-    exercised = {"elections": 0, "crashes": 0, "truncations": 0, "snapshots installed": 0, "observer commits": 0}
+    exercised = {"elections": 0, "crashes": 0, "truncations": 0, "snapshots installed": 0, "observer commits": 0,
+                 "voter changes": 0}
     for seed in seeds():
         sim = raft_sim.Simulation(seed, n).run()   # raises SafetyViolation with the seed and a trace
         exercised["elections"] += len(sim.leaders)
         exercised["observer commits"] += sim.nodes[n + 1].hw
+        exercised["voter changes"] += sim.voter_changes
         for _, *what in sim.trace:
             if len(what) > 1 and what[1] == "CRASH":
                 exercised["crashes"] += 1
