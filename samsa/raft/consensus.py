@@ -30,7 +30,15 @@ move. The rules, from KIP-595 and KIP-996:
   quorum); a follower that has not heard from its leader within the fetch timeout becomes
   Prospective.
 
-Dynamic voters (KIP-853) are not here: the voter set is static, given at construction.
+* Dynamic voters (KIP-853, with kraft.version 1): the voter set is the last VotersRecord in the
+  log, in force once appended (truncation undoes it); the leader takes one AddRaftVoter or
+  RemoveRaftVoter at a time, only after an offset of its epoch is committed, adds only a caught-up
+  observer, and answers once the change is committed; a leader that removed itself resigns.
+  Replicas vote whatever their own membership (their set may be stale), and one that a change not
+  yet committed removes still stands for election. UpdateRaftVoter (endpoints) is the I/O
+  layer's: the core keeps no endpoints.
+* Observers (brokers) fetch like followers and never vote; without a leader they ask the
+  bootstrap servers in turn.
 """
 
 from __future__ import annotations

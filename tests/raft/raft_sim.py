@@ -96,7 +96,7 @@ def snapshot_bytes(records, voters) -> bytes:
 
 
 class Simulation:
-    def __init__(self, seed: int, n: int, *, observers: int = 1, chaos_ms: int = CHAOS_MS, bug=None,
+    def __init__(self, seed: int, n: int, *, observers: int = 2, chaos_ms: int = CHAOS_MS, bug=None,
                  dynamic: bool | None = None):
         self.seed = seed
         self.rng = random.Random(seed)
@@ -382,15 +382,18 @@ class Simulation:
             leaders = [n for n in self.nodes.values() if n.core is not None and n.core.state == RaftState.LEADER]
             if leaders:
                 leader = self.rng.choice(leaders)
-                voters = leader.core.voters
-                others = [i for i in ids if i not in voters]
-                if others and (self.rng.random() < 0.5 or len(voters) == 1):
-                    req = AddRaftVoterRequest("sim", self.rng.choice(others))
-                else:
-                    req = RemoveRaftVoterRequest("sim", self.rng.choice(sorted(voters)))
-                self.seq += 1
-                self.log("nemesis: admin", req)
-                self.step(leader, Received(0, req, self.seq))
+                for _ in range(self.rng.choice([1, 1, 2, 3])):     # bursts: one change at a time?
+                    if leader.core is None or leader.core.state != RaftState.LEADER:
+                        break
+                    voters = leader.core.voters
+                    others = [i for i in ids if i not in voters]
+                    if others and (self.rng.random() < 0.5 or len(voters) == 1):
+                        req = AddRaftVoterRequest("sim", self.rng.choice(others))
+                    else:
+                        req = RemoveRaftVoterRequest("sim", self.rng.choice(sorted(voters)))
+                    self.seq += 1
+                    self.log("nemesis: admin", req)
+                    self.step(leader, Received(0, req, self.seq))
         else:
             leaders = [n for n in self.nodes.values() if n.core is not None and n.core.state == RaftState.LEADER]
             if leaders:

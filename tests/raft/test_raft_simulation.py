@@ -123,6 +123,14 @@ def test_a_new_leader_telling_its_old_high_watermark_is_caught(monkeypatch):
     assert found.startswith("seed="), "no seed caught a high watermark going back"
 
 
+def test_two_voter_changes_at_once_are_caught(monkeypatch):
+    """Bug (KIP-853): the leader takes a voter change before the previous one is committed, so
+    two voter sets without a common majority can both elect and commit."""
+    monkeypatch.setattr(RaftNode, "_voter_change_pending", lambda self: False)
+    found = _first_violation(5)
+    assert found.startswith("seed="), "no seed caught two uncommitted voter changes"
+
+
 def test_a_quorum_that_cannot_elect_is_caught(monkeypatch):
     """Liveness: voters that refuse every vote never elect a leader after the heal."""
     monkeypatch.setattr(RaftNode, "_log_up_to_date", lambda self, epoch, end: False)
