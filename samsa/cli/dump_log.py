@@ -100,7 +100,8 @@ def offsets_parser(record: Record) -> tuple[str | None, str | None]:
                                  "(message had a missing key)")
     try:
         key_version = _I16.unpack_from(record.key)[0]
-        if key_version in group_records.CONSUMER_RECORDS or key_version in group_records.SHARE_RECORDS:
+        if (key_version in group_records.CONSUMER_RECORDS or key_version in group_records.SHARE_RECORDS
+                or key_version in group_records.STREAMS_RECORDS):
             return _consumer_group_record(record)
         kind, group, topic, partition = group_records.parse_key(bytes(record.key))
         data = {"group": group, "topic": topic, "partition": partition} if kind == "offset" else {"group": group}
