@@ -162,8 +162,8 @@ class StreamsMemberSpec:
     standby: frozenset[Task] = frozenset()           # its standby tasks in the current target
 
 
-def sticky_tasks(members: Mapping[str, StreamsMemberSpec], tasks: Mapping[str, int],
-                 num_standby: int) -> dict[str, tuple[frozenset[Task], frozenset[Task]]]:
+def sticky_tasks(members: Mapping[str, StreamsMemberSpec], tasks: Mapping[str, int], num_standby: int,
+                 stateful: frozenset[str] = frozenset()) -> dict[str, tuple[frozenset[Task], frozenset[Task]]]:
     """Kafka's sticky task assignor, in its rules: every task active on one member, members
     as even as they can be (at most one task apart, and each subtopology's tasks spread over
     them), a task staying where it was active while that keeps the balance; then ``num_standby`` standby replicas of each task, each on a
@@ -204,7 +204,7 @@ def sticky_tasks(members: Mapping[str, StreamsMemberSpec], tasks: Mapping[str, i
         active[least].add(t)
     owner_of = {t: m for m, ts in active.items() for t in ts}
     standby: dict[str, set[Task]] = {m: set() for m in ids}
-    for t in all_tasks if num_standby > 0 else ():
+    for t in [t for t in all_tasks if t[0] in stateful] if num_standby > 0 else ():
         used = {members[owner_of[t]].process_id}
         for _ in range(num_standby):
             candidates = [m for m in ids if members[m].process_id not in used]

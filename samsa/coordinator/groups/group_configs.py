@@ -40,6 +40,9 @@ GROUP_CONFIGS: dict[str, tuple[str | None, str | None, str | None]] = {
                                       "group.streams.max.heartbeat.interval.ms"),
     "streams.num.standby.replicas": ("group.streams.num.standby.replicas", None, "group.streams.max.standby.replicas"),
     "streams.initial.rebalance.delay.ms": ("group.streams.initial.rebalance.delay.ms", None, None),
+    "streams.assignment.interval.ms": ("group.streams.assignment.interval.ms",
+                                       "group.streams.min.assignment.interval.ms",
+                                       "group.streams.max.assignment.interval.ms"),
     "share.auto.offset.reset": (None, None, None),
     "share.isolation.level": (None, None, None),
 }
@@ -47,7 +50,7 @@ GROUP_CONFIGS: dict[str, tuple[str | None, str | None, str | None]] = {
 #: Each numeric key's own lower bound (Kafka's GroupConfig definitions), checked before the broker's.
 AT_LEAST: dict[str, int] = {"share.record.lock.duration.ms": 1000, "share.delivery.count.limit": 2,
                             "share.partition.max.record.locks": 100, "streams.num.standby.replicas": 0,
-                            "streams.initial.rebalance.delay.ms": 0}
+                            "streams.initial.rebalance.delay.ms": 0, "streams.assignment.interval.ms": 0}
 
 #: The keys without a broker key: group key -> (type, default).
 OWN_DEFAULTS: dict[str, tuple[str, str]] = {

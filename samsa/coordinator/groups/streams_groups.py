@@ -16,7 +16,8 @@ is declared here:
 - the assignor: Kafka's sticky task assignor (:func:`.assignors.sticky_tasks`), with
   ``streams.num.standby.replicas`` standby replicas per task; no warm-up tasks;
 - the initial rebalance delay: a new group's first assignment waits
-  ``group.streams.initial.rebalance.delay.ms`` (status ASSIGNMENT_DELAYED meanwhile);
+  ``group.streams.initial.rebalance.delay.ms`` (status ASSIGNMENT_DELAYED meanwhile); later
+  target assignments come at most every ``group.streams.assignment.interval.ms``;
 - its keys: ``group.streams.*`` on the broker, ``streams.*`` per group;
 - its records in ``__consumer_offsets``: ``StreamsGroup*`` (key versions 17, 19 to 23).
 """
@@ -44,7 +45,8 @@ CONFIG_KEYS = ("group.streams.session.timeout.ms", "group.streams.heartbeat.inte
                "group.streams.min.session.timeout.ms", "group.streams.max.session.timeout.ms",
                "group.streams.min.heartbeat.interval.ms", "group.streams.max.heartbeat.interval.ms",
                "group.streams.max.size", "group.streams.num.standby.replicas", "group.streams.max.standby.replicas",
-               "group.streams.initial.rebalance.delay.ms", "group.streams.assignors")
+               "group.streams.initial.rebalance.delay.ms", "group.streams.assignment.interval.ms",
+               "group.streams.assignors")
 
 ACTIVE, STANDBY, WARMUP = "active", "standby", "warmup"
 KINDS = (ACTIVE, STANDBY, WARMUP)
@@ -131,6 +133,8 @@ class StreamsGroup(ModernGroup):
     delayed: bool = False                           # in the initial rebalance delay
     shutdown: bool = False                          # a member asked the application to shut down
     creation_failures: dict[str, str] = field(default_factory=dict)
+    assigned_at: float | None = None                # scheduler time of the last target assignment
+    assign_pending: bool = False                    # a target assignment is due after the interval
 
     @property
     def state(self) -> Any:
@@ -164,6 +168,10 @@ class StreamsGroups(ConsumerGroups):
     def initial_delay_ms(self, group_id: str) -> int:
         v = self.group_config(group_id, "streams.initial.rebalance.delay.ms")
         return int(v) if v is not None else self.cfg("group.streams.initial.rebalance.delay.ms")
+
+    def assignment_interval_ms(self, group_id: str) -> int:
+        v = self.group_config(group_id, "streams.assignment.interval.ms")
+        return int(v) if v is not None else self.cfg("group.streams.assignment.interval.ms")
 
     def assignors(self) -> list[str]:
         return ["sticky"]
@@ -210,8 +218,11 @@ class StreamsGroups(ConsumerGroups):
 
     def _leave_streams(self, req: StreamsHeartbeat) -> tuple[StreamsHeartbeatResult, list[Entry]]:
         g = self.groups.get(req.group_id)
-        if g is None or req.member_id not in g.members:
-            return StreamsHeartbeatResult(0, None, req.member_id, req.member_epoch), []
+        if g is None:
+            raise _refuse(errors.GroupIdNotFoundError, f"Streams group {req.group_id} not found.")
+        if req.member_id not in g.members:
+            raise _refuse(errors.UnknownMemberIdError,
+                          f"Member {req.member_id} is not a member of group {req.group_id}.")
         entries = self._remove(g, req.member_id)
         assert isinstance(g, StreamsGroup)
         g.endpoint_epoch += 1
@@ -230,6 +241,10 @@ class StreamsGroups(ConsumerGroups):
         member = g.members.get(req.member_id)
         bump = False
         joined = req.member_epoch == JOIN_EPOCH
+        if (joined and g.topology is not None and req.topology != g.topology
+                and (req.topology or {}).get("epoch", 0) >= g.topology.get("epoch", 0)
+                and any(m.member_id != req.member_id for m in g.members.values())):
+            raise _refuse(errors.InvalidRequestError, "Topology updates are not supported yet.")
         if member is None:
             if not joined:
                 raise _refuse(errors.UnknownMemberIdError,
@@ -252,15 +267,13 @@ class StreamsGroups(ConsumerGroups):
             self._check_streams_epoch(g, member, req)
         assert isinstance(member, StreamsMember)
         # The topology: the first member's is the group's; a member with another epoch is told it is stale.
-        if joined:
+        if joined:  # the group's topology is its members'; a member of an older one is told it is stale
             topology = req.topology or {}
-            if g.topology is None or not any(m.topology_epoch == g.topology["epoch"]
-                                             for m in g.members.values() if m is not member):
-                if g.topology != topology:
-                    g.topology = topology
-                    g.configured = None
-                    entries.append(self._topology_entry(g))
-                    bump = True
+            if g.topology != topology and (g.topology is None or len(g.members) == 1):
+                g.topology = topology
+                g.configured = None
+                entries.append(self._topology_entry(g))
+                bump = True
             member.topology_epoch = topology.get("epoch", 0)
         before = (member.instance_id, member.rack_id, member.client_id, member.client_host, member.rebalance_timeout_ms,
                   member.process_id, member.user_endpoint, member.client_tags, member.topology_epoch)
@@ -390,8 +403,20 @@ class StreamsGroups(ConsumerGroups):
             g.group_epoch += 1
             entries.append(self._epoch_entry(g))
         if g.assignment_epoch < g.group_epoch and (not g.delayed or g.assignment_epoch == 0):
-            entries += self._assign(g)
+            # A new target at most every streams.assignment.interval.ms: changes in between wait for it.
+            wait = 0.0 if g.assigned_at is None else (
+                g.assigned_at + self.assignment_interval_ms(g.group_id) / 1000 - self.scheduler.time())
+            if wait <= 0:
+                entries += self._assign(g)
+            elif not g.assign_pending:
+                g.assign_pending = True
+                self.scheduler.call_later(wait, self._assign_later, g)
         return entries
+
+    def _assign_later(self, g: StreamsGroup) -> None:
+        g.assign_pending = False
+        if self.groups.get(g.group_id) is g:
+            self.write(g.group_id, self._refresh(g, False))
 
     def _assign(self, g: ModernGroup) -> list[Entry]:
         assert isinstance(g, StreamsGroup)
@@ -404,7 +429,10 @@ class StreamsGroups(ConsumerGroups):
                 m.process_id or m.member_id,
                 frozenset((sub, p) for (k, sub), ps in target.items() if k == ACTIVE for p in ps),
                 frozenset((sub, p) for (k, sub), ps in target.items() if k == STANDBY for p in ps))
-        result = sticky_tasks(specs, tasks, self.num_standby(g.group_id))
+        stateful = frozenset(sub["subtopology_id"] for sub in (g.topology or {}).get("subtopologies", [])
+                             if sub.get("state_changelog_topics"))
+        result = sticky_tasks(specs, tasks, self.num_standby(g.group_id), stateful)
+        g.assigned_at = self.scheduler.time()
         entries = []
         for member_id in g.members:
             active, standby = result.get(member_id, (frozenset(), frozenset()))
