@@ -1,0 +1,90 @@
+"""``samsa streams-groups`` (kafka-streams-groups.sh, KIP-1071) on a Samsa broker: its tables beside
+those of Kafka's own tool (StreamsGroupCommand, Kafka 4.4.0) on the same group, the offsets a member
+committed, --reset-offsets of an empty group, --delete, and the errors as one line."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import sys
+from pathlib import Path
+
+import kafka_process
+from samsa.cli import streams_groups
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "differential"))
+from harness import Side, create_topic  # noqa: E402
+from streams_wire import StreamsMember  # noqa: E402
+
+
+def tool(bootstrap: str, *args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = streams_groups.main(["--bootstrap-server", bootstrap, *args])
+    return code, out.getvalue(), err.getvalue()
+
+
+def kafka_tool(bootstrap: str, *args: str) -> str:
+    r = kafka_process.run_tool(kafka_process.TOOLS["kafka-streams-groups"], "--bootstrap-server", bootstrap, *args)
+    return r.stdout
+
+
+def lines(text: str) -> list[str]:
+    """The table's lines, trailing blanks and blank lines aside, rows in order."""
+    return sorted(re.sub(r"\s+$", "", ln) for ln in text.splitlines() if ln.strip())
+
+
+def test_streams_groups_tool(gbroker, names):
+    bootstrap = gbroker.bootstrap
+    topic, group = names
+    side = Side("samsa", bootstrap)
+    try:
+        create_topic(side, topic, 2)
+        for partition in (0, 1):
+            assert side.produce(topic, [(None, b"x")] * 3, partition)["responses"][0]["partition_responses"][0][
+                "error_code"] == 0
+        m = StreamsMember(side, group, "member-one", topic)
+        m.heartbeat()
+        m.settle()
+        m.commit({(topic, 0): 1, (topic, 1): 2})
+
+        code, out, _ = tool(bootstrap, "--list")
+        assert code == 0 and group in out.split()
+        code, out, _ = tool(bootstrap, "--list", "--state")
+        assert code == 0 and re.search(rf"^{re.escape(group)}\s+Stable$", out, re.M), out
+        # The same tables as Kafka's own tool prints for this group.
+        for args in (["--describe", "--members"], ["--describe", "--members", "--verbose"],
+                     ["--describe", "--state"], ["--describe", "--state", "--verbose"],
+                     ["--describe", "--offsets", "--verbose"]):
+            code, out, err = tool(bootstrap, *args, "--group", group)
+            assert code == 0, err
+            assert lines(out) == lines(kafka_tool(bootstrap, *args, "--group", group)), (args, out)
+        code, out, _ = tool(bootstrap, "--describe", "--members", "--group", group)
+        assert "ACTIVE: 0:[0,1]; 1:[0,1];" in out
+        code, out, _ = tool(bootstrap, "--describe", "--offsets", "--verbose", "--group", group)
+        assert re.search(rf"^{re.escape(group)}\s+{re.escape(topic)}\s+1\s+2\s+-\s+3\s+1$", out, re.M), out
+
+        # Not while it has a member; then the member leaves and the group is Empty.
+        code, _, err = tool(bootstrap, "--reset-offsets", "--group", group, "--all-topics", "--to-earliest",
+                            "--execute")
+        assert code == 1 and "inactive, but the current state is Stable" in err
+        code, _, err = tool(bootstrap, "--delete", "--group", group)
+        assert code == 1 and f"Group '{group}' could not be deleted" in err
+        m.leave()
+        code, out, _ = tool(bootstrap, "--describe", "--state", "--group", group)
+        assert code == 0 and re.search(r"\sEmpty\s+0$", out, re.M), out
+        code, out, _ = tool(bootstrap, "--reset-offsets", "--group", group, "--topic", f"{topic}:1", "--to-earliest",
+                            "--execute")
+        assert code == 0 and re.search(rf"^{re.escape(group)}\s+{re.escape(topic)}\s+1\s+0$", out, re.M), out
+        code, out, _ = tool(bootstrap, "--describe", "--offsets", "--verbose", "--group", group)
+        assert re.search(rf"^{re.escape(group)}\s+{re.escape(topic)}\s+1\s+0\s", out, re.M), out
+        code, out, _ = tool(bootstrap, "--delete", "--group", group)
+        assert code == 0 and out.strip() == f"Deletion of requested streams groups ('{group}') was successful."
+        code, out, err = tool(bootstrap, "--describe", "--group", group)
+        assert code == 1 and err.strip() == (f"Error: Executing streams group command failed due to Group {group} "
+                                             "not found."), err
+        code, _, err = tool(bootstrap, "--describe")
+        assert code != 0 and len(err.strip().splitlines()) >= 1
+    finally:
+        side.close()
