@@ -1,8 +1,9 @@
 // A Kafka Streams 4.4.0 word count (a repartition by word, a KTable count store with its changelog),
 // run from source by the tests (java -cp <tests/kafka/.libs> StreamsWordCount.java ...).
 //
-//   java StreamsWordCount.java BOOTSTRAP APPLICATION_ID INPUT OUTPUT STATE_DIR PROTOCOL [STANDBYS]
+//   java StreamsWordCount.java BOOTSTRAP APPLICATION_ID INPUT OUTPUT STATE_DIR PROTOCOL [STANDBYS [GUARANTEE]]
 //
+// GUARANTEE is processing.guarantee (at_least_once, the default, or exactly_once_v2).
 // PROTOCOL is the group.protocol ("streams": KIP-1071's streams groups; "classic"). Prints
 // "state <new>" on each KafkaStreams state change and "tasks <active task ids>" whenever this
 // instance's active tasks change; reads "stop" on stdin, closes, prints "closed" and exits 0.
@@ -30,6 +31,7 @@ public class StreamsWordCount {
         p.put(StreamsConfig.STATE_DIR_CONFIG, args[4]);
         p.put(StreamsConfig.GROUP_PROTOCOL_CONFIG, args[5]);
         p.put(StreamsConfig.NUM_STANDBY_REPLICAS_CONFIG, args.length > 6 ? args[6] : "0");
+        p.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, args.length > 7 ? args[7] : "at_least_once");
         p.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.String().getClass());
         p.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.String().getClass());
         p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, "200");
