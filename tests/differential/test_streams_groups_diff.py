@@ -222,3 +222,38 @@ def test_streams_describe_unknown_and_missing_source(diff):
                            _tasks(joined)),
                 "state": d["group_state"]}
     diff(run)
+
+
+STREAMS_KEYS = ["streams.session.timeout.ms", "streams.heartbeat.interval.ms", "streams.num.standby.replicas",
+                "streams.initial.rebalance.delay.ms", "streams.assignment.interval.ms"]
+
+
+def test_streams_group_configs(diff):
+    """The streams.* group configs Samsa has: their defaults and synonyms (DescribeConfigs of a GROUP),
+    a value set, and values out of the broker's bounds refused with Kafka's words."""
+    _, group = _names()
+
+    def alter(side, name: str, value: str) -> tuple[int, str | None]:
+        r = side.call(44, {"resources": [{"resource_type": 32, "resource_name": group, "configs": [
+            {"name": name, "config_operation": 0, "value": value}]}], "validate_only": False}, 1)["responses"][0]
+        return r["error_code"], r["error_message"]
+
+    def describe(side) -> list:
+        r = side.call(32, {"resources": [{"resource_type": 32, "resource_name": group,
+                                          "configuration_keys": STREAMS_KEYS}],
+                           "include_synonyms": True, "include_documentation": False}, 4)["results"][0]
+        return sorted((c["name"], c["value"], c["config_source"], c["config_type"],
+                       [(s["name"], s["value"], s["source"]) for s in c["synonyms"]]) for c in r["configs"])
+
+    def run(side):
+        _ready(side, group)
+        before = describe(side)
+        out = {"before": before,
+               "set": alter(side, "streams.num.standby.replicas", "1"),
+               "too many standbys": alter(side, "streams.num.standby.replicas", "3"),
+               "session too short": alter(side, "streams.session.timeout.ms", "1000"),
+               "heartbeat too long": alter(side, "streams.heartbeat.interval.ms", "20000"),
+               "negative delay": alter(side, "streams.initial.rebalance.delay.ms", "-1")}
+        out["after"] = describe(side)
+        return out
+    diff(run)

@@ -101,4 +101,8 @@ def validate(configs: dict[str, str], broker: Callable[[str], Any]) -> None:
         low = broker(low_key) if low_key else None
         high = broker(high_key) if high_key else None
         if (low is not None and number < low) or (high is not None and number > high):
+            if low is None:
+                raise errors.InvalidConfigError(f"{key} must be less than or equal to {high}")
+            if high is None:
+                raise errors.InvalidConfigError(f"{key} must be greater than or equal to {low}")
             raise errors.InvalidConfigError(f"{key} must be in the range {low} to {high} inclusive.")
