@@ -88,3 +88,31 @@ def test_streams_groups_tool(gbroker, names):
         assert code != 0 and len(err.strip().splitlines()) >= 1
     finally:
         side.close()
+
+
+def test_streams_group_records_as_kafka_dumps_them(gbroker, names):
+    """A streams group's records in __consumer_offsets (key types 17, 19 to 23), read by Kafka 4.4.0's
+    kafka-dump-log.sh --offsets-decoder and by samsa dump-log: the same lines."""
+    from cli_tools import samsa
+    from samsa.coordinator.groups.persistence import partition_for
+    topic, group = names
+    side = Side("samsa", gbroker.bootstrap)
+    try:
+        create_topic(side, topic, 2)
+        m = StreamsMember(side, group, "member-dump", topic)
+        m.heartbeat()
+        m.settle()
+        m.leave()
+    finally:
+        side.close()
+    logs = sorted((gbroker.data_dir / "logs" / f"__consumer_offsets-{partition_for(group, 50)}").glob("*.log"))
+    files = ",".join(map(str, logs))
+
+    def records(text: str) -> list[str]:
+        return [ln.split(" key: ", 1)[1] for ln in text.splitlines() if ln.startswith("| offset") and group in ln]
+    ours = records(samsa("dump-log", "--offsets-decoder", "--files", files).stdout)
+    kafkas = records(kafka_process.run_tool(kafka_process.TOOLS["kafka-dump-log"], "--offsets-decoder",
+                                            "--files", files).stdout)
+    kinds = {int(k) for k in re.findall(r'"type":"(\d+)"', "".join(ours))}
+    assert kinds == {17, 19, 20, 21, 22, 23}, kinds
+    assert ours == kafkas
