@@ -32,22 +32,23 @@ class App:
     """One instance of the word count in its own JVM."""
 
     def __init__(self, bootstrap: str, app_id: str, topics: tuple[str, str], state_dir: Path, standbys: int = 0,
-                 guarantee: str = "at_least_once"):
+                 guarantee: str = "at_least_once", threads: int = 1):
         state_dir.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen(
             ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp", kafka_process.classpath(), str(JAVA), bootstrap,
-             app_id, *topics, str(state_dir), "streams", str(standbys), guarantee],
+             app_id, *topics, str(state_dir), "streams", str(standbys), guarantee, str(threads)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.lines: list[str] = []
         self.reader = threading.Thread(target=lambda: self.lines.extend(ln.rstrip() for ln in self.proc.stdout),
                                        daemon=True)
         self.reader.start()
 
-    def tasks(self) -> set[str]:
-        last = [ln for ln in list(self.lines) if ln.startswith("tasks ")]
+    def tasks(self, kind: str = "tasks") -> set[str]:
+        """The instance's active tasks as it last printed them ("standbys": its standby tasks)."""
+        last = [ln for ln in list(self.lines) if ln.startswith(kind + " ")]
         if not last or not self.running():
             return set()
-        inner = last[-1][len("tasks ["):-1]
+        inner = last[-1][len(kind) + 2:-1]
         return {t.strip() for t in inner.split(",") if t.strip()}
 
     def running(self) -> bool:
@@ -268,3 +269,53 @@ def test_exactly_once_sigkilled_and_restarted(own_broker, names, tmp_path):
     finally:
         app.kill()
         counts.close()
+
+
+def test_standby_replicas_across_instances_of_two_threads(streams_target, names, tmp_path):
+    """streams.num.standby.replicas=1 (a group config) and two instances of two stream threads each
+    (four members, two processes): each stateful task (subtopology 1, the count store) has its standby
+    on the other instance; the instance running them stops, the other takes every task; counts exact."""
+    bootstrap = streams_target
+    topic, group = names
+    source, sink, app_id = f"{topic}-in", f"{topic}-out", f"{group}-wc"
+    side = Side("target", bootstrap)
+    _create(bootstrap, source, 2)
+    _create(bootstrap, sink, 1)
+    wait_until(lambda: side.call(10, {"key": app_id, "key_type": 0}, 3)["error_code"] == 0, "a coordinator", 60)
+    altered = side.call(44, {"resources": [{"resource_type": 32, "resource_name": app_id, "configs": [
+        {"name": "streams.num.standby.replicas", "config_operation": 0, "value": "1"}]}], "validate_only": False})
+    assert altered["responses"][0]["error_code"] == 0, altered
+    expected: Counter = Counter()
+    apps: list[App] = []
+    counts = Counts(bootstrap, sink)
+    stateful = {"1_0", "1_1"}
+    try:
+        apps = [App(bootstrap, app_id, (source, sink), tmp_path / name, threads=2) for name in ("a", "b")]
+
+        def placed() -> bool:
+            a, b = apps
+            if not (a.running() and b.running()) or a.tasks() | b.tasks() != {"0_0", "0_1", "1_0", "1_1"}:
+                return False
+            return all((t in a.tasks() and t in b.tasks("standbys")) or (t in b.tasks() and t in a.tasks("standbys"))
+                       for t in stateful)
+        wait_until(placed, "the active and standby tasks placed on the two instances", WAIT)
+        batch = TEXT * 5
+        _produce(bootstrap, source, batch)
+        expected += _words(batch)
+        wait_until(lambda: counts.read() == dict(expected), "the counts", WAIT)
+        # stop the instance with the most stateful tasks: the other one takes everything
+        leaving = max(apps, key=lambda a: len(a.tasks() & stateful))
+        staying = apps[1 - apps.index(leaving)]
+        leaving.stop()
+        wait_until(lambda: staying.running() and staying.tasks() == {"0_0", "0_1", "1_0", "1_1"},
+                   "the other instance running every task", WAIT)
+        batch = TEXT[:3] * 4
+        _produce(bootstrap, source, batch)
+        expected += _words(batch)
+        wait_until(lambda: counts.read() == dict(expected), "the counts after the take-over", WAIT)
+        staying.stop()
+    finally:
+        for app in apps:
+            app.kill()
+        counts.close()
+        side.close()
