@@ -142,7 +142,8 @@ class World:
                                topology=topology() if joining else None,
                                active_tasks=[] if joining else tasks, standby_tasks=[] if joining else
                                (None if owned is None else []), warmup_tasks=[] if joining else
-                               (None if owned is None else []), process_id=f"p-{member}" if joining else None, **kw)
+                               (None if owned is None else []),
+                               **{"process_id": f"p-{member}" if joining else None, **kw})
         result, entries = self.groups.streams_heartbeat(req)
         self.written.extend(entries)
         return result
@@ -220,3 +221,19 @@ def test_records_replay_the_group():
     m = other.groups.groups["app"].members["a"]
     assert m.member_epoch == a.member_epoch and m.process_id == "p-a"
     assert {sub: set(ps) for (k, sub), ps in m.assigned.items()} == active(a)
+
+
+def test_static_member_leaves_for_a_while_and_comes_back():
+    w = World(**{"group.streams.initial.rebalance.delay.ms": 0})
+    a = w.hb("a", 0, instance_id="inst-a")
+    epoch = w.groups.groups["app"].group_epoch
+    assert w.hb("a", -2, instance_id="inst-a").member_epoch == -2
+    # its place and tasks are kept: no new group epoch, and another member may not take the instance id
+    assert w.groups.groups["app"].group_epoch == epoch
+    # the instance id back under a new member id: its predecessor's tasks, at its epoch
+    back = w.hb("a3", 0, instance_id="inst-a", process_id="p-a")
+    assert back.error == 0 and back.member_epoch == a.member_epoch
+    assert set(w.groups.groups["app"].members) == {"a3"} and w.groups.groups["app"].group_epoch == epoch
+    held = w.groups.groups["app"].members["a3"].assigned
+    assert {s: set(ps) for (k, s), ps in held.items() if k == "active"} == active(a)
+    assert w.hb("a4", 0, instance_id="inst-a").error == errors.E_UNRELEASED_INSTANCE_ID

@@ -33,7 +33,8 @@ from typing import Any
 
 from samsa.coordinator.groups import streams_topology as st
 from samsa.coordinator.groups.assignors import StreamsMemberSpec, sticky_tasks
-from samsa.coordinator.groups.consumer_groups import ConsumerGroupDescription, ConsumerGroups, Entry, _refuse, _Refused
+from samsa.coordinator.groups.consumer_groups import (ConsumerGroupDescription, ConsumerGroups, ConsumerHeartbeat,
+                                                      Entry, _refuse, _Refused)
 from samsa.coordinator.groups.modern import (JOIN_EPOCH, LEAVE_EPOCH, LEAVE_STATIC_EPOCH, MemberState, ModernGroup,
                                              ModernMember, reconcile)
 from samsa.protocol import errors
@@ -217,18 +218,15 @@ class StreamsGroups(ConsumerGroups):
                 raise _refuse(errors.InvalidRequestError, "InstanceId can't be null.")
 
     def _leave_streams(self, req: StreamsHeartbeat) -> tuple[StreamsHeartbeatResult, list[Entry]]:
+        """A member leaves (-1), or a static member leaves for a while (-2: it keeps its place and
+        tasks until its session expires or its instance id comes back): the consumer groups' rules."""
+        r, entries = self._leave(ConsumerHeartbeat(req.group_id, req.member_id, req.member_epoch, req.instance_id))
         g = self.groups.get(req.group_id)
-        if g is None:
-            raise _refuse(errors.GroupIdNotFoundError, f"Streams group {req.group_id} not found.")
-        if req.member_id not in g.members:
-            raise _refuse(errors.UnknownMemberIdError,
-                          f"Member {req.member_id} is not a member of group {req.group_id}.")
-        entries = self._remove(g, req.member_id)
-        assert isinstance(g, StreamsGroup)
-        g.endpoint_epoch += 1
-        if not g.members:
-            g.shutdown = False
-        return StreamsHeartbeatResult(0, None, req.member_id, req.member_epoch), entries
+        if isinstance(g, StreamsGroup) and req.member_epoch == LEAVE_EPOCH:
+            g.endpoint_epoch += 1
+            if not g.members:
+                g.shutdown = False
+        return StreamsHeartbeatResult(r.error, r.message, req.member_id, r.member_epoch), entries
 
     def _join_or_update_streams(self, req: StreamsHeartbeat) -> tuple[StreamsHeartbeatResult, list[Entry]]:
         entries: list[Entry] = []
@@ -245,6 +243,29 @@ class StreamsGroups(ConsumerGroups):
                 and (req.topology or {}).get("epoch", 0) >= g.topology.get("epoch", 0)
                 and any(m.member_id != req.member_id for m in g.members.values())):
             raise _refuse(errors.InvalidRequestError, "Topology updates are not supported yet.")
+        if joined and req.instance_id and (held_by := g.static_members.get(req.instance_id)) not in (None,
+                                                                                               req.member_id):
+            old = g.members[held_by]
+            if old.member_epoch != LEAVE_STATIC_EPOCH:
+                raise _refuse(errors.UnreleasedInstanceIdError,
+                              f"Static member {req.member_id} with instance id {req.instance_id} cannot join the "
+                              f"group because the instance id is owned by {held_by} member.")
+            # The static member is back under a new member id: it takes its predecessor's place,
+            # epoch and tasks, without a new assignment.
+            assert isinstance(old, StreamsMember)
+            target = g.target.get(held_by, old.assigned)
+            g.remove(held_by)
+            entries += self._member_tombstones(g.group_id, held_by)
+            member = StreamsMember(req.member_id, req.instance_id, member_epoch=old.previous_member_epoch,
+                                   previous_member_epoch=old.previous_member_epoch, assigned=old.assigned,
+                                   pending_revocation=old.pending_revocation, state=old.state,
+                                   rebalance_timeout_ms=old.rebalance_timeout_ms, process_id=old.process_id,
+                                   user_endpoint=old.user_endpoint, client_tags=old.client_tags,
+                                   topology_epoch=old.topology_epoch)
+            g.target[req.member_id] = target
+            g.add(member)
+            entries.append(self._target_member_entry(g, req.member_id))
+            entries.append(self._current_entry(g, member))
         if member is None:
             if not joined:
                 raise _refuse(errors.UnknownMemberIdError,
