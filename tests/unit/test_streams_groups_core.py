@@ -237,3 +237,12 @@ def test_static_member_leaves_for_a_while_and_comes_back():
     held = w.groups.groups["app"].members["a3"].assigned
     assert {s: set(ps) for (k, s), ps in held.items() if k == "active"} == active(a)
     assert w.hb("a4", 0, instance_id="inst-a").error == errors.E_UNRELEASED_INSTANCE_ID
+
+
+def test_source_topic_regex_matches_existing_topics():
+    t = topology()
+    t["subtopologies"][0]["source_topics"] = []
+    t["subtopologies"][0]["source_topic_regex"] = ["in-.*"]
+    c = st.configure(t, {"in-a": 2, "in-b": 4, "other": 8, "__consumer_offsets": 50})
+    assert c.tasks == {"0": 4, "1": 4} and c.partitions["app-rep"] == 4
+    assert st.topic_names(t, {"in-a": 2, "in-b": 4, "other": 8}) == {"in-a", "in-b", "app-rep", "app-store-changelog"}

@@ -376,6 +376,7 @@ class StreamsGroups(ConsumerGroups):
 
     def _endpoints(self, g: StreamsGroup) -> list[dict]:
         out = []
+        counts = {n: len(t.partitions) for n, t in self.topics().items()}
         for m in g.members.values():
             assert isinstance(m, StreamsMember)
             if m.user_endpoint is None:
@@ -384,7 +385,7 @@ class StreamsGroups(ConsumerGroups):
             standby: dict[str, set[int]] = {}
             for (kind, sub), ps in m.assigned.items():
                 into = active if kind == ACTIVE else standby
-                for topic in st.task_partitions(g.topology or {}, sub):
+                for topic in st.task_partitions(g.topology or {}, sub, counts):
                     into.setdefault(topic, set()).update(ps)
             out.append({"user_endpoint": {"host": m.user_endpoint[0], "port": m.user_endpoint[1]},
                         "active_partitions": [{"topic": t, "partitions": sorted(ps)} for t, ps in active.items()],
@@ -415,7 +416,8 @@ class StreamsGroups(ConsumerGroups):
                         log.warning("streams group %s: could not create %s: %s", g.group_id, t.name, e)
                 by_name = self.topics()
                 g.configured = st.configure(g.topology, {n: len(t.partitions) for n, t in by_name.items()})
-            names = st.topic_names(g.topology)
+            counts = {n: len(t.partitions) for n, t in by_name.items()}
+            names = st.topic_names(g.topology, counts)
             topics = {by_name[n].topic_id: (n, len(by_name[n].partitions)) for n in names if n in by_name}
             if topics != g.topics:
                 g.topics = topics
@@ -568,8 +570,9 @@ class StreamsGroups(ConsumerGroups):
             if g.topology is not None:
                 by_name = self.topics()
                 g.configured = st.configure(g.topology, {n: len(t.partitions) for n, t in by_name.items()})
+                counts = {n: len(t.partitions) for n, t in by_name.items()}
                 g.topics = {by_name[n].topic_id: (n, len(by_name[n].partitions))
-                            for n in st.topic_names(g.topology) if n in by_name}
+                            for n in st.topic_names(g.topology, counts) if n in by_name}
 
     # ---------------------------------------------------------------- admin
 

@@ -13,6 +13,7 @@ what keeps the group from being assigned (a status code and its detail, as Kafka
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -50,11 +51,37 @@ def _infos(sub: dict, key: str) -> list[dict]:
     return list(sub.get(key) or [])
 
 
-def topic_names(topology: dict | None) -> set[str]:
-    """Every topic the topology names (sources, internal topics)."""
+def internal_names(topology: dict | None) -> set[str]:
+    """The topology's own internal topics (repartition and changelog topics)."""
     out: set[str] = set()
     for sub in (topology or {}).get("subtopologies", []):
-        out.update(sub.get("source_topics") or [])
+        out.update(sub.get("repartition_sink_topics") or [])
+        out.update(t["name"] for t in _infos(sub, "repartition_source_topics") + _infos(sub, "state_changelog_topics"))
+    return out
+
+
+def sources(topology: dict, sub: dict, existing: Mapping[str, int] | None = None) -> list[str]:
+    """A subtopology's source topics: those it names, and the existing topics its regular
+    expressions match in full (not internal ones: ``__``-prefixed, or the topology's own)."""
+    out = list(sub.get("source_topics") or [])
+    patterns = []
+    for rx in sub.get("source_topic_regex") or []:
+        try:
+            patterns.append(re.compile(rx))
+        except re.error:
+            continue
+    if patterns and existing:
+        own = internal_names(topology)
+        out += sorted(t for t in existing if t not in out and not t.startswith("__") and t not in own
+                      and any(p.fullmatch(t) for p in patterns))
+    return out
+
+
+def topic_names(topology: dict | None, existing: Mapping[str, int] | None = None) -> set[str]:
+    """Every topic the topology names or matches (sources, internal topics)."""
+    out: set[str] = set()
+    for sub in (topology or {}).get("subtopologies", []):
+        out.update(sources(topology or {}, sub, existing))
         out.update(sub.get("repartition_sink_topics") or [])
         out.update(t["name"] for t in _infos(sub, "repartition_source_topics") + _infos(sub, "state_changelog_topics"))
     return out
@@ -76,7 +103,7 @@ def configure(topology: dict, existing: Mapping[str, int]) -> Configured:
     writers = {name: [s for s in subs if name in (s.get("repartition_sink_topics") or [])] for name in repartition}
 
     def source_count(sub: dict) -> int:
-        counts = [existing[t] for t in sub.get("source_topics") or []]
+        counts = [existing[t] for t in sources(topology, sub, existing)]
         counts += [repartition.get(t["name"], 0) for t in _infos(sub, "repartition_source_topics")]
         return max(counts, default=0)
 
@@ -91,10 +118,10 @@ def configure(topology: dict, existing: Mapping[str, int]) -> Configured:
             break
     # Copartitioned topics share one count: the user's topics must agree; internal ones follow them.
     for sub in subs:
-        sources = list(sub.get("source_topics") or [])
+        named = list(sub.get("source_topics") or [])
         rsources = [t["name"] for t in _infos(sub, "repartition_source_topics")]
         for group in sub.get("copartition_groups") or []:
-            users = [sources[i] for i in group.get("source_topics") or [] if 0 <= i < len(sources)]
+            users = [named[i] for i in group.get("source_topics") or [] if 0 <= i < len(named)]
             internal = [rsources[i] for i in group.get("repartition_source_topics") or [] if 0 <= i < len(rsources)]
             counts = {existing[t] for t in users}
             if len(counts) > 1:
@@ -147,9 +174,9 @@ def described(topology: dict, configured: Configured | None) -> dict:
         for s in sorted(topology.get("subtopologies", []), key=lambda s: s["subtopology_id"])]}
 
 
-def task_partitions(topology: dict, sub_id: str) -> list[str]:
+def task_partitions(topology: dict, sub_id: str, existing: Mapping[str, int] | None = None) -> list[str]:
     """The topics whose partition p is task (sub_id, p)'s input: its sources and repartition sources."""
     for s in topology.get("subtopologies", []):
         if s["subtopology_id"] == sub_id:
-            return list(s.get("source_topics") or []) + [t["name"] for t in _infos(s, "repartition_source_topics")]
+            return sources(topology, s, existing) + [t["name"] for t in _infos(s, "repartition_source_topics")]
     return []
