@@ -116,3 +116,26 @@ def test_streams_group_records_as_kafka_dumps_them(gbroker, names):
     kinds = {int(k) for k in re.findall(r'"type":"(\d+)"', "".join(ours))}
     assert kinds == {17, 19, 20, 21, 22, 23}, kinds
     assert ours == kafkas
+
+
+def test_streams_group_in_the_broker_metrics(own_broker, names):
+    """The broker's metrics count a streams group (Kafka 4's group-coordinator-metrics names)."""
+    from broker_process import free_port
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "metrics"))
+    from scrape import scrape, value
+    topic, group = names
+    port = free_port()
+    b = own_broker(**{"prometheus.listener": f"http://127.0.0.1:{port}"})
+    side = Side("samsa", b.bootstrap)
+    try:
+        create_topic(side, topic, 2)
+        m = StreamsMember(side, group, "member-metrics", topic)
+        m.heartbeat()
+        m.settle()
+        got = scrape(f"http://127.0.0.1:{port}/metrics")
+        assert value(got, "kafka_server_group_coordinator_metrics_group_count", protocol="streams") == 1
+        assert value(got, "kafka_server_group_coordinator_metrics_group_count", protocol="classic") == 0
+        assert value(got, "kafka_server_group_coordinator_metrics_streams_group_count", state="stable") == 1
+        assert value(got, "kafka_server_group_coordinator_metrics_streams_group_rebalance_total") >= 1
+    finally:
+        side.close()

@@ -173,12 +173,13 @@ class GroupCoordinator:
     def metrics(self) -> GroupMetrics:
         """A snapshot of the groups and committed offsets for the broker's metrics."""
         offsets = self.offsets
-        return GroupMetrics([g.state.value for g in list(self.groups.values()) if g.group_id not in self.consumer.groups],
+        return GroupMetrics([g.state.value for g in list(self.groups.values()) if not self._modern(g.group_id)],
                             {gid: {tp: o.offset for tp, o in offsets.committed(gid).items()}
                              for gid in offsets.group_ids()},
                             self.rebalancer.completed_rebalances,
                             [g.state.value for g in list(self.consumer.groups.values())], self.consumer.rebalances,
-                            [g.state.value for g in list(self.share.groups.values())], self.share.rebalances)
+                            [g.state.value for g in list(self.share.groups.values())], self.share.rebalances,
+                            [g.state for g in list(self.streams.groups.values())], self.streams.rebalances)
 
     # ---------------------------------------------------------------- config
 
@@ -894,8 +895,9 @@ class GroupCoordinator:
         retention = self.cfg("offsets.retention.minutes") * 60_000
         for group_id in self.offsets.group_ids():
             g = self.groups.get(group_id)
-            if (modern := self.consumer.groups.get(group_id)) is not None and modern.members:
-                continue  # a live consumer group keeps its offsets
+            modern = self.consumer.groups.get(group_id) or self.streams.groups.get(group_id)
+            if modern is not None and modern.members:
+                continue  # a live consumer or streams group keeps its offsets
             expired = self.offsets.expired(group_id, g, now, retention)
             if not expired or self._coordinator_error(group_id):
                 continue
@@ -919,3 +921,5 @@ class GroupMetrics:
     consumer_rebalances: int = 0  # target assignments computed for consumer groups
     share_states: list[str] = field(default_factory=list)  # each share group's (KIP-932) state name
     share_rebalances: int = 0  # target assignments computed for share groups
+    streams_states: list[str] = field(default_factory=list)  # each streams group's (KIP-1071) state name
+    streams_rebalances: int = 0  # target assignments computed for streams groups
