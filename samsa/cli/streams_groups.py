@@ -5,6 +5,7 @@
         [--verbose]
     samsa streams-groups --bootstrap-server localhost:9092 --reset-offsets --group app --topic t:0,1 --to-earliest
         --execute
+    samsa streams-groups --bootstrap-server localhost:9092 --delete-offsets --group app --topic t
     samsa streams-groups --bootstrap-server localhost:9092 --delete --group app
 
 A streams group's offsets are those its tasks committed (OffsetFetch, as a consumer group's), for
@@ -23,10 +24,12 @@ import time
 from samsa.cli import group_tools
 from samsa.cli.common import Parser, UsageError, error_message
 from samsa.cli.consumer_groups import parse_duration
-from samsa.cli.group_tools import (GroupTool, add_reset_specifications, cant, check_common, check_only_with,
+from samsa.cli.group_tools import (GroupTool, add_reset_specifications, cant, check_common, check_delete_offsets,
+                                   check_only_with,
                                    check_reset_scope, parse_datetime, parse_offsets_file, parse_topics, plan_reset,
                                    print_deletion, print_table, reset_choice, run, warn)
 from samsa.client.types import StreamsGroupDescription, StreamsMemberDescription, TopicPartition
+from samsa.protocol import errors
 
 DESCRIPTION = "This tool helps to list, describe, reset and delete streams groups."
 SCENARIOS = ("to_datetime", "by_duration", "to_earliest", "to_latest", "shift_by", "from_file", "to_current",
@@ -45,7 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     a("--list", action="store_true", help="List all streams groups.")
     a("--describe", action="store_true", help="Describe streams group and list offset lag related to given group.")
     a("--delete", action="store_true", help="Delete streams group.")
-    a("--delete-offsets", action="store_true", help=argparse.SUPPRESS)
+    a("--delete-offsets", action="store_true", help="Delete offsets of streams group. Supports one streams group at "
+      "the time, and multiple topics.")
     a("--reset-offsets", action="store_true",
       help="Reset offsets of streams group. The instances should be inactive. Has 2 execution options: --dry-run "
       "(the default) to plan which offsets to reset, and --execute to update the offsets. You must choose one of "
@@ -84,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
 def check_args(o: argparse.Namespace) -> None:
     action = check_common(o, groups_for=("describe", "delete", "reset_offsets"))
     if action == "delete_offsets":
-        raise UsageError("Option [delete-offsets] is not supported by samsa streams-groups yet")
+        check_delete_offsets(o)
     if action == "reset_offsets":
         if o.dry_run and o.execute:
             raise UsageError("Option [reset-offsets] only accepts one of [execute, dry-run]")
@@ -283,6 +287,27 @@ class Tool(GroupTool):
                 failed[group_id] = error_message(e)
         return print_deletion("streams group", [g for g in todo if g not in failed],
                               {g: failed[g] for g in group_ids if g in failed}, failures_to_stderr=True)
+
+    # ---------------------------------------------------------------- --delete-offsets
+
+    def delete_offsets(self) -> int:
+        group_id = self.o.group[0]
+        if group_id not in {g.group_id for g in self.admin.list_streams_groups()}:
+            warn(f"Error: Streams group '{group_id}' does not exist.")
+            return 1
+        tps = self.partitions_of(parse_topics(self.o.topic))
+        try:
+            results = self.admin.delete_consumer_group_offsets(group_id, tps)
+        except errors.KafkaError as e:
+            warn(f"Error: {error_message(e)}")
+            return 1
+        failed = any(e is not None for e in results.values())
+        if failed:
+            warn("Error: Encounter some partition level error, see the follow-up details:")
+        print_table(["TOPIC", "PARTITION", "STATUS"],
+                    [[tp.topic, str(tp.partition), "Successful" if e is None else f"Error: {error_message(e)}"]
+                     for tp, e in results.items()], [30, 15, 0])
+        return 1 if failed else 0
 
 
 def main(argv: list[str] | None = None) -> int:

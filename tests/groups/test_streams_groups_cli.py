@@ -71,6 +71,8 @@ def test_streams_groups_tool(gbroker, names):
         assert code == 1 and "inactive, but the current state is Stable" in err
         code, _, err = tool(bootstrap, "--delete", "--group", group)
         assert code == 1 and f"Group '{group}' could not be deleted" in err
+        code, out, err = tool(bootstrap, "--delete-offsets", "--group", group, "--topic", topic)
+        assert code == 1 and "Error: The consumer group is actively subscribed to the topic." in out, (out, err)
         m.leave()
         code, out, _ = tool(bootstrap, "--describe", "--state", "--group", group)
         assert code == 0 and re.search(r"\sEmpty\s+0$", out, re.M), out
@@ -79,6 +81,10 @@ def test_streams_groups_tool(gbroker, names):
         assert code == 0 and re.search(rf"^{re.escape(group)}\s+{re.escape(topic)}\s+1\s+0$", out, re.M), out
         code, out, _ = tool(bootstrap, "--describe", "--offsets", "--verbose", "--group", group)
         assert re.search(rf"^{re.escape(group)}\s+{re.escape(topic)}\s+1\s+0\s", out, re.M), out
+        code, out, _ = tool(bootstrap, "--delete-offsets", "--group", group, "--topic", f"{topic}:0")
+        assert code == 0 and re.search(rf"^{re.escape(topic)}\s+0\s+Successful$", out, re.M), out
+        code, out, _ = tool(bootstrap, "--describe", "--offsets", "--verbose", "--group", group)
+        assert re.search(rf"^{re.escape(group)}\s+{re.escape(topic)}\s+0\s+-\s", out, re.M), out
         code, out, _ = tool(bootstrap, "--delete", "--group", group)
         assert code == 0 and out.strip() == f"Deletion of requested streams groups ('{group}') was successful."
         code, out, err = tool(bootstrap, "--describe", "--group", group)

@@ -861,10 +861,11 @@ class GroupCoordinator:
         not subscribe to (or any offsets of an Empty group) can be deleted."""
         if code := self._coordinator_error(group_id):
             return code, []
-        modern = self.consumer.groups.get(group_id)
+        driver = self.streams if group_id in self.streams.groups else self.consumer
+        modern = driver.groups.get(group_id)
         g = self.groups.get(group_id)
-        if modern is not None:  # a consumer group (KIP-848): its members' resolved subscriptions
-            subscribed = self.consumer.subscribed_topic_names(group_id)
+        if modern is not None:  # a consumer or streams group: what its members read now
+            subscribed = driver.subscribed_topic_names(group_id)
         elif g is None:
             return errors.E_GROUP_ID_NOT_FOUND, []
         elif g.state != EMPTY and g.protocol_type != "consumer":

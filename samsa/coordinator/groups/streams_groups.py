@@ -576,6 +576,15 @@ class StreamsGroups(ConsumerGroups):
 
     # ---------------------------------------------------------------- admin
 
+    def subscribed_topic_names(self, group_id: str) -> set[str]:
+        """The topics the group's tasks read while it has members (its offsets there stay)."""
+        g = self.groups.get(group_id)
+        if g is None or not g.members or not isinstance(g, StreamsGroup) or g.topology is None:
+            return set()
+        counts = {n: len(t.partitions) for n, t in self.topics().items()}
+        return {t for sub in g.topology.get("subtopologies", [])
+                for t in st.task_partitions(g.topology, sub["subtopology_id"], counts)}
+
     def describe(self, group_id: str) -> StreamsGroupDescription:
         g = self.groups.get(group_id)
         if g is None:
