@@ -16,6 +16,7 @@ from samsa.cli import streams_groups
 sys.path.insert(0, str(Path(__file__).parent.parent / "differential"))
 from harness import Side, create_topic  # noqa: E402
 from streams_wire import StreamsMember  # noqa: E402
+from waiting import wait_until  # noqa: E402
 
 
 def tool(bootstrap: str, *args: str) -> tuple[int, str, str]:
@@ -109,6 +110,11 @@ def test_streams_group_records_as_kafka_dumps_them(gbroker, names):
         m.heartbeat()
         m.settle()
         m.leave()
+
+        def settled() -> bool:  # its last target assignment (for no member) written
+            d = side.call(89, {"group_ids": [group], "include_authorized_operations": False})["groups"][0]
+            return d["group_state"] == "Empty" and d["group_epoch"] == d["assignment_epoch"]
+        wait_until(settled, "the group empty and its assignment written", 30)
     finally:
         side.close()
     logs = sorted((gbroker.data_dir / "logs" / f"__consumer_offsets-{partition_for(group, 50)}").glob("*.log"))
