@@ -104,6 +104,14 @@ def test_streams_heartbeat_validation(diff):
             _answer(_hb(side, group, "someone-else", epoch), group),
             _answer(_hb(side, group, "other-" + m, 0, _topology(topic + "-x", group)), group),
         ]
+        # StreamsGroupHeartbeat v0: the deprecated int32 AcceptableRecoveryLagLegacy in place of v1's int64
+        body = {"group_id": group, "member_id": m, "member_epoch": epoch, "endpoint_information_epoch": 0,
+                "rebalance_timeout_ms": -1}
+        v0 = side.call(88, body, 0)
+        out["v0"] = (v0["error_code"], v0["member_epoch"] == epoch, v0["heartbeat_interval_ms"],
+                     v0["acceptable_recovery_lag_legacy"], v0["task_offset_interval_ms"],
+                     # MISSING_INTERNAL_TOPICS aside: Kafka's controller may not have made them yet
+                     [st for st in v0["status"] if st["status_code"] != 3])
         left = _hb(side, group, m, -1)
         out["left"] = (left["error_code"], left["member_epoch"])
         code, message = _answer(_hb(side, group, m, -1), group)

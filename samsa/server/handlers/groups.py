@@ -443,7 +443,8 @@ async def streams_group_heartbeat(ctx, req: dict) -> dict:
            "partitions_by_user_endpoint": r.partitions_by_user_endpoint}
     if r.error:
         return out
-    out.update({"acceptable_recovery_lag_legacy": ACCEPTABLE_RECOVERY_LAG, "acceptable_recovery_lag": ACCEPTABLE_RECOVERY_LAG,
+    # v0's AcceptableRecoveryLagLegacy is deprecated: Kafka 4.4 answers 0 there, the lag in v1's field
+    out.update({"acceptable_recovery_lag": ACCEPTABLE_RECOVERY_LAG,
                 "task_offset_interval_ms": TASK_OFFSET_INTERVAL_MS,
                 "status": [{"status_code": c, "status_detail": d} for c, d in r.status or []]})
     if r.tasks is not None:
