@@ -183,6 +183,9 @@ def test_streams_tasks_standbys_and_revocation(diff):
                                   "rack_id": None, "rebalance_timeout_ms": 30000, "subscribed_topic_names": [topic],
                                   "subscribed_topic_regex": None, "server_assignor": None,
                                   "topic_partitions": []}, 1)
+        join = side.call(11, {"group_id": group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
+                              "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
+                              "protocols": [{"name": "range", "metadata": b""}], "reason": None}, 9)
         internal = side.call(3, {"topics": [{"name": f"{group}-counts-{k}", "topic_id": bytes(16)}
                                             for k in ("repartition", "changelog")],
                                  "allow_auto_topic_creation": False}, 12)["topics"]
@@ -201,6 +204,7 @@ def test_streams_tasks_standbys_and_revocation(diff):
                 "describe_groups": (classic["error_code"], (classic["error_message"] or "").replace(group, "G"),
                                     classic["group_state"]),
                 "consumer_heartbeat": _answer(consumer, group),
+                "join_group": join["error_code"],
                 "internal": sorted((t["name"].replace(group, "G"), t["error_code"], len(t["partitions"]))
                                    for t in internal),
                 "changelog": (changelog["error_code"], [(c["name"], c["value"]) for c in changelog["configs"]]),
