@@ -226,13 +226,16 @@ def test_streams_describe_unknown_and_missing_source(diff):
         m = "m-" + uuid.uuid4().hex[:8]
         joined = _hb(side, group, m, 0, _topology(topic + "-absent", group))
         d = _describe(side, group)
+        # the source topic created: the group becomes ready and the member gets its tasks
+        create_topic(side, topic + "-absent", 2)
+        settled = _settle(side, group, {m: joined})[m]
         _hb(side, group, m, -1)
         return {"unknown": (unknown["error_code"], (unknown["error_message"] or "").replace(group, "G"),
                             unknown["group_state"]),
                 "joined": (joined["error_code"], [(s["status_code"], s["status_detail"].replace(topic, "T"))
                                                   for s in joined["status"] if s["status_code"] != 5],
                            _tasks(joined)),
-                "state": d["group_state"]}
+                "state": d["group_state"], "settled": settled}
     diff(run)
 
 
