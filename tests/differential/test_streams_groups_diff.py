@@ -272,3 +272,38 @@ def test_streams_group_configs(diff):
         out["after"] = describe(side)
         return out
     diff(run)
+
+
+def test_streams_group_replaces_an_empty_classic_group(diff):
+    """An application moving from the classic protocol to the streams one: its classic group, empty
+    now, with committed offsets; a streams member joins under the same id. And a live classic group
+    refuses it."""
+    topic, group = _names()
+
+    def classic_member(side) -> str:
+        body = {"group_id": group, "session_timeout_ms": 30000, "rebalance_timeout_ms": 30000, "member_id": "",
+                "group_instance_id": None, "protocol_type": "consumer",
+                "protocols": [{"name": "range", "metadata": b""}], "reason": None}
+        first = side.call(11, body, 9)
+        member = first["member_id"]
+        joined = side.call(11, {**body, "member_id": member}, 9)
+        assert joined["error_code"] == 0, joined
+        synced = side.call(14, {"group_id": group, "generation_id": joined["generation_id"], "member_id": member,
+                                "group_instance_id": None, "protocol_type": "consumer", "protocol_name": "range",
+                                "assignments": [{"member_id": member, "assignment": b""}]}, 5)
+        assert synced["error_code"] == 0, synced
+        return member
+
+    def run(side):
+        create_topic(side, topic, 2)
+        _ready(side, group)
+        member = classic_member(side)
+        live = _hb(side, group, "streams-member", 0, _topology(topic, group))
+        side.call(13, {"group_id": group, "members": [{"member_id": member, "group_instance_id": None,
+                                                       "reason": None}]}, 5)
+        joined = _hb(side, group, "streams-member", 0, _topology(topic, group))
+        listed = [(g["group_type"], g["protocol_type"]) for g in side.call(
+            16, {"states_filter": [], "types_filter": []}, 5)["groups"] if g["group_id"] == group]
+        _hb(side, group, "streams-member", -1)
+        return {"live": _answer(live, group), "joined": joined["error_code"], "listed": listed}
+    diff(run)

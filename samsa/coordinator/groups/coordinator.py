@@ -483,11 +483,15 @@ class GroupCoordinator:
         classic = self.groups.get(req.group_id)
         if req.group_id not in self.streams.groups and (
                 req.group_id in self.consumer.groups or req.group_id in self.share.groups
-                or (classic is not None and (classic.members or classic.protocol_type))):
+                or (classic is not None and (classic.members or classic.state not in (EMPTY, DEAD)))):
             return StreamsHeartbeatResult(errors.E_GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a streams group.")
         result, entries = self.streams.streams_heartbeat(req)
-        if not result.error and req.group_id in self.groups:  # an empty classic group (offsets only) becomes it
+        if not result.error and classic is not None and req.group_id in self.streams.groups:
+            # An empty classic group (an application moving to the streams protocol) becomes the
+            # streams group, as in Kafka; its committed offsets stay.
             self.rebalancer.forget(req.group_id)
+            if classic.protocol_type:
+                entries.insert(0, persistence.group_tombstone(req.group_id))
         log.debug("StreamsGroupHeartbeat %s %s epoch %d -> error %d epoch %d tasks %s", req.group_id, req.member_id,
                   req.member_epoch, result.error, result.member_epoch, result.tasks)
         if entries:
