@@ -14,7 +14,7 @@ Latency is the sender's send time (the record's CreateTime, which the decision c
 ``sent_ms``) to the reader's receipt. Reported separately: the first minute after the pipeline's
 start (Spark starting, the connector's first fetch, the first batch boundaries), the steady state
 after it, and with ``--kill-at`` the minute after the SIGKILL and restart; and when the decisions
-were back under 500 ms for good (every later 5 s window's p99 under it). Also: transactions sent,
+were back under 500 ms (the first 30 s whose every 5 s window has its p99 under it). Also: transactions sent,
 decided, decided twice, and velocity-only rejections checked against the rules worked out here.
 Not a test: it prints figures and writes bench/results/payments-outside-<time>.json.
 """
@@ -38,6 +38,27 @@ ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
 SAMSA = [PY, "-m", "samsa.cli.main"]
 BOUND_MS = 500
+
+
+def tree_cpu_seconds(root: int) -> float:
+    """CPU seconds (user + system) of a process and its descendants so far."""
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            parents[int(entry)] = int(fields[1])
+            times[int(entry)] = (int(fields[11]) + int(fields[12])) / tick
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        total += times.get(pid, 0.0)
+        todo.extend(child for child, parent in parents.items() if parent == pid)
+    return total
 
 
 def free_port() -> int:
@@ -147,19 +168,21 @@ def summary(lat: list[float]) -> dict[str, Any]:
     return {"decisions": len(lat), "p50_ms": round(q[49]), "p99_ms": round(q[98]), "max_ms": round(max(lat))}
 
 
-def under_bound_from(samples: list[tuple[float, float]], t0: float, end: float) -> float | None:
-    """Seconds after t0 from which every 5 s window (by send time) has p99 under BOUND_MS."""
+def back_under_bound(samples: list[tuple[float, float]], t0: float, end: float) -> float | None:
+    """Seconds after t0 at which the decisions were back under BOUND_MS: the start of the first
+    30 s (six 5 s windows, by send time) whose every window has its p99 under it."""
     windows: dict[int, list[float]] = {}
     for sent, lat in samples:
-        windows.setdefault(int((sent - t0) / 5000), []).append(lat)
-    last_bad = None
-    for w in sorted(windows):
-        if (w + 1) * 5 > (end - t0) / 1000:
-            break
-        lats = sorted(windows[w])
-        if lats[min(len(lats) - 1, int(len(lats) * 0.99))] > BOUND_MS:
-            last_bad = w
-    return 0.0 if last_bad is None else (last_bad + 1) * 5.0
+        if sent >= t0:
+            windows.setdefault(int((sent - t0) / 5000), []).append(lat)
+    good = []
+    for w in range(int((end - t0) / 5000)):
+        lats = sorted(windows.get(w, []))
+        good.append(bool(lats) and lats[min(len(lats) - 1, int(len(lats) * 0.99))] <= BOUND_MS)
+    for w in range(len(good) - 5):
+        if all(good[w:w + 6]):
+            return w * 5.0
+    return None
 
 
 def pipeline_cmd(args: argparse.Namespace, bootstrap: str, state: Path) -> list[str]:
@@ -183,6 +206,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--pipeline-arg", action="append", default=[], help="more arguments of samsa pipeline run")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--nice", type=int, default=0,
+                    help="run every process of the run at this CPU priority (e.g. -10: ahead of other jobs on a "
+                    "shared machine; say so beside the figures)")
     args = ap.parse_args()
     if args.role == "sender":
         return sender(args.bootstrap, args.rate, args.seconds, args.key, args.seed, args.out)
@@ -195,7 +221,7 @@ def main() -> None:
     procs: list[subprocess.Popen] = []
 
     def spawn(cmd: list[str], log: str, **kw: Any) -> subprocess.Popen:
-        p = subprocess.Popen(cmd, cwd=ROOT, stdout=open(work / log, "ab"), stderr=subprocess.STDOUT, **kw)
+        p = subprocess.Popen(["nice", "-n", str(args.nice), *cmd] if args.nice else cmd, cwd=ROOT, stdout=open(work / log, "ab"), stderr=subprocess.STDOUT, **kw)
         procs.append(p)
         return p
 
@@ -217,13 +243,24 @@ def main() -> None:
                      "--seconds", str(total - args.send_after), "--key", args.key, "--seed", str(args.seed),
                      "--out", str(work / "sent.jsonl")], "sender.log")
     killed_at = None
+    cpu: dict[str, float] = {}
+
+    def cpu_sample() -> dict[str, float]:
+        return {"broker": tree_cpu_seconds(broker.pid), "pipeline": tree_cpu_seconds(pipeline.pid),
+                "sender": tree_cpu_seconds(sending.pid), "reader": tree_cpu_seconds(reading.pid)}
     try:
-        if args.kill_at is not None:
+        if args.kill_at is not None:  # (no CPU figures: the pipeline is another process after it)
             time.sleep(max(0.0, t0 / 1000 + args.kill_at - time.time()))
             os.killpg(pipeline.pid, signal.SIGKILL)
             pipeline.wait()
             killed_at = time.time() * 1000
             pipeline = spawn(pipeline_cmd(args, bootstrap, state), "pipeline.log", start_new_session=True)
+        else:  # the cores each part uses in the steady state
+            time.sleep(max(0.0, t0 / 1000 + 60 - time.time()))
+            cpu_at_60, cpu_t60 = cpu_sample(), time.time()
+            time.sleep(max(0.0, t0 / 1000 + total - 1 - time.time()))
+            cpu_end = cpu_sample()
+            cpu = {k: round((cpu_end[k] - cpu_at_60[k]) / (time.time() - cpu_t60), 2) for k in cpu_end}
         sending.wait()
         end = time.time() * 1000
         # let the last decisions arrive (bounded)
@@ -272,15 +309,20 @@ def main() -> None:
         "sent": len(sent), "decided": len(counts), "decided twice": sum(1 for n in counts.values() if n > 1),
         "velocity rejections expected": len(velocity), "velocity-rejected approved": len(velocity_approved),
         "velocity missed": len(velocity_missed), "velocity wrongly": len(velocity_false),
-        "under 500 ms for good after start (s)": under_bound_from(samples, t0, end),
-        "load before": [round(x, 1) for x in load_before], "load after": [round(x, 1) for x in load_after],
+        "back under 500 ms after start (s)": back_under_bound(samples, t0, end),
+        "cores used after the first minute": cpu or None,
+        "nice": args.nice, "load before": [round(x, 1) for x in load_before], "load after": [round(x, 1) for x in load_after],
     }
     if killed_at is not None:
         phases["first minute after the SIGKILL"] = summary([lat for s, lat in samples if killed_at <= s < killed_at + 60_000])
-        after = [(s, lat) for s, lat in samples if s >= killed_at]
-        result["under 500 ms for good after the SIGKILL (s)"] = under_bound_from(after, killed_at, end)
+        result["back under 500 ms after the SIGKILL (s)"] = back_under_bound(samples, killed_at, end)
         result["kill at (s)"] = args.kill_at
     result["phases"] = phases
+    windows: dict[int, list[float]] = {}
+    for sent_ms, lat in samples:
+        windows.setdefault(int((sent_ms - t0) / 5000), []).append(lat)
+    result["p99 per 5 s (by send time)"] = {
+        f"{w * 5}s": round(sorted(v)[min(len(v) - 1, int(len(v) * 0.99))]) for w, v in sorted(windows.items())}
     print(json.dumps(result, indent=2))
     out_dir = ROOT / "bench" / "results"
     out_dir.mkdir(exist_ok=True)

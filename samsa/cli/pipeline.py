@@ -13,12 +13,16 @@ Checkpoints, the warehouse (Parquet) and the embedded broker's data go under
 from __future__ import annotations
 
 import argparse
+import ctypes
 import importlib
 import logging
+import os
 import random
 import re
 import signal
+import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -67,22 +71,24 @@ def build_parser() -> argparse.ArgumentParser:
                      help="activity: the events are Confluent Avro (subject activity-events-value), decoded with "
                      "this Schema Registry")
     run.add_argument("--master", help="Spark master (default: local[2]; with --real-time local[N] with N the "
-                     "partitions + 3: Real-Time Mode keeps a task slot per partition and one for the velocity rule's "
-                     "stage for the whole batch, and the micro-batch queries need slots beside them)")
+                     "partitions + 1: Real-Time Mode keeps a task slot per partition and one for the velocity rule's "
+                     "stage for the whole batch)")
     run.add_argument("--source", choices=("samsa", "kafka"), default="samsa",
                      help="the connector that reads the topics: samsa (Python, needs nothing more) or kafka "
                      "(Spark's spark-sql-kafka-0-10 jar, fetched through spark.jars.packages); decisions and "
                      "counts are written exactly once by samsa's sink either way (default: samsa)")
     run.add_argument("--real-time", action="store_true",
-                     help="payments: decide in Spark's Real-Time Mode (needs --source kafka): the amount and country "
-                     "rules decide within a few hundred ms, written exactly once; the velocity rule runs in "
-                     "micro-batches beside it and writes the transactions it rejects to payment-velocity-alerts")
-    run.add_argument("--real-time-batch-ms", type=int, default=30_000, metavar="MS",
-                     help="with --real-time: how long a Real-Time Mode batch runs between checkpoints (default: 30000)")
+                     help="payments: decide in Spark's Real-Time Mode (needs --source kafka): all three rules "
+                     "(amount, velocity per card, country) decide each transaction within a few hundred ms, "
+                     "written exactly once; the velocity rejections also go to payment-velocity-alerts")
+    run.add_argument("--real-time-batch-ms", type=int, default=300_000, metavar="MS",
+                     help="with --real-time: how long a Real-Time Mode batch runs between checkpoints; each end of a "
+                     "batch holds the decisions a few hundred ms, and a restart decides up to a batch again "
+                     "(default: 300000)")
     run.add_argument("--queries", choices=("all", "real-time", "background"), default="all",
-                     help="with --real-time: run all the pipeline's queries here, only the real-time one (and "
-                     "its relay), or only the micro-batch ones, e.g. in a second process under nice "
-                     "(default: all)")
+                     help="with --real-time: all the pipeline's queries (the real-time one and its relay here, the "
+                     "micro-batch ones in a child process at a lower CPU priority, nice 19, that this one starts "
+                     "and stops), only the real-time one, or only the micro-batch ones (default: all)")
     run.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                      help="a Spark setting, e.g. spark.jars.packages=... or spark.executor.memory=512m")
     run.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
@@ -122,7 +128,26 @@ def _options(pairs: list[str], flag: str = "--option") -> dict[str, str]:
     return out
 
 
-def _run(opts: argparse.Namespace) -> int:
+def _background(argv: list[str]) -> subprocess.Popen:
+    """The micro-batch queries of a --real-time pipeline in a child process at nice 19, so that
+    their bursts of work wait for the real-time decisions on a machine with few cores; the child
+    gets SIGTERM when this process ends, however it ends (PR_SET_PDEATHSIG)."""
+    def lower() -> None:
+        os.nice(19)
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    args = [a for a in argv if a != "--embedded"]  # this process's broker serves the child too
+    return subprocess.Popen([sys.executable, "-m", "samsa.cli.main", "pipeline", *args, "--queries", "background"],
+                            preexec_fn=lower)
+
+
+def _supervise(child: subprocess.Popen, on_exit: Any) -> threading.Thread:
+    """Calls ``on_exit(code)`` when the child ends."""
+    t = threading.Thread(target=lambda: on_exit(child.wait()), name="background-queries", daemon=True)
+    t.start()
+    return t
+
+
+def _run(opts: argparse.Namespace, argv: list[str]) -> int:
     module: Any = importlib.import_module(PIPELINES[opts.pipeline])
     from samsa.pipelines.common import PipelineConfig
     state_dir = opts.state_dir or Path("pipeline-data") / opts.pipeline
@@ -135,7 +160,8 @@ def _run(opts: argparse.Namespace) -> int:
                          urgent=getattr(module, "URGENT", frozenset()),
                          source=opts.source, realtime_batch_ms=opts.real_time_batch_ms,
                          realtime=getattr(module, "REALTIME", frozenset())
-                         if opts.real_time else frozenset(), queries=opts.queries)
+                         if opts.real_time else frozenset(),
+                         queries="real-time" if opts.real_time and opts.queries == "all" else opts.queries)
     conf = _options(opts.conf, "--conf")
     if opts.real_time and opts.pipeline != "payments":
         raise UsageError("--real-time is an option of the payments pipeline")
@@ -165,11 +191,13 @@ def _run(opts: argparse.Namespace) -> int:
         broker.start()
         print(f"Embedded Samsa broker listening on {host or '127.0.0.1'}:{port}, data in {state_dir / 'broker'}",
               flush=True)
+    # --real-time with all its queries: the micro-batch ones in a child process at a lower priority
+    child = _background(argv) if opts.real_time and opts.queries == "all" else None
     try:
         import samsa.spark
         from samsa.pipelines.common import connector_conf
         settings = {**module.SPARK_CONF, **connector_conf(opts.source), **conf}
-        master = opts.master or (f"local[{opts.partitions + 3}]" if opts.real_time and opts.queries != "background"
+        master = opts.master or (f"local[{opts.partitions + 1}]" if opts.real_time and opts.queries != "background"
                                  else "local[2]")
         spark = samsa.spark.local_session(f"samsa-pipeline-{opts.pipeline}", master=master, **settings)
         print(f"Pipeline {opts.pipeline}: reading {INPUTS[opts.pipeline]} at {cfg.bootstrap_servers} "
@@ -178,10 +206,26 @@ def _run(opts: argparse.Namespace) -> int:
         from samsa.pipelines.common import stop_queries
         for sig in (signal.SIGTERM, signal.SIGINT):  # stop the queries cleanly, not mid-call into the JVM
             signal.signal(sig, lambda *_: stop_queries(spark, cfg))
+        child_failed: list[int] = []
+        if child is not None:
+            def ended(code: int) -> None:
+                if code in (0, -signal.SIGTERM, -signal.SIGINT):  # stopped as this one is (Ctrl-C reaches both)
+                    stop_queries(spark, cfg)
+                elif not cfg.stop.is_set():
+                    child_failed.append(code)
+                    print(f"samsa pipeline: the micro-batch queries' process (pid {child.pid}) exited with "
+                          f"{code}; stopping", file=sys.stderr, flush=True)
+                    stop_queries(spark, cfg)
+            _supervise(child, ended)
         try:
             module.run(spark, cfg)
         finally:
             spark.stop()
+            if child is not None and child.poll() is None:
+                child.terminate()  # its queries stop where they are, as this process's did
+                child.wait()
+        if child_failed:
+            return 1
         if cfg.stop.is_set():
             print(f"Pipeline {opts.pipeline} stopped; run it again to resume from its checkpoints", flush=True)
     finally:
@@ -218,16 +262,18 @@ def _generate(opts: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_tool(argv, build_parser(), _tool, description=DESCRIPTION, usage="samsa pipeline: {}")
+    argv = sys.argv[1:] if argv is None else argv
+    return run_tool(argv, build_parser(), lambda opts: _tool(opts, argv), description=DESCRIPTION,
+                    usage="samsa pipeline: {}")
 
 
-def _tool(opts: argparse.Namespace) -> int:
+def _tool(opts: argparse.Namespace, argv: list[str]) -> int:
     logging.basicConfig(level=logging.WARNING, format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)")
     if opts.command is None:
         raise UsageError("choose a command: run or generate")
     try:
         _require_spark()
-        return _run(opts) if opts.command == "run" else _generate(opts)
+        return _run(opts, argv) if opts.command == "run" else _generate(opts)
     except UsageError:
         raise
     except KeyboardInterrupt:

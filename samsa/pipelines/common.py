@@ -70,7 +70,7 @@ class PipelineConfig:
     # Queries run in Spark's Real-Time Mode (the pipeline's REALTIME; empty: all in micro-batches).
     # Real-Time Mode reads only with Spark's Kafka source; a "batch" is how often it checkpoints.
     realtime: frozenset[str] = frozenset()
-    realtime_batch_ms: int = 30_000
+    realtime_batch_ms: int = 300_000
     # Which of them this process runs: "all"; "real-time" (those in Real-Time Mode) or "background"
     # (the others): two processes, the background one at a lower CPU priority (nice), so that its
     # micro-batches do not hold up the real-time decisions on a machine with few cores.
@@ -228,9 +228,10 @@ def run_queries(queries: list[tuple[str, Query]], cfg: PipelineConfig, spark: Sp
         for q in running:
             if q.isActive:
                 q.stop()
-        for q in running:
-            if q.exception() is not None:
-                raise q.exception()  # type: ignore[misc]
+        if not cfg.stop.is_set():  # a query stopped mid-batch on request may end with an error: not a failure
+            for q in running:
+                if q.exception() is not None:
+                    raise q.exception()  # type: ignore[misc]
 
 
 def progress_line(q: StreamingQuery) -> str:
@@ -250,8 +251,11 @@ def stop_queries(spark: SparkSession, cfg: PipelineConfig) -> None:
     cfg.stop.set()
 
     def stop_all() -> None:
-        for q in spark.streams.active:
-            q.stop()
+        try:
+            for q in spark.streams.active:
+                q.stop()
+        except Exception:  # noqa: BLE001 - the session stopped first (its JVM got the signal too): all stopped
+            log.debug("stopping the queries", exc_info=True)
     threading.Thread(target=stop_all, name="stop-pipeline", daemon=True).start()
 
 

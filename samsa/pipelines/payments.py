@@ -48,7 +48,7 @@ from samsa.client.consumer import Consumer
 from samsa.client.types import TopicPartition
 from samsa.pipelines.common import (PipelineConfig, Query, as_json, dead_letters, ensure_topics, field_of, read_topic,
                                     require, run_queries, selected, stop_queries, validate, with_options)
-from samsa.pipelines.relay import SOURCE_HEADER, ExactlyOnceRelay, RelayThread
+from samsa.pipelines.relay import SOURCE_HEADER, ExactlyOnceRelay, RelayThread, copied_up_to
 
 # PySpark's own worker code concatenates empty frames, which pandas 2.x warns about on every batch.
 warnings.filterwarnings("ignore", category=FutureWarning, module="pyspark")
@@ -220,8 +220,15 @@ def queries(spark: SparkSession, cfg: PipelineConfig) -> list[tuple[str, Query]]
         return with_options(out, cfg, DECISIONS, connector="samsa").option("exactlyOnce", "true")
 
     def decide_now() -> object:
-        # Spark's Kafka sink, whose producer sends each record as it comes: at least once, tagged for the relay
-        rows = decision_records(realtime_decisions(transactions(validated())), tagged=True)
+        # Spark's Kafka sink, whose producer sends each record as it comes: at least once, tagged for the relay.
+        # Started again, the query decides its last batch again (for the velocity state); the decisions the
+        # relay copied already are left out here, which spares writing and relaying them.
+        decided = realtime_decisions(transactions(validated()))
+        copied = copied_up_to(relay_config(cfg), DECISIONS_TAGGED, relay_group(cfg))
+        if copied:
+            up_to = F.create_map(*[F.lit(x) for p, o in sorted(copied.items()) for x in (p, o)])
+            decided = decided.where(F.col("source_offset") > F.coalesce(up_to[F.col("source_partition")], F.lit(-1)))
+        rows = decision_records(decided, tagged=True)
         return with_options(rows.writeStream.outputMode("update"), cfg, DECISIONS_TAGGED, connector="kafka")
 
     def joined() -> DataFrame:
@@ -243,6 +250,15 @@ def queries(spark: SparkSession, cfg: PipelineConfig) -> list[tuple[str, Query]]
     return out
 
 
+def relay_config(cfg: PipelineConfig) -> dict[str, Any]:
+    return {"bootstrap.servers": cfg.bootstrap_servers, **cfg.client_config()}
+
+
+def relay_group(cfg: PipelineConfig) -> str:
+    """The relay's consumer group and transactional id: this pipeline's own, across restarts."""
+    return f"samsa-payments-relay-{cfg.instance_id()}"
+
+
 @contextmanager
 def relaying(spark: SparkSession, cfg: PipelineConfig) -> Iterator[None]:
     """While the queries run (with ``available_now``: after them, to the end), the Real-Time Mode
@@ -251,9 +267,7 @@ def relaying(spark: SparkSession, cfg: PipelineConfig) -> Iterator[None]:
     if not cfg.realtime or cfg.queries == "background":
         yield
         return
-    relay = ExactlyOnceRelay({"bootstrap.servers": cfg.bootstrap_servers, **cfg.client_config()},
-                             DECISIONS_TAGGED, DECISIONS, f"samsa-payments-relay-{cfg.instance_id()}",
-                             also=velocity_alert)
+    relay = ExactlyOnceRelay(relay_config(cfg), DECISIONS_TAGGED, DECISIONS, relay_group(cfg), also=velocity_alert)
     relay.start()
     thread = None if cfg.available_now else RelayThread(relay, on_failure=lambda: stop_queries(spark, cfg))
     try:

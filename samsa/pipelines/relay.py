@@ -143,6 +143,21 @@ class ExactlyOnceRelay:
         self._opened_at = None
 
 
+def copied_up_to(config: dict[str, Any], tagged_topic: str, group: str) -> dict[int, int]:
+    """Per input partition, the input offset up to which the relay ``group`` has copied every
+    output (committed): the lowest of its marks over the tagged partitions. A writer started
+    again may leave out its outputs of inputs up to there: the relay would leave them out."""
+    consumer = Consumer({**config, "group.id": group, "enable.auto.commit": False})
+    try:
+        tps = [TopicPartition(tagged_topic, p.partition) for p in consumer.partitions_for(tagged_topic)]
+        marks = [json.loads(c.metadata or "{}") if c is not None and c.offset >= 0 else {}
+                 for c in consumer.committed(tps).values()]
+    finally:
+        consumer.close()
+    inputs = {int(p) for m in marks for p in m}
+    return {p: min(int(m.get(str(p), -1)) for m in marks) for p in inputs if all(str(p) in m for m in marks)}
+
+
 class RelayThread(threading.Thread):
     """An :class:`ExactlyOnceRelay` running beside the pipeline's queries. If it fails it calls
     ``on_failure`` (the pipeline stops: its decisions would go nowhere), and ``stop()`` raises

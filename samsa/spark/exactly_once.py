@@ -55,9 +55,21 @@ def write_atomically(path: Path, text: str) -> None:
 
 
 def stored_id(path: Path) -> str:
-    """A random id kept in ``path``: made the first time, the same ever after (across restarts)."""
+    """A random id kept in ``path``: made the first time, the same ever after (across restarts).
+    Two processes making it at once get the same one: the first link wins."""
     if not path.exists():
-        write_atomically(path, uuid.uuid4().hex)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
+        with open(tmp, "w") as f:
+            f.write(uuid.uuid4().hex)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, path)  # fails if another process made it first
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink()
     return path.read_text().strip()
 
 
