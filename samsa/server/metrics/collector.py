@@ -186,6 +186,7 @@ class BrokerCollector(Collector):
         by_protocol.add_metric(["classic"], len(groups.states))
         by_protocol.add_metric(["consumer"], len(groups.consumer_states))
         by_protocol.add_metric(["share"], len(groups.share_states))
+        by_protocol.add_metric(["streams"], len(groups.streams_states))
         yield by_protocol
         by_state = GaugeMetricFamily("kafka_server_group_coordinator_metrics_consumer_group_count",
                                      "Consumer groups (KIP-848) this broker coordinates, per state", labels=["state"])
@@ -203,6 +204,14 @@ class BrokerCollector(Collector):
         yield CounterMetricFamily("kafka_server_group_coordinator_metrics_share_group_rebalance",
                                   "Target assignments computed for share groups (KIP-932)",
                                   value=groups.share_rebalances)
+        streams = GaugeMetricFamily("kafka_server_group_coordinator_metrics_streams_group_count",
+                                    "Streams groups (KIP-1071) this broker coordinates, per state", labels=["state"])
+        for state in ("Empty", "NotReady", "Assigning", "Reconciling", "Stable", "Dead"):
+            streams.add_metric([state.lower()], groups.streams_states.count(state))
+        yield streams
+        yield CounterMetricFamily("kafka_server_group_coordinator_metrics_streams_group_rebalance",
+                                  "Target assignments computed for streams groups (KIP-1071)",
+                                  value=groups.streams_rebalances)
         yield from self._lag(groups.committed, replicas)
 
     @staticmethod
