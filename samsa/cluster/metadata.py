@@ -163,7 +163,13 @@ class LocalMetadataStore:
     def put_topic(self, topic: TopicInfo) -> None:
         self._change(lambda: self._topics.__setitem__(topic.name, topic))
 
-    create_topic = put_assignment = put_topic
+    put_assignment = put_topic
+
+    def create_topic(self, topic: TopicInfo) -> None:
+        """As the ZooKeeper store: a name stored already (maybe still being applied) is refused."""
+        if topic.name in self._topics:
+            raise TopicExistsError(topic.name)
+        self.put_topic(topic)
 
     def put_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         # a new TopicInfo: the one the cache shares is changed by the caller once this is written
