@@ -43,7 +43,7 @@ class TopicAdmin:
         self.alive_brokers = alive_brokers
         self._next_pid = 0
         self._pid_block_end = 0
-        self._applying: set[asyncio.Future] = set()  # changes being applied past their request
+        self._applying: dict[str, asyncio.Future] = {}  # topic -> its last change, while being applied
 
     # ---------------------------------------------------------------- request budgets
 
@@ -96,19 +96,38 @@ class TopicAdmin:
         topic = self._new_topic(name, num_partitions, replication_factor, assignments, configs)
         if not validate_only:
             self._store_new_topic(topic)
-            await self._applied(self.replicas.apply_topic_off_loop(topic), timeout_ms,
+            await self._applied(name, self.replicas.apply_topic_off_loop(topic), timeout_ms,
                                 lambda: self._log_created(topic), f"creating topic {name}")
         return topic
 
-    async def _applied(self, work: Awaitable[None], timeout_ms: int, then: Callable[[], None], what: str) -> None:
-        """Wait for a stored change to be applied here, up to ``timeout_ms`` (none when not
-        positive). The work goes on whatever happens to the request (a client that leaves, a
-        timeout): the change is in the store, it must not stay half applied."""
+    async def _settled(self, name: str, timeout_ms: int) -> int:
+        """Wait until the last change to topic ``name`` still being applied here (a creation or
+        growth past its request's timeout) is done, so the next one starts from it; what is
+        left of ``timeout_ms``. REQUEST_TIMED_OUT if it is not done in time."""
+        pending = self._applying.get(name)
+        if pending is None or pending.done():
+            return timeout_ms
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        try:
+            await within(asyncio.shield(pending), timeout_ms / 1000 if timeout_ms > 0 else None)
+        except TimeoutError:
+            raise errors.RequestTimedOutError(f"topic {name} is still being changed") from None
+        except Exception:  # noqa: BLE001 - logged where it happened; the store has the truth
+            pass
+        return max(1, timeout_ms - int((loop.time() - started) * 1000)) if timeout_ms > 0 else timeout_ms
+
+    async def _applied(self, name: str, work: Awaitable[None], timeout_ms: int, then: Callable[[], None],
+                       what: str) -> None:
+        """Wait for a stored change to topic ``name`` to be applied here, up to ``timeout_ms``
+        (none when not positive). The work goes on whatever happens to the request (a client
+        that leaves, a timeout): the change is in the store, it must not stay half applied."""
         task = asyncio.ensure_future(work)
-        self._applying.add(task)
+        self._applying[name] = task
 
         def finished(t: asyncio.Future) -> None:
-            self._applying.discard(t)
+            if self._applying.get(name) is t:
+                del self._applying[name]
             if t.cancelled():
                 return
             if t.exception() is not None:
@@ -188,16 +207,18 @@ class TopicAdmin:
         slices of the event loop (REQUEST_TIMED_OUT as :meth:`create_topic_requested`)."""
         if not self.config["delete.topic.enable"]:
             raise errors.TopicDeletionDisabledError("Topic deletion is disabled.")
+        timeout_ms = await self._settled(name, timeout_ms)
         if name not in self.cache.topics:
             raise errors.UnknownTopicOrPartitionError("This server does not host this topic-partition.")
         self.store.delete_topic(name)
-        await self._applied(self.replicas.remove_topic_off_loop(name), timeout_ms, lambda: None,
+        await self._applied(name, self.replicas.remove_topic_off_loop(name), timeout_ms, lambda: None,
                             f"deleting topic {name}")
 
     async def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None,
                                 validate_only: bool, timeout_ms: int = -1) -> None:
         """CreatePartitions; the new partitions' files are made off the event loop, REQUEST_TIMED_OUT
         as :meth:`create_topic_requested`."""
+        timeout_ms = await self._settled(name, timeout_ms)
         topic = self.cache.topics.get(name)
         if topic is None:
             raise errors.UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
@@ -226,7 +247,7 @@ class TopicAdmin:
         grown = replace(topic, partitions={**topic.partitions, **{
             p: PartitionState(replicas=r, leader=r[0], isr=list(r)) for p, r in replicas.items()}})
         self.store.put_assignment(grown)
-        await self._applied(self.replicas.apply_topic_off_loop(grown), timeout_ms,
+        await self._applied(name, self.replicas.apply_topic_off_loop(grown), timeout_ms,
                             lambda: log.info("topic %s now has %d partitions", name, count),
                             f"adding partitions to {name}")
 

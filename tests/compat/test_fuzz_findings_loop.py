@@ -212,6 +212,23 @@ def test_create_topics_not_done_in_time_is_request_timed_out_then_appears(bk):
     _delete(bk, "late")
 
 
+def test_delete_while_the_creation_goes_on_waits_for_it(bk):
+    """A DeleteTopics (or CreatePartitions) of a topic whose creation outlived its request waits for
+    that creation, within its own timeout, then applies; the name is free again at once after."""
+    with socket.create_connection(("127.0.0.1", bk.port), timeout=180) as s:
+        topic = {"name": "brief", "num_partitions": 2000, "replication_factor": 1, "assignments": [], "configs": []}
+        r = _call(s, 19, 5, {"topics": [topic], "timeout_ms": 1, "validate_only": False})
+        assert r["topics"][0]["error_code"] == REQUEST_TIMED_OUT
+        r = _call(s, 20, 4, {"topic_names": ["brief"], "timeout_ms": 120000})
+        assert r["responses"] == [{"name": "brief", "error_code": 0}]
+        assert _partitions(bk.port, "brief") is None
+        r = _call(s, 19, 5, {"topics": [dict(topic, num_partitions=1)], "timeout_ms": 30000, "validate_only": False})
+        assert r["topics"][0]["error_code"] == 0
+    assert _partitions(bk.port, "brief") == 1
+    assert produce_values(bk.bootstrap, "brief", [b"again"]) == [(0, 0)]
+    _delete(bk, "brief")
+
+
 def _delete(bk, topic: str) -> None:
     with socket.create_connection(("127.0.0.1", bk.port), timeout=WAIT) as s:
         r = _call(s, 20, 4, {"topic_names": [topic], "timeout_ms": 60000})
