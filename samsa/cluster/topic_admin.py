@@ -95,7 +95,8 @@ class TopicAdmin:
         background (stored already, it appears once its partitions are applied)."""
         topic = self._new_topic(name, num_partitions, replication_factor, assignments, configs)
         if not validate_only:
-            self._store_new_topic(topic)
+            # On a worker thread: the store's fsync waits for the disk, seconds when it is busy.
+            await asyncio.get_running_loop().run_in_executor(None, self._store_new_topic, topic)
             await self._applied(name, self.replicas.apply_topic_off_loop(topic), timeout_ms,
                                 lambda: self._log_created(topic), f"creating topic {name}")
         return topic
@@ -210,7 +211,9 @@ class TopicAdmin:
         timeout_ms = await self._settled(name, timeout_ms)
         if name not in self.cache.topics:
             raise errors.UnknownTopicOrPartitionError("This server does not host this topic-partition.")
-        self.store.delete_topic(name)
+        await asyncio.get_running_loop().run_in_executor(None, self.store.delete_topic, name)
+        if name not in self.cache.topics:  # deleted meanwhile by another request
+            raise errors.UnknownTopicOrPartitionError("This server does not host this topic-partition.")
         await self._applied(name, self.replicas.remove_topic_off_loop(name), timeout_ms, lambda: None,
                             f"deleting topic {name}")
 
