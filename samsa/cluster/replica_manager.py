@@ -78,7 +78,8 @@ class ReplicaManager:
         self.cache = cache
         self.replicated = replicated  # a ZooKeeper cluster: followers, fetchers, ISR changes
         self.partitions: dict[tuple[str, int], Partition] = {}
-        self._removals: dict[str, Iterator[None]] = {}  # topics being removed in slices (remove_topic_off_loop)
+        # topics being removed in slices (remove_topic_off_loop): their steps, set when done
+        self._removals: dict[str, tuple[Iterator[None], asyncio.Event]] = {}
         self.broker_info = broker_info  # a live (registered) broker's address, or None
         self.fetchers = ReplicaFetcherManager(config, broker_info, logs.io) if replicated else None
         # KIP-112: told (topic, partition) of each partition led or followed here whose log dir
@@ -289,30 +290,36 @@ class ReplicaManager:
     def remove_topic_off_loop(self, name: str) -> Awaitable[None]:
         """:meth:`remove_topic` in slices of at most APPLY_SLICE_S of the event loop (the files
         themselves are removed on the log manager's thread); the topic is gone from the cache
-        at once. Whatever applies the name again meanwhile finishes this removal first."""
+        at once. Whatever applies the name again meanwhile finishes this removal first; a
+        second removal of the same topic (a metadata watch after the request) waits for it."""
+        pending = self._removals.get(name)
+        if pending is not None and name not in self.cache.topics:
+            return pending[1].wait()
         self._finish_removal(name)
         steps = self._removing(name)
         next(steps, None)
-        self._removals[name] = steps
-        return self._remove_in_slices(name, steps)
+        entry = self._removals[name] = (steps, asyncio.Event())
+        return self._remove_in_slices(name, entry)
 
-    async def _remove_in_slices(self, name: str, steps: Iterator[None]) -> None:
+    async def _remove_in_slices(self, name: str, entry: tuple[Iterator[None], asyncio.Event]) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + APPLY_SLICE_S
         try:
-            for _ in steps:
+            for _ in entry[0]:
                 if loop.time() >= deadline:
                     await asyncio.sleep(0)
                     deadline = loop.time() + APPLY_SLICE_S
         finally:
-            if self._removals.get(name) is steps:
+            if self._removals.get(name) is entry:
                 del self._removals[name]
+            entry[1].set()
 
     def _finish_removal(self, name: str) -> None:
-        steps = self._removals.pop(name, None)
-        if steps is not None:
-            for _ in steps:
+        entry = self._removals.pop(name, None)
+        if entry is not None:
+            for _ in entry[0]:
                 pass
+            entry[1].set()
 
     def _removing(self, name: str) -> Iterator[None]:
         topic = self.cache.pop(name)

@@ -66,6 +66,7 @@ class LogManager:
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
         self._per_dir: Counter[Path] = Counter()  # partitions per log dir (the placement of a new one)
+        self._making: dict[TopicPartition, threading.Lock] = {}  # partitions being created, one thread each
         # Removes deleted partitions' directories (renamed "-delete" first, so a crash leaves
         # nothing half done: the next load finishes them).
         self._remover = ThreadPoolExecutor(1, thread_name_prefix="log-delete")
@@ -275,9 +276,25 @@ class LogManager:
 
     def create(self, topic: str, partition: int, config: LogConfig) -> PartitionLog:
         """The partition's log, created in the log directory holding the fewest
-        partitions (the existing log if there is one)."""
+        partitions (the existing log if there is one). Two threads creating the same
+        partition at once (a request and a metadata watch) make it once: the second waits."""
+        key = (topic, partition)
         with self._lock:
-            key = (topic, partition)
+            existing = self._logs.get(key)
+            if existing is not None:
+                return existing
+            making = self._making.setdefault(key, threading.Lock())
+        with making:
+            try:
+                return self._create(key, config)
+            finally:
+                with self._lock:
+                    if self._making.get(key) is making:
+                        del self._making[key]
+
+    def _create(self, key: TopicPartition, config: LogConfig) -> PartitionLog:
+        topic, partition = key
+        with self._lock:
             existing = self._logs.get(key)
             if existing is not None:
                 return existing
@@ -294,10 +311,6 @@ class LogManager:
             self.fail_dir(dir, f"creating {topic}-{partition} failed: {_cause(e)}")
             raise KafkaStorageError(f"creating {topic}-{partition} in {dir} failed: {_cause(e)}") from e
         with self._lock:
-            existing = self._logs.get(key)
-            if existing is not None:
-                plog.close_handles()
-                return existing
             self._logs[key] = plog
             self._dir_of[key] = dir
             self._per_dir[dir] += 1
