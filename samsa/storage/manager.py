@@ -331,7 +331,10 @@ class LogManager:
                 self.fail_dir(dir, f"deleting {topic}-{partition} failed: {e}")
                 return
             if target is not None:  # the files go on a worker thread: thousands take seconds
-                self._remover.submit(shutil.rmtree, target, ignore_errors=True)
+                try:
+                    self._remover.submit(shutil.rmtree, target, ignore_errors=True)
+                except RuntimeError:  # closed (shutting down): the next load removes the "-delete" directory
+                    pass
 
     def partitions(self) -> Iterable[PartitionLog]:
         return list(self._logs.values())
