@@ -182,7 +182,7 @@ def _run(opts: argparse.Namespace, argv: list[str]) -> int:
     broker = None
     if opts.embedded:
         from samsa.embedded import Broker
-        host, _, port = opts.bootstrap_server.rpartition(":")
+        host, _, port = opts.bootstrap_server.rpartition("://")[2].rpartition(":")   # PLAINTEXT://h:p too
         if not port.isdigit():
             raise UsageError(f"--bootstrap-server must be HOST:PORT with --embedded, got '{opts.bootstrap_server}'")
         (state_dir / "broker").mkdir(parents=True, exist_ok=True)
