@@ -156,3 +156,88 @@ def test_word_count_exactly_once_sigkilled_and_restored(bootstrap, tmp_path):
     assert configs[repartition]["retention.ms"] == "-1"
     assert configs[repartition]["segment.bytes"] == str(50 * 1024 * 1024)
     assert configs[changelog]["message.timestamp.type"] == "CreateTime"
+
+
+def _group_members(bootstrap: str, group: str) -> list:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    return admin.describe_consumer_groups([group])[group].result(30).members
+
+
+def test_two_instances_share_tasks_and_one_takes_over(bootstrap, tmp_path):
+    app_id, inp, out = f"wc2-{uuid.uuid4().hex[:8]}", f"wc2-in-{uuid.uuid4().hex[:6]}", f"wc2-out-{uuid.uuid4().hex[:6]}"
+    _create(bootstrap, inp, out)
+    first, second = _lines(200, 3), _lines(200, 4)
+    _produce(bootstrap, inp, first)
+    reader = LastCounts(bootstrap, out)
+    a = StreamsApp("StreamsWordCount", bootstrap, app_id, inp, out, str(tmp_path / "a"), workdir=tmp_path)
+    b = StreamsApp("StreamsWordCount", bootstrap, app_id, inp, out, str(tmp_path / "b"), workdir=tmp_path)
+    try:
+        def shared() -> bool:
+            members = _group_members(bootstrap, app_id) if a.running() and b.running() else []
+            return len(members) == 2 and all(m.assignment.topic_partitions for m in members)
+        wait_until(shared, "both instances running with partitions of their own", WAIT)
+        wait_until(lambda: reader.poll() == _totals(first), "the first lines counted by the two", WAIT)
+        b.stop()
+        _produce(bootstrap, inp, second)
+        wait_until(lambda: a.running() and len(_group_members(bootstrap, app_id)) == 1, "one instance left", WAIT)
+        wait_until(lambda: reader.poll() == _totals(first + second), "the survivor's totals exact", WAIT)
+        members = _group_members(bootstrap, app_id)
+        assert {tp.topic for tp in members[0].assignment.topic_partitions} == {inp, f"{app_id}-words-repartition"}
+    finally:
+        a.stop()
+        b.stop()
+        reader.close()
+
+
+def test_windowed_aggregation_with_suppression_and_stream_table_join(bootstrap, tmp_path):
+    pre = f"wj-{uuid.uuid4().hex[:8]}"
+    _create(bootstrap, f"{pre}-clicks", f"{pre}-window-counts", f"{pre}-users", f"{pre}-orders", f"{pre}-enriched",
+            partitions=1)
+    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    base = 1_700_000_000_000 // 10_000 * 10_000           # a window boundary
+    for user, name in (("u1", "Ann"), ("u2", "Bob")):
+        p.produce(f"{pre}-users", key=user, value=name, timestamp=base)
+    clicks = [("u1", 0), ("u2", 1000), ("u1", 2000), ("u1", 9999), ("u2", 10_000), ("u1", 15_000), ("u2", 19_000)]
+    for user, at in clicks:
+        p.produce(f"{pre}-clicks", key=user, value="page", timestamp=base + at)
+    assert p.flush(60) == 0
+    app = StreamsApp("StreamsWindowJoin", bootstrap, pre, pre, str(tmp_path / "state"), workdir=tmp_path)
+    windows = Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{pre}", "isolation.level": "read_committed",
+                        "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    windows.subscribe([f"{pre}-window-counts", f"{pre}-enriched"])
+    got: list[tuple[str, str, object]] = []
+
+    def read() -> list:
+        for m in windows.consume(1000, 0.5):
+            if m.error() is None:
+                value = struct.unpack(">q", m.value())[0] if m.topic().endswith("counts") else m.value().decode()
+                got.append(("window" if m.topic().endswith("counts") else "enriched",
+                            m.key().decode(), value))
+        return got
+    try:
+        wait_until(lambda: app.running(), "the application running", WAIT)
+        # the table is read before the orders (they come later in time): each order finds its user
+        p.produce(f"{pre}-orders", key="u1", value="30", timestamp=base + 20_000)
+        p.produce(f"{pre}-orders", key="u2", value="12", timestamp=base + 20_001)
+        p.produce(f"{pre}-orders", key="u3", value="99", timestamp=base + 20_002)   # no such user: no output
+        assert p.flush(60) == 0
+        # stream time past 20 s + grace 0 closes the windows [0,10) and [10,20): each emitted once
+        p.produce(f"{pre}-clicks", key="u3", value="page", timestamp=base + 25_000)
+        assert p.flush(60) == 0
+        expected = [("window", f"u1@{base}", 3), ("window", f"u2@{base}", 1),
+                    ("window", f"u1@{base + 10_000}", 1), ("window", f"u2@{base + 10_000}", 2),
+                    ("enriched", "u1", "Ann:30"), ("enriched", "u2", "Bob:12")]
+        wait_until(lambda: app.running() and sorted(map(str, read())) == sorted(map(str, expected)),
+                   "four closed windows, each once, and two joined orders", WAIT)
+        app.stop()   # a clean close commits what it had: then nothing more than the expected, each window once
+
+        def read_to_end() -> bool:
+            read()
+            tps = windows.assignment()
+            return bool(tps) and all(pos.offset >= windows.get_watermark_offsets(pos, 10)[1]
+                                     for pos in windows.position(tps))
+        wait_until(read_to_end, "the outputs read to their ends", WAIT)
+        assert sorted(map(str, got)) == sorted(map(str, expected))
+    finally:
+        app.stop()
+        windows.close()
