@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from samsa.cli.common import Parser, UsageError, error_message, run_tool
+from samsa.client.metadata import parse_bootstrap_servers
 from samsa.pipelines import DESCRIPTIONS, INPUTS, PIPELINES
 
 DESCRIPTION = "Run the data pipelines on Spark with the samsa connector, and feed them generated events."
@@ -157,9 +158,11 @@ def _broker(opts: argparse.Namespace, state_dir: Path) -> tuple[subprocess.Popen
     """--embedded: a Samsa broker (``samsa server start``) in a child process, not in this one,
     whose Python the pipeline's own clients (the relay, the latency line) keep busy: a broker
     sharing their interpreter lock fell tens of seconds behind (BENCHMARKS.md, issue 32)."""
-    host, _, port = opts.bootstrap_server.rpartition(":")
-    if not port.isdigit():
-        raise UsageError(f"--bootstrap-server must be HOST:PORT with --embedded, got '{opts.bootstrap_server}'")
+    try:
+        [(host, port)] = parse_bootstrap_servers(opts.bootstrap_server)  # PLAINTEXT://h:p too, as clients read it
+    except ValueError:
+        raise UsageError(f"--bootstrap-server must be one HOST:PORT with --embedded, got '{opts.bootstrap_server}'") \
+            from None
     host = host or "127.0.0.1"
     try:
         socket.create_connection((host, int(port)), timeout=1).close()

@@ -35,13 +35,17 @@ def _host_and_ip(host: str, port: int) -> str:
 
 
 def parse_bootstrap_servers(servers: str | list[str]) -> list[tuple[str, int]]:
-    """``"h1:9092,[::1]:9093"`` -> ``[("h1", 9092), ("::1", 9093)]``; ValueError if malformed."""
+    """``"h1:9092,[::1]:9093"`` -> ``[("h1", 9092), ("::1", 9093)]``; ValueError if malformed.
+    An endpoint may carry a listener or protocol prefix (``PLAINTEXT://h1:9092``, ``SASL_SSL://h1:9093``):
+    the Java client reads past it to host and port, and so does this (the prefix chooses nothing; the
+    ``security.protocol`` key does)."""
     items = servers.split(",") if isinstance(servers, str) else list(servers)
     out = []
     for item in (s.strip() for s in items):
         if not item:
             continue
-        host, sep, port = item.rpartition(":")
+        _, _, address = item.rpartition("://")
+        host, sep, port = address.rpartition(":")
         host = host.strip("[]")
         if not sep or not host or not port.isdigit():
             raise ValueError(f"Invalid url in bootstrap.servers: {item}")

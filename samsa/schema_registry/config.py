@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 from typing import Any
 from urllib.parse import urlparse
@@ -22,6 +23,9 @@ DEFAULTS = {
     # before another one is elected to write (the registry's own group session timeout).
     "schema.registry.group.session.timeout.ms": "10000",
 }
+
+
+log = logging.getLogger("samsa.schema_registry")
 
 
 class RegistryConfigError(ValueError):
@@ -46,17 +50,49 @@ def registry_config(props: dict[str, str]) -> dict[str, str]:
             raise RegistryConfigError(f"Invalid value {config[key]} for configuration {key}: Not a number of "
                                       "type INT") from None
     listener_address(config["listeners"])
+    config["kafkastore.bootstrap.servers"] = bootstrap_brokers(config["kafkastore.bootstrap.servers"],
+                                                               config.get("kafkastore.security.protocol",
+                                                                          "PLAINTEXT"))
     return config
 
 
 def client_config(config: dict[str, str]) -> dict[str, Any]:
     """The broker connection's keys: ``kafkastore.bootstrap.servers`` and every other
     ``kafkastore.security.protocol`` / ``kafkastore.ssl.*`` / ``kafkastore.sasl.*`` without the prefix."""
-    out: dict[str, Any] = {"bootstrap.servers": config["kafkastore.bootstrap.servers"]}
+    out: dict[str, Any] = {"bootstrap.servers": bootstrap_brokers(config["kafkastore.bootstrap.servers"],
+                                                                 config.get("kafkastore.security.protocol",
+                                                                            "PLAINTEXT"))}
     for k, v in config.items():
         if k.startswith(("kafkastore.security.", "kafkastore.ssl.", "kafkastore.sasl.")):
             out[k[len("kafkastore."):]] = v
     return out
+
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+def bootstrap_brokers(endpoints: str, security_protocol: str) -> str:
+    """``kafkastore.bootstrap.servers`` as Confluent's registry reads it: a list of endpoints, each
+    ``host:port`` or ``PROTOCOL://host:port``. Those whose protocol is not ``kafkastore.security.protocol``
+    are left out (a warning each); a bare ``host:port`` is taken as that protocol's."""
+    protocol = security_protocol.strip().upper()
+    if protocol not in SECURITY_PROTOCOLS:
+        raise RegistryConfigError("Only PLAINTEXT, SSL, SASL_PLAINTEXT, and SASL_SSL Kafka endpoints are "
+                                  "supported.")
+    kept = []
+    for endpoint in (e.strip() for e in endpoints.split(",")):
+        if not endpoint:
+            continue
+        scheme, sep, _ = endpoint.partition("://")
+        if sep and scheme.upper() != protocol:
+            log.warning("Ignoring Kafka broker endpoint %s that does not match the setting for "
+                        "kafkastore.security.protocol=%s", endpoint, protocol)
+            continue
+        kept.append(endpoint if sep else f"{protocol}://{endpoint}")
+    if not kept:
+        raise RegistryConfigError("No supported Kafka endpoints are configured. kafkastore.bootstrap.servers "
+                                  "must have at least one endpoint matching kafkastore.security.protocol.")
+    return ",".join(kept)
 
 
 def listener_address(listeners: str) -> tuple[str, int]:

@@ -196,3 +196,9 @@ def test_missing_command_config(broker):
     line = one_error_line(samsa("topics", "--bootstrap-server", broker.bootstrap_servers,
                                 "--command-config", "/nonexistent/x.properties", "--list"))
     assert "/nonexistent/x.properties" in line
+
+
+def test_bootstrap_server_with_a_protocol_prefix(broker):
+    """``--bootstrap-server PLAINTEXT://host:port`` (Confluent's and Kafka's listener form) works as Kafka's tools."""
+    r = samsa("topics", "--bootstrap-server", f"PLAINTEXT://{broker.bootstrap_servers}", "--list")
+    assert r.returncode == 0, r.stderr

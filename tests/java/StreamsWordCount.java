@@ -1,5 +1,6 @@
 // A Kafka Streams 4.4.0 word count (a repartition by word, a KTable count store with its changelog),
-// run from source by the tests (java -cp <tests/kafka/.libs> StreamsWordCount.java ...).
+// run from source by the tests (java -cp <tests/kafka/.libs> StreamsWordCount.java ...): groups/ (both group
+// protocols) and streams/ (classic, exactly_once_v2).
 //
 //   java StreamsWordCount.java BOOTSTRAP APPLICATION_ID INPUT OUTPUT STATE_DIR PROTOCOL [STANDBYS [GUARANTEE [THREADS]]]
 //
@@ -42,6 +43,10 @@ public class StreamsWordCount {
         p.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, "0");
         p.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, "1");
         p.put(StreamsConfig.consumerPrefix("auto.offset.reset"), "earliest");
+        if (args[5].equals("classic")) {  // a SIGKILLed instance's tasks move on within seconds (classic groups only)
+            p.put(StreamsConfig.consumerPrefix("session.timeout.ms"), "6000");
+            p.put(StreamsConfig.consumerPrefix("heartbeat.interval.ms"), "500");
+        }
 
         StreamsBuilder b = new StreamsBuilder();
         b.<String, String>stream(args[2])

@@ -267,7 +267,10 @@ def test_bootstrap_skips_a_dead_server(broker):
 
 def test_parse_bootstrap_servers():
     assert parse_bootstrap_servers("a:1, b:2,[::1]:3") == [("a", 1), ("b", 2), ("::1", 3)]
-    for bad in ("a", "a:b", "", ":9092"):
+    # a listener or protocol prefix, read past as the Java client does (Confluent's form)
+    assert parse_bootstrap_servers("PLAINTEXT://a:1,SASL_SSL://b:2,INTERNAL://[::1]:3") == [
+        ("a", 1), ("b", 2), ("::1", 3)]
+    for bad in ("a", "a:b", "", ":9092", "PLAINTEXT://", "SSL://:9092"):
         with pytest.raises(ValueError):
             parse_bootstrap_servers(bad)
     with pytest.raises(ValueError):

@@ -22,6 +22,7 @@ from samsa.connect.mirror.common import GROUPS_EXCLUDE, Periodic, TopicFilter, c
     integer
 from samsa.connect.mirror.policy import pattern
 from samsa.connect.mirror.records import Checkpoint, OffsetSync
+from samsa.protocol import errors
 
 log = logging.getLogger(__name__)
 
@@ -192,10 +193,16 @@ class MirrorCheckpointTask(SourceTask):
         if not checkpoints:
             return
         try:
-            described = self.target.describe_consumer_groups([group]).get(group)
+            try:
+                described = self.target.describe_consumer_groups([group]).get(group)
+            except errors.GroupIdNotFoundError:   # Kafka 4's answer for a group the target has never had
+                described = None
             if described is not None and described.state not in ("Empty", "Dead") and described.members:
                 return
-            current = self.target.list_consumer_group_offsets(group)
+            try:
+                current = self.target.list_consumer_group_offsets(group)
+            except errors.GroupIdNotFoundError:
+                current = {}
             move = {}
             for c in checkpoints:
                 tp = TopicPartition(c.topic, c.partition)
