@@ -47,7 +47,7 @@ class FrameDispatcher(Protocol):
 
     connections: set["Connection"]
 
-    def dispatch(self, conn: "Connection", frame: bytearray) -> list | Awaitable[list | None] | None: ...
+    def dispatch(self, conn: "Connection", frame: memoryview) -> list | Awaitable[list | None] | None: ...
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,13 @@ class ConnectionLimits:
         return frames >= self.max_queued_requests or 0 < self.max_queued_bytes <= size
 
 
-class Connection(asyncio.Protocol):
+# Requests are received straight into a connection's buffer (a BufferedProtocol: recv_into) and
+# handed on as memoryviews of it, never sliced out or moved. A full buffer is not reused (its
+# frames' views may live on, in a parked request); a new one takes the partial frame at its end.
+RECV_BUFFER = 256 * 1024
+
+
+class Connection(asyncio.BufferedProtocol):
     def __init__(self, dispatcher: FrameDispatcher, limits: ConnectionLimits, listener: str = "",
                  timed: bool = False, security: ListenerSecurity | None = None,
                  counts: ConnectionQuotas | None = None):
@@ -82,8 +88,11 @@ class Connection(asyncio.Protocol):
         self.arrived_at = 0.0
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
-        self.buf = bytearray()
-        self.queue: deque[bytearray] = deque()
+        self.buf = bytearray(RECV_BUFFER)
+        self.view = memoryview(self.buf)
+        self.start = 0  # where the first unparsed frame begins in buf
+        self.end = 0  # the end of the bytes received
+        self.queue: deque[memoryview] = deque()
         self.queued_bytes = 0
         self.busy = False
         self.muted = False  # KIP-219: a throttled client's requests wait until the throttle time passes
@@ -197,11 +206,29 @@ class Connection(asyncio.Protocol):
             else:
                 self.transport.resume_reading()
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        start, end = self.start, self.end
+        room = len(self.buf) - end
+        if room >= 4096:
+            return self.view[end:]
+        # Full: a new buffer, big enough for the frame begun at its end (when its size is known).
+        need = RECV_BUFFER
+        if end - start >= 4:
+            (size,) = _SIZE.unpack_from(self.buf, start)
+            if 0 <= size <= self.max_request_bytes:
+                need = max(need, size + 4 + 4096)
+        buf = bytearray(max(need, end - start + 4096))
+        buf[:end - start] = self.view[start:end]
+        self.buf, self.view = buf, memoryview(buf)
+        self.start, self.end = 0, end - start
+        return self.view[self.end:]
+
+    def buffer_updated(self, nbytes: int) -> None:
         self.last_active = time.monotonic()
-        buf = self.buf
-        buf += data
-        pos, end = 0, len(buf)
+        buf, view = self.buf, self.view
+        self.end = end = self.end + nbytes
+        pos = first = self.start
+        queue = self.queue
         while end - pos >= 4:
             (size,) = _SIZE.unpack_from(buf, pos)
             if size < 0 or size > self.max_request_bytes:
@@ -210,18 +237,40 @@ class Connection(asyncio.Protocol):
                 return
             if end - pos - 4 < size:
                 break
-            self.queue.append(buf[pos + 4:pos + 4 + size])
+            queue.append(view[pos + 4:pos + 4 + size])
             self.queued_bytes += size
             pos += 4 + size
-        if pos:
-            del buf[:pos]
+        if pos != first:
+            self.start = pos
+            if pos == end and pos > len(buf) // 2:
+                self._fresh_buffer()
             arrivals = self.arrivals
             if arrivals is not None:
-                arrivals.extend([time.perf_counter()] * (len(self.queue) - len(arrivals)))
+                arrivals.extend([time.perf_counter()] * (len(queue) - len(arrivals)))
         if not self.busy:
             self.drain()
         if self.queue:
             self._update_reading()
+
+    def _fresh_buffer(self) -> None:
+        """All received bytes are frames: start the next read in a new buffer rather than at the
+        old one's far end (the old one lives as long as views of its frames do)."""
+        self.buf = bytearray(RECV_BUFFER)
+        self.view = memoryview(self.buf)
+        self.start = self.end = 0
+
+    def data_received(self, data: bytes) -> None:
+        """For a transport that hands over bytes rather than filling get_buffer's."""
+        view = self.get_buffer(len(data))
+        if len(view) < len(data):
+            keep = self.end - self.start
+            buf = bytearray(keep + len(data) + RECV_BUFFER)
+            buf[:keep] = self.view[self.start:self.end]
+            self.buf, self.view = buf, memoryview(buf)
+            self.start, self.end = 0, keep
+            view = self.view[keep:]
+        view[:len(data)] = data
+        self.buffer_updated(len(data))
 
     def idle_for(self, now: float) -> float:
         """Seconds since the client last sent a byte, or 0 while a request of its is in hand."""
