@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import ssl
 import struct
 import time
@@ -390,8 +391,13 @@ class Connection(asyncio.BufferedProtocol):
                 for fd, pos, n in first.remaining():
                     if self.closed:
                         return None
-                    with open(fd, "rb", buffering=0, closefd=False) as f:
-                        sent = await loop.sendfile(self.transport, f, pos, n)
+                    try:
+                        with open(fd, "rb", buffering=0, closefd=False) as f:
+                            sent = await loop.sendfile(self.transport, f, pos, n)
+                    except NotImplementedError:  # a loop without sendfile (uvloop): the bytes, copied
+                        data = FileSlice([(os.dup(fd), pos, n)], 0).read()
+                        self.transport.write(data)
+                        sent = len(data)
                     if sent < n:
                         raise ShortFileError(f"segment file ended {n - sent} bytes before the fetched range")
                 first.close()
