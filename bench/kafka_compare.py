@@ -102,6 +102,49 @@ def kcat_consume(bootstrap: str, topic: str, n: int, timeout: float) -> dict:
             + r.stderr.decode(errors="replace")[-300:]}
 
 
+def raw_fetch(bootstrap: str, topic: str, parts: int, n: int, timeout: float = 300) -> dict:
+    """A minimal consumer (the broker's own out-rate, without a client library's per-record work):
+    Fetch v12 for every partition on one connection, answers received into one buffer, only the
+    batch headers walked for the next offsets, until ``n`` records; records/s."""
+    import socket
+    import struct
+    from samsa.protocol.api import decode_response, encode_request
+    from samsa.protocol.batch import iter_headers
+    host, port = bootstrap.rsplit(":", 1)
+    offsets = {p: 0 for p in range(parts)}
+    got = 0
+    buf = bytearray(64 << 20)
+    view = memoryview(buf)
+    t0 = time.perf_counter()
+    with socket.create_connection((host, int(port)), timeout=timeout) as s:
+        cid = 0
+        while got < n:
+            cid += 1
+            body = {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 50 << 20, "isolation_level": 0,
+                    "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+                    "topics": [{"topic": topic, "partitions": [
+                        {"partition": p, "fetch_offset": o, "log_start_offset": -1, "partition_max_bytes": 10 << 20}
+                        for p, o in offsets.items()]}]}
+            s.sendall(b"".join(bytes(c) for c in encode_request(1, 12, cid, "raw-fetch", body)))
+            have = 0
+            while have < 4 or have < 4 + struct.unpack_from(">i", buf)[0]:
+                k = s.recv_into(view[have:])
+                if not k:
+                    return {"records": got, "seconds": time.perf_counter() - t0, "rate": 0, "error": "closed"}
+                have += k
+            _, resp = decode_response(1, 12, view[4:have])
+            for t in resp["responses"]:
+                for p in t["partitions"]:
+                    if p["error_code"]:
+                        return {"records": got, "seconds": 1, "rate": 0, "error": f"error {p['error_code']}"}
+                    for _, h in iter_headers(p["records"] or b""):
+                        if h.next_offset > offsets[p["partition_index"]]:
+                            got += h.next_offset - max(h.base_offset, offsets[p["partition_index"]])
+                            offsets[p["partition_index"]] = h.next_offset
+    secs = time.perf_counter() - t0
+    return {"records": got, "seconds": secs, "rate": got / secs, "error": None}
+
+
 def bare_limits(work: Path, size: int, total: int) -> dict:
     """The machine's limit for ``total`` bytes of ``size``-byte records: a bare sendfile of a cached
     file to a loopback socket (drained by a thread), and a bare write of them to a file; records/s."""
@@ -186,8 +229,9 @@ def matrix(args, work: Path) -> int:
                         create_topic(bs, topic, parts)
                         row[f"{side}_in"] = kcat_produce(bs, topic, data, n, acks, 900)
                         row[f"{side}_out"] = kcat_consume(bs, topic, n, 900)
+                        row[f"{side}_raw"] = raw_fetch(bs, topic, parts, n)
                         print(f"  {size} B p{parts} acks={acks} {side}: in {row[f'{side}_in']['rate']:,.0f} "
-                              f"out {row[f'{side}_out']['rate']:,.0f} records/s "
+                              f"out {row[f'{side}_out']['rate']:,.0f} raw {row[f'{side}_raw']['rate']:,.0f} records/s "
                               f"{row[f'{side}_in']['error'] or ''}{row[f'{side}_out']['error'] or ''}", flush=True)
                     rows.append(row)
     finally:
@@ -200,13 +244,15 @@ def matrix(args, work: Path) -> int:
           "| bare limit MB/s | Samsa / limit |\n|---|---:|---|---|---:|---:|---:|---:|---:|---:|")
     for row in rows:
         size, lim = row["size"], limits[row["size"]]
-        for d, limit in (("in", lim["write_MBps"]), ("out", lim["sendfile_MBps"])):
+        for d, limit in (("in", lim["write_MBps"]), ("out", lim["sendfile_MBps"]), ("raw", lim["sendfile_MBps"])):
             k, sm = row[f"kafka_{d}"], row[f"samsa_{d}"]
             err = k.get("error") or sm.get("error")
             ratio = f"{sm['rate'] / k['rate']:.2f}" if not err else f"error: {str(err)[:60]}"
             mbps = sm["rate"] * size / 1e6
             print(f"| {size} B | {row['parts']} | {row['acks']} | {d} | {k['rate']:,.0f} | {sm['rate']:,.0f} | {ratio} "
                   f"| {mbps:,.0f} | {limit:,.0f} ({'write' if d == 'in' else 'sendfile'}) | {mbps / limit:.2f} |")
+    print("\nin: kcat producing; out: kcat consuming (-f '%o\\n'); raw: a minimal Fetch loop (one connection, "
+          "batch headers only), the brokers' own out-rate")
     if args.out:
         args.out.write_text(json.dumps({"rows": rows, "limits": limits, "load_before": load0, "load_after": load1},
                                        indent=1, default=str))
