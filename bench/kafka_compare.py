@@ -145,6 +145,12 @@ def raw_fetch(bootstrap: str, topic: str, parts: int, n: int, timeout: float = 3
     return {"records": got, "seconds": secs, "rate": got / secs, "error": None}
 
 
+def best_of(k: int, fn) -> dict:
+    runs = [fn() for _ in range(k)]
+    ok = [r for r in runs if not r.get("error")]
+    return max(ok, key=lambda r: r["rate"]) if ok else runs[-1]
+
+
 def bare_limits(work: Path, size: int, total: int) -> dict:
     """The machine's limit for ``total`` bytes of ``size``-byte records: a bare sendfile of a cached
     file to a loopback socket (drained by a thread), and a bare write of them to a file; records/s."""
@@ -174,26 +180,28 @@ def bare_limits(work: Path, size: int, total: int) -> dict:
             if not n:
                 break
             got += n
-    t = threading.Thread(target=drain)
-    t.start()
-    t0 = time.perf_counter()
-    with open(path, "rb") as f:
-        off = 0
-        while off < nbytes:
-            off += os.sendfile(cli.fileno(), f.fileno(), off, nbytes - off)
-    t.join()
-    send_secs = time.perf_counter() - t0
+    send_secs = write_secs = float("inf")
+    for _ in range(5):  # the best of five: the machine is shared
+        t = threading.Thread(target=drain)
+        t.start()
+        t0 = time.perf_counter()
+        with open(path, "rb") as f:
+            off = 0
+            while off < nbytes:
+                off += os.sendfile(cli.fileno(), f.fileno(), off, nbytes - off)
+        t.join()
+        send_secs = min(send_secs, time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        fd = os.open(work / f"bare-write-{size}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        try:
+            for _ in range(max(total >> 20, 1)):
+                os.write(fd, block)
+        finally:
+            os.close(fd)
+        write_secs = min(write_secs, time.perf_counter() - t0)
+        os.unlink(work / f"bare-write-{size}")
     for x in (cli, conn, srv):
         x.close()
-    t0 = time.perf_counter()
-    fd = os.open(work / f"bare-write-{size}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    try:
-        for _ in range(max(total >> 20, 1)):
-            os.write(fd, block)
-    finally:
-        os.close(fd)
-    write_secs = time.perf_counter() - t0
-    os.unlink(work / f"bare-write-{size}")
     path.unlink()
     return {"sendfile_MBps": nbytes / send_secs / 1e6, "write_MBps": nbytes / write_secs / 1e6,
             "sendfile_rate": nbytes / send_secs / size, "write_rate": nbytes / write_secs / size}
@@ -214,7 +222,7 @@ def matrix(args, work: Path) -> int:
             kcat_produce(bs, "warm-up", data_file(work, 100_000, 1024), 100_000, "1", 600)
             kcat_consume(bs, "warm-up", 100_000, 600)
         for size in (100, 1024, 10240, 102400):
-            n = min(max(args.matrix_mb * 1_000_000 // size, 300), 400_000)
+            n = min(max(args.matrix_mb * 1_000_000 // size, 300), 1_000_000)
             data = data_file(work, n, size)
             limits[size] = bare_limits(work, size, n * size)
             print(f"  limits {size} B: {json.dumps(limits[size])}", flush=True)
@@ -228,8 +236,9 @@ def matrix(args, work: Path) -> int:
                         bs = brokers[side]
                         create_topic(bs, topic, parts)
                         row[f"{side}_in"] = kcat_produce(bs, topic, data, n, acks, 900)
-                        row[f"{side}_out"] = kcat_consume(bs, topic, n, 900)
-                        row[f"{side}_raw"] = raw_fetch(bs, topic, parts, n)
+                        # reading is fast and short: the best of three, on both brokers alike
+                        row[f"{side}_out"] = best_of(3, lambda: kcat_consume(bs, topic, n, 900))
+                        row[f"{side}_raw"] = best_of(3, lambda: raw_fetch(bs, topic, parts, n))
                         print(f"  {size} B p{parts} acks={acks} {side}: in {row[f'{side}_in']['rate']:,.0f} "
                               f"out {row[f'{side}_out']['rate']:,.0f} raw {row[f'{side}_raw']['rate']:,.0f} records/s "
                               f"{row[f'{side}_in']['error'] or ''}{row[f'{side}_out']['error'] or ''}", flush=True)
