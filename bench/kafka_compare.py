@@ -10,6 +10,14 @@ records to 1 and 8 partitions at acks=1 and acks=all; a consumer reading a 1,000
 end-to-end latency (delivery report) at a fixed 10,000 records/s, p50 and p99; then three Kafka
 nodes against three Samsa brokers (with ZooKeeper), replication factor 3, acks=all.
 Prints a Markdown table of throughput (records/s) and the Samsa/Kafka ratio. Not a test.
+
+    .venv/bin/python bench/kafka_compare.py --matrix [--matrix-mb 30]
+
+The byte-size matrix instead: kcat producing (in) then consuming (out) 100 B, 1 KB, 10 KB and
+100 KB records, 1 and 8 partitions, acks=1 and acks=all, about ``--matrix-mb`` MB per load, on
+both brokers; beside each size the machine's physical limit for the same bytes (a bare
+``sendfile`` of a cached file to a loopback socket, a bare write of them to a file), and each
+broker's rate as a fraction of it.
 """
 
 from __future__ import annotations
@@ -82,14 +90,197 @@ def client_load(*argv, size: int = 100, timeout: float = 300) -> dict:
     return out
 
 
+def kcat_consume(bootstrap: str, topic: str, n: int, timeout: float) -> dict:
+    t0 = time.perf_counter()
+    r = subprocess.run(["kcat", "-b", bootstrap, "-t", topic, "-C", "-o", "beginning", "-e", "-q", "-c", str(n),
+                        "-f", "%o\\n", "-X", "fetch.max.bytes=52428800"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
+    secs = time.perf_counter() - t0
+    got = r.stdout.count(b"\n")
+    return {"records": got, "seconds": secs, "rate": got / secs,
+            "error": None if r.returncode == 0 and got == n else f"{got}/{n} records; "
+            + r.stderr.decode(errors="replace")[-300:]}
+
+
+def raw_fetch(bootstrap: str, topic: str, parts: int, n: int, timeout: float = 300) -> dict:
+    """A minimal consumer (the broker's own out-rate, without a client library's per-record work):
+    Fetch v12 for every partition on one connection, answers received into one buffer, only the
+    batch headers walked for the next offsets, until ``n`` records; records/s."""
+    import socket
+    import struct
+    from samsa.protocol.api import decode_response, encode_request
+    from samsa.protocol.batch import iter_headers
+    host, port = bootstrap.rsplit(":", 1)
+    offsets = {p: 0 for p in range(parts)}
+    got = 0
+    buf = bytearray(64 << 20)
+    view = memoryview(buf)
+    t0 = time.perf_counter()
+    with socket.create_connection((host, int(port)), timeout=timeout) as s:
+        cid = 0
+        while got < n:
+            cid += 1
+            body = {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 50 << 20, "isolation_level": 0,
+                    "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+                    "topics": [{"topic": topic, "partitions": [
+                        {"partition": p, "fetch_offset": o, "log_start_offset": -1, "partition_max_bytes": 10 << 20}
+                        for p, o in offsets.items()]}]}
+            s.sendall(b"".join(bytes(c) for c in encode_request(1, 12, cid, "raw-fetch", body)))
+            have = 0
+            while have < 4 or have < 4 + struct.unpack_from(">i", buf)[0]:
+                k = s.recv_into(view[have:])
+                if not k:
+                    return {"records": got, "seconds": time.perf_counter() - t0, "rate": 0, "error": "closed"}
+                have += k
+            _, resp = decode_response(1, 12, view[4:have])
+            for t in resp["responses"]:
+                for p in t["partitions"]:
+                    if p["error_code"]:
+                        return {"records": got, "seconds": 1, "rate": 0, "error": f"error {p['error_code']}"}
+                    for _, h in iter_headers(p["records"] or b""):
+                        if h.next_offset > offsets[p["partition_index"]]:
+                            got += h.next_offset - max(h.base_offset, offsets[p["partition_index"]])
+                            offsets[p["partition_index"]] = h.next_offset
+    secs = time.perf_counter() - t0
+    return {"records": got, "seconds": secs, "rate": got / secs, "error": None}
+
+
+def best_of(k: int, fn) -> dict:
+    runs = [fn() for _ in range(k)]
+    ok = [r for r in runs if not r.get("error")]
+    return max(ok, key=lambda r: r["rate"]) if ok else runs[-1]
+
+
+def bare_limits(work: Path, size: int, total: int) -> dict:
+    """The machine's limit for ``total`` bytes of ``size``-byte records: a bare sendfile of a cached
+    file to a loopback socket (drained by a thread), and a bare write of them to a file; records/s."""
+    import socket
+    import threading
+    path = work / f"bare-{size}"
+    block = os.urandom(1 << 20)
+    with open(path, "wb") as f:
+        for _ in range(max(total >> 20, 1)):
+            f.write(block)
+    nbytes = path.stat().st_size
+    with open(path, "rb") as f:  # cached
+        while f.read(1 << 22):
+            pass
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    cli = socket.create_connection(srv.getsockname())
+    conn, _ = srv.accept()
+
+    def drain():
+        buf = bytearray(1 << 20)
+        view = memoryview(buf)
+        got = 0
+        while got < nbytes:
+            n = conn.recv_into(view)
+            if not n:
+                break
+            got += n
+    send_secs = write_secs = float("inf")
+    for _ in range(5):  # the best of five: the machine is shared
+        t = threading.Thread(target=drain)
+        t.start()
+        t0 = time.perf_counter()
+        with open(path, "rb") as f:
+            off = 0
+            while off < nbytes:
+                off += os.sendfile(cli.fileno(), f.fileno(), off, nbytes - off)
+        t.join()
+        send_secs = min(send_secs, time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        fd = os.open(work / f"bare-write-{size}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        try:
+            for _ in range(max(total >> 20, 1)):
+                os.write(fd, block)
+        finally:
+            os.close(fd)
+        write_secs = min(write_secs, time.perf_counter() - t0)
+        os.unlink(work / f"bare-write-{size}")
+    for x in (cli, conn, srv):
+        x.close()
+    path.unlink()
+    return {"sendfile_MBps": nbytes / send_secs / 1e6, "write_MBps": nbytes / write_secs / 1e6,
+            "sendfile_rate": nbytes / send_secs / size, "write_rate": nbytes / write_secs / size}
+
+
+def matrix(args, work: Path) -> int:
+    rows: list[dict] = []
+    limits: dict[int, dict] = {}
+    load0 = os.getloadavg()
+    started = time.time()
+    kafka = KafkaProcess(work / "kafka").start()
+    samsa = BrokerProcess(work / "samsa").start()
+    brokers = {"kafka": kafka.bootstrap, "samsa": samsa.bootstrap}
+    flip = False
+    try:
+        for bs in brokers.values():  # warm-up, not measured
+            create_topic(bs, "warm-up", 8)
+            kcat_produce(bs, "warm-up", data_file(work, 100_000, 1024), 100_000, "1", 600)
+            kcat_consume(bs, "warm-up", 100_000, 600)
+        for size in (100, 1024, 10240, 102400):
+            n = min(max(args.matrix_mb * 1_000_000 // size, 300), 1_000_000)
+            data = data_file(work, n, size)
+            limits[size] = bare_limits(work, size, n * size)
+            print(f"  limits {size} B: {json.dumps(limits[size])}", flush=True)
+            for parts in (1, 8):
+                for acks in ("1", "all"):
+                    topic = f"m-{size}-p{parts}-a{acks}"
+                    row = {"size": size, "parts": parts, "acks": acks}
+                    order = ["samsa", "kafka"] if flip else ["kafka", "samsa"]
+                    flip = not flip
+                    for side in order:
+                        bs = brokers[side]
+                        create_topic(bs, topic, parts)
+                        row[f"{side}_in"] = kcat_produce(bs, topic, data, n, acks, 900)
+                        # reading is fast and short: the best of three, on both brokers alike
+                        row[f"{side}_out"] = best_of(3, lambda: kcat_consume(bs, topic, n, 900))
+                        row[f"{side}_raw"] = best_of(3, lambda: raw_fetch(bs, topic, parts, n))
+                        print(f"  {size} B p{parts} acks={acks} {side}: in {row[f'{side}_in']['rate']:,.0f} "
+                              f"out {row[f'{side}_out']['rate']:,.0f} raw {row[f'{side}_raw']['rate']:,.0f} records/s "
+                              f"{row[f'{side}_in']['error'] or ''}{row[f'{side}_out']['error'] or ''}", flush=True)
+                    rows.append(row)
+    finally:
+        kafka.stop()
+        samsa.stop()
+    load1 = os.getloadavg()
+    print(f"\n{len(rows)} loads in {time.time() - started:.0f} s; load average before {load0}, after {load1}; "
+          f"{os.cpu_count()} CPUs\n")
+    print("| record | partitions | acks | dir | Kafka (rec/s) | Samsa (rec/s) | Samsa/Kafka | Samsa MB/s "
+          "| bare limit MB/s | Samsa / limit |\n|---|---:|---|---|---:|---:|---:|---:|---:|---:|")
+    for row in rows:
+        size, lim = row["size"], limits[row["size"]]
+        for d, limit in (("in", lim["write_MBps"]), ("out", lim["sendfile_MBps"]), ("raw", lim["sendfile_MBps"])):
+            k, sm = row[f"kafka_{d}"], row[f"samsa_{d}"]
+            err = k.get("error") or sm.get("error")
+            ratio = f"{sm['rate'] / k['rate']:.2f}" if not err else f"error: {str(err)[:60]}"
+            mbps = sm["rate"] * size / 1e6
+            print(f"| {size} B | {row['parts']} | {row['acks']} | {d} | {k['rate']:,.0f} | {sm['rate']:,.0f} | {ratio} "
+                  f"| {mbps:,.0f} | {limit:,.0f} ({'write' if d == 'in' else 'sendfile'}) | {mbps / limit:.2f} |")
+    print("\nin: kcat producing; out: kcat consuming (-f '%o\\n'); raw: a minimal Fetch loop (one connection, "
+          "batch headers only), the brokers' own out-rate")
+    if args.out:
+        args.out.write_text(json.dumps({"rows": rows, "limits": limits, "load_before": load0, "load_after": load1},
+                                       indent=1, default=str))
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--records", type=int, default=200_000, help="records per produce load")
     ap.add_argument("--latency-seconds", type=float, default=5)
     ap.add_argument("--skip-cluster", action="store_true", help="no three-node comparison")
     ap.add_argument("--out", type=Path, help="write the results as JSON here")
+    ap.add_argument("--matrix", action="store_true", help="the byte-size matrix (see above) instead")
+    ap.add_argument("--matrix-mb", type=int, default=30, help="megabytes per load of the matrix")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="kafka-compare-"))
+    if args.matrix:
+        return matrix(args, work)
     rows: list[dict] = []
     load0 = os.getloadavg()
     started = time.time()

@@ -92,8 +92,9 @@ def schemas() -> dict[str, dict]:
 
 
 def _records_chunk(b: bytearray, chunks: list, value) -> bytearray:
-    """Large record sets go out as their own chunk (no copy); small ones are appended."""
-    if len(value) < 4096:
+    """Large record sets go out as their own chunk (no copy); small ones are appended. A
+    record set that is no bytes object (a broker's file slice, sent with sendfile) is a chunk."""
+    if len(value) < 4096 and isinstance(value, (bytes, bytearray, memoryview)):
         b += value
         return b
     chunks.append(b)

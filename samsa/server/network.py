@@ -7,6 +7,15 @@ same connection only; every other connection goes on. While too many frames wait
 it (``queued.max.requests``, ``queued.max.request.bytes``) the connection stops reading,
 so a client cannot queue without bound.
 
+On a listener without TLS a Fetch answer's record sets leave with ``sendfile`` straight
+from the segment files (zero copy): the handler reads them as ``FileSlice`` chunks (byte
+ranges fixed at the read, their files held open), and the answer's other chunks are written
+around them in order. While a slice waits for the socket to take it, the connection is busy:
+the answers behind it wait, so a connection's answers stay in request order. A slice whose
+file was truncated after the read cannot be sent whole, and its length prefix has gone: the
+connection is closed (the client reconnects and fetches again). TLS listeners read the
+slices into bytes and write them as before.
+
 Every way out of a request either answers it or closes the connection: a frame that
 fails anywhere between the socket and the handler costs that one connection, with a log
 line naming the client.
@@ -16,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import ssl
 import struct
 import time
@@ -26,6 +36,7 @@ from typing import Awaitable, Protocol
 from samsa.security.principal import ANONYMOUS, KafkaPrincipal
 from samsa.security.quotas import ConnectionQuotas
 from samsa.server.security import ListenerSecurity, SaslSession, log_failure, ssl_principal
+from samsa.storage.files import FileSlice, ShortFileError
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +48,7 @@ class FrameDispatcher(Protocol):
 
     connections: set["Connection"]
 
-    def dispatch(self, conn: "Connection", frame: bytearray) -> list | Awaitable[list | None] | None: ...
+    def dispatch(self, conn: "Connection", frame: memoryview) -> list | Awaitable[list | None] | None: ...
 
 
 @dataclass(frozen=True)
@@ -52,7 +63,13 @@ class ConnectionLimits:
         return frames >= self.max_queued_requests or 0 < self.max_queued_bytes <= size
 
 
-class Connection(asyncio.Protocol):
+# Requests are received straight into a connection's buffer (a BufferedProtocol: recv_into) and
+# handed on as memoryviews of it, never sliced out or moved. A full buffer is not reused (its
+# frames' views may live on, in a parked request); a new one takes the partial frame at its end.
+RECV_BUFFER = 256 * 1024
+
+
+class Connection(asyncio.BufferedProtocol):
     def __init__(self, dispatcher: FrameDispatcher, limits: ConnectionLimits, listener: str = "",
                  timed: bool = False, security: ListenerSecurity | None = None,
                  counts: ConnectionQuotas | None = None):
@@ -72,8 +89,11 @@ class Connection(asyncio.Protocol):
         self.arrived_at = 0.0
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
-        self.buf = bytearray()
-        self.queue: deque[bytearray] = deque()
+        self.buf = bytearray(RECV_BUFFER)
+        self.view = memoryview(self.buf)
+        self.start = 0  # where the first unparsed frame begins in buf
+        self.end = 0  # the end of the bytes received
+        self.queue: deque[memoryview] = deque()
         self.queued_bytes = 0
         self.busy = False
         self.muted = False  # KIP-219: a throttled client's requests wait until the throttle time passes
@@ -83,6 +103,9 @@ class Connection(asyncio.Protocol):
         self.read_paused = False
         self.last_active = time.monotonic()
         self.task: asyncio.Future | None = None
+        # Plaintext listeners (no TLS): Fetch record sets go out with sendfile on this socket.
+        self.zero_copy = False
+        self.sock_fd = -1
 
     # ---- asyncio callbacks
 
@@ -100,6 +123,11 @@ class Connection(asyncio.Protocol):
             self.counted = True
         self.dispatcher.connections.add(self)
         security = self.security
+        if security is None or security.ssl_context is None:
+            sock = transport.get_extra_info("socket")
+            if sock is not None:
+                self.sock_fd = sock.fileno()
+                self.zero_copy = self.sock_fd >= 0
         if security is not None:
             if security.sasl:
                 self.auth = SaslSession(security, self.peer, self._authenticated)
@@ -179,11 +207,29 @@ class Connection(asyncio.Protocol):
             else:
                 self.transport.resume_reading()
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        start, end = self.start, self.end
+        room = len(self.buf) - end
+        if room >= 4096:
+            return self.view[end:]
+        # Full: a new buffer, big enough for the frame begun at its end (when its size is known).
+        need = RECV_BUFFER
+        if end - start >= 4:
+            (size,) = _SIZE.unpack_from(self.buf, start)
+            if 0 <= size <= self.max_request_bytes:
+                need = max(need, size + 4 + 4096)
+        buf = bytearray(max(need, end - start + 4096))
+        buf[:end - start] = self.view[start:end]
+        self.buf, self.view = buf, memoryview(buf)
+        self.start, self.end = 0, end - start
+        return self.view[self.end:]
+
+    def buffer_updated(self, nbytes: int) -> None:
         self.last_active = time.monotonic()
-        buf = self.buf
-        buf += data
-        pos, end = 0, len(buf)
+        buf, view = self.buf, self.view
+        self.end = end = self.end + nbytes
+        pos = first = self.start
+        queue = self.queue
         while end - pos >= 4:
             (size,) = _SIZE.unpack_from(buf, pos)
             if size < 0 or size > self.max_request_bytes:
@@ -192,18 +238,40 @@ class Connection(asyncio.Protocol):
                 return
             if end - pos - 4 < size:
                 break
-            self.queue.append(buf[pos + 4:pos + 4 + size])
+            queue.append(view[pos + 4:pos + 4 + size])
             self.queued_bytes += size
             pos += 4 + size
-        if pos:
-            del buf[:pos]
+        if pos != first:
+            self.start = pos
+            if pos == end and pos > len(buf) // 2:
+                self._fresh_buffer()
             arrivals = self.arrivals
             if arrivals is not None:
-                arrivals.extend([time.perf_counter()] * (len(self.queue) - len(arrivals)))
+                arrivals.extend([time.perf_counter()] * (len(queue) - len(arrivals)))
         if not self.busy:
             self.drain()
         if self.queue:
             self._update_reading()
+
+    def _fresh_buffer(self) -> None:
+        """All received bytes are frames: start the next read in a new buffer rather than at the
+        old one's far end (the old one lives as long as views of its frames do)."""
+        self.buf = bytearray(RECV_BUFFER)
+        self.view = memoryview(self.buf)
+        self.start = self.end = 0
+
+    def data_received(self, data: bytes) -> None:
+        """For a transport that hands over bytes rather than filling get_buffer's."""
+        view = self.get_buffer(len(data))
+        if len(view) < len(data):
+            keep = self.end - self.start
+            buf = bytearray(keep + len(data) + RECV_BUFFER)
+            buf[:keep] = self.view[self.start:self.end]
+            self.buf, self.view = buf, memoryview(buf)
+            self.start, self.end = 0, keep
+            view = self.view[keep:]
+        view[:len(data)] = data
+        self.buffer_updated(len(data))
 
     def idle_for(self, now: float) -> float:
         """Seconds since the client last sent a byte, or 0 while a request of its is in hand."""
@@ -230,8 +298,13 @@ class Connection(asyncio.Protocol):
             if result is None:
                 continue
             if isinstance(result, list):
-                self.transport.writelines(result)
-                continue
+                try:
+                    result = self._write(result)
+                except OSError as e:  # a sendfile that failed (ShortFileError: the file was truncated)
+                    self.close(f"fetch answer not sent whole: {e}")
+                    return
+                if result is None:
+                    continue
             self.busy = True
             self.task = asyncio.ensure_future(result)
             self.task.add_done_callback(self._finished)
@@ -249,13 +322,93 @@ class Connection(asyncio.Protocol):
             return
         try:
             chunks = task.result()
+        except (ShortFileError, ConnectionError) as e:  # a sendfile that could not finish
+            self.close(f"fetch answer not sent whole: {e}")
+            return
         except Exception as e:  # a handler bug: the one connection pays, not the broker
             log.exception("request from %s failed", self.peer)
             self.close(f"internal error: {e}")
             return
         if chunks:
-            self.transport.writelines(chunks)
+            try:
+                rest = self._write(chunks)
+            except (ShortFileError, OSError) as e:
+                self.close(f"fetch answer not sent whole: {e}")
+                return
+            if rest is not None:
+                self.busy = True
+                self.task = asyncio.ensure_future(rest)
+                self.task.add_done_callback(self._finished)
+                return
         self.drain()
+
+    # ---- writing answers
+
+    def _write(self, chunks: list):
+        """Write an answer's chunks in order; a coroutine sending the rest when a file slice has
+        to wait for the socket (the caller keeps the connection busy until it is done), else None."""
+        slices = False
+        for c in chunks:
+            if type(c) is FileSlice:
+                slices = True
+                break
+        if not slices:
+            self.transport.writelines(chunks)
+            return None
+        if not self.zero_copy:  # TLS: the bytes through the transport, as before
+            self.transport.writelines([c.read() if type(c) is FileSlice else c for c in chunks])
+            return None
+        rest = self._send_now(chunks)
+        return None if rest is None else self._send_later(rest)
+
+    def _send_now(self, chunks: list) -> list | None:
+        """Send as far as the socket takes without waiting; the chunks left (the first a file
+        slice partly sent, or waiting for the transport's buffer to empty), or None when all went."""
+        transport = self.transport
+        pending: list = []
+        for i, c in enumerate(chunks):
+            if type(c) is not FileSlice:
+                pending.append(c)
+                continue
+            if pending:
+                transport.writelines(pending)
+                pending = []
+            if transport.get_write_buffer_size() == 0 and c.send_now(self.sock_fd):
+                c.close()
+                continue
+            return chunks[i:]
+        if pending:
+            transport.writelines(pending)
+        return None
+
+    async def _send_later(self, chunks: list) -> None:
+        """The rest of an answer: each waiting file slice through loop.sendfile (which waits for
+        the transport's buffer to empty first), then on without waiting while the socket takes it."""
+        loop = asyncio.get_running_loop()
+        try:
+            while chunks:
+                first = chunks[0]
+                for fd, pos, n in first.remaining():
+                    if self.closed:
+                        return None
+                    try:
+                        with open(fd, "rb", buffering=0, closefd=False) as f:
+                            sent = await loop.sendfile(self.transport, f, pos, n)
+                    except NotImplementedError:  # a loop without sendfile (uvloop): the bytes, copied
+                        data = FileSlice([(os.dup(fd), pos, n)], 0).read()
+                        self.transport.write(data)
+                        sent = len(data)
+                    if sent < n:
+                        raise ShortFileError(f"segment file ended {n - sent} bytes before the fetched range")
+                first.close()
+                if self.closed:
+                    return None
+                chunks = self._send_now(chunks[1:]) or []
+        finally:
+            for c in chunks:
+                if type(c) is FileSlice:
+                    c.close()
+        return None
 
     def mute(self, ms: int) -> None:
         """Read no request for ``ms`` (a quota's throttle time, KIP-219); the answer already went."""
@@ -277,7 +430,7 @@ class Connection(asyncio.Protocol):
 
     def send(self, chunks: list) -> None:
         if not self.closed:
-            self.transport.writelines(chunks)
+            self.transport.writelines([c.read() if type(c) is FileSlice else c for c in chunks])
 
     def close(self, reason: str, quiet: bool = False) -> None:
         """Close with a log line naming the client (``quiet``: the caller has logged it)."""

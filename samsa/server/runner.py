@@ -57,8 +57,24 @@ def run(config: BrokerConfig, *, daemon: bool = False, ready_message: str | None
         setup_logging()
     from samsa.cluster.zookeeper import ZooKeeperError
     try:
-        asyncio.run(serve(config, ready_message))
+        run_loop(serve(config, ready_message))
     except (OSError, ZooKeeperError, LogDirLockedError) as e:
         log.error("broker failed to start: %s", e)
         return 1
     return 0
+
+
+def run_loop(main) -> None:
+    """Run the broker on asyncio's default event loop, or on uvloop (libuv) when the environment
+    says ``SAMSA_EVENT_LOOP=uvloop`` and it is installed (``pip install uvloop``); a missing uvloop
+    is a log line and the default loop. BENCHMARKS.md has the comparison of the two."""
+    if os.environ.get("SAMSA_EVENT_LOOP", "asyncio").lower() == "uvloop":
+        try:
+            import uvloop
+        except ImportError:
+            log.warning("SAMSA_EVENT_LOOP=uvloop but uvloop is not installed: running on asyncio's loop")
+        else:
+            log.info("running on uvloop %s", uvloop.__version__)
+            uvloop.run(main)
+            return
+    asyncio.run(main)

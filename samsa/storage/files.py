@@ -107,3 +107,87 @@ def pwrite_all(fd: int, data, position: int) -> None:
     view = memoryview(data)
     while n < len(view):
         n += os.pwrite(fd, view[n:], position + n)
+
+
+class ShortFileError(OSError):
+    """A file slice's file ended before its byte range did (truncated after the read)."""
+
+
+class FileSlice:
+    """Byte ranges of segment files, fixed when the log was read, for a fetch answer to send
+    with ``sendfile`` (zero copy). Each range holds a duplicate of its segment's descriptor,
+    so a segment closed, deleted or replaced by the cleaner after the read still sends the
+    bytes it had; a segment truncated after the read sends fewer, which the sender must treat
+    as a failed send (the length prefix already went). ``end_offset``: every offset in the
+    slice is below it (for the aborted transactions of a read_committed answer).
+    ``read()`` gives the bytes (for a TLS listener) and closes the descriptors, as ``close()``
+    does; a dropped slice closes them too."""
+
+    __slots__ = ("ranges", "size", "end_offset", "_at", "__weakref__")
+
+    def __init__(self, ranges: list[tuple[int, int, int]], end_offset: int):
+        self.ranges = ranges  # (fd, position, length), in order
+        self.size = sum(r[2] for r in ranges)
+        self.end_offset = end_offset
+        self._at = (0, 0)  # (range index, bytes of it sent)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __bool__(self) -> bool:
+        return self.size > 0
+
+    def read(self) -> bytes:
+        """The bytes (the file's as they are now), then closed; ShortFileError if a file ended early."""
+        try:
+            parts = []
+            for fd, pos, n in self.ranges:
+                data = os.pread(fd, n, pos)
+                while len(data) < n:
+                    more = os.pread(fd, n - len(data), pos + len(data))
+                    if not more:
+                        raise ShortFileError(f"segment file ended {n - len(data)} bytes before the fetched range")
+                    data += more
+                parts.append(data)
+            return parts[0] if len(parts) == 1 else b"".join(parts)
+        finally:
+            self.close()
+
+    def send_now(self, sock_fd: int) -> bool:
+        """``sendfile`` to a non-blocking socket as far as it takes now: True when all is sent."""
+        i, done = self._at
+        ranges = self.ranges
+        try:
+            while i < len(ranges):
+                fd, pos, n = ranges[i]
+                while done < n:
+                    sent = os.sendfile(sock_fd, fd, pos + done, n - done)
+                    if sent == 0:
+                        raise ShortFileError(f"segment file ended {n - done} bytes before the fetched range")
+                    done += sent
+                i, done = i + 1, 0
+        except BlockingIOError:
+            self._at = (i, done)
+            return False
+        self._at = (i, 0)
+        return True
+
+    def remaining(self) -> list[tuple[int, int, int]]:
+        """The ranges (or their rests) not sent yet."""
+        i, done = self._at
+        rest = self.ranges[i:]
+        if rest and done:
+            fd, pos, n = rest[0]
+            rest[0] = (fd, pos + done, n - done)
+        return rest
+
+    def close(self) -> None:
+        ranges, self.ranges = self.ranges, []
+        for fd, _, _ in ranges:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def __del__(self) -> None:
+        self.close()

@@ -363,6 +363,54 @@ class LogSegment:
             end = nxt
         return (data if end == n else data[:end]), end == avail
 
+    def read_range(self, offset: int, max_bytes: int, max_offset: int | None,
+                   min_one_batch: bool) -> tuple[int, int, bool, int]:
+        """What :meth:`read` would return, as ``(position, length, exhausted, end_offset)``
+        without reading the bytes (only the batch headers near the cut): for a zero-copy
+        fetch. ``end_offset`` bounds the offsets in the range (the next batch's base offset
+        where known, else the segment's next offset)."""
+        loc = self.locate(offset)
+        if loc is None:
+            return 0, 0, True, self.next_offset
+        pos, base, first_size = loc
+        if max_offset is not None and base >= max_offset:
+            return pos, 0, False, base
+        avail = self.size - pos
+        if first_size > max_bytes:
+            if not min_one_batch:
+                return pos, 0, False, base
+            return pos, first_size, first_size == avail, self.next_offset
+        want = min(max_bytes, avail)
+        if want == avail and (max_offset is None or max_offset >= self.next_offset):
+            return pos, avail, True, self.next_offset
+        # Cut after the last whole batch below max_offset, walking batch lengths from the last
+        # index entry inside the range (checked against its batch), as read() does.
+        start = pos
+        entry_offset, entry_pos = self.offset_index.lookup_position(pos + want - PEEK_SIZE)
+        if entry_pos > pos and (max_offset is None or entry_offset < max_offset):
+            peek = os.pread(self.fd, PEEK_SIZE, entry_pos)
+            if len(peek) == PEEK_SIZE:
+                b, _, lod = _PEEK.unpack_from(peek)
+                if b <= entry_offset <= b + lod:
+                    start = entry_pos
+        data = os.pread(self.fd, pos + want - start, start)
+        n = len(data)
+        end = 0
+        end_offset = self.next_offset
+        unpack = LENGTH_STRUCT.unpack_from
+        while end + LOG_OVERHEAD <= n:
+            b, length = unpack(data, end)
+            if max_offset is not None and b >= max_offset:
+                end_offset = b
+                break
+            nxt = end + LOG_OVERHEAD + length
+            if nxt > n:
+                end_offset = b
+                break
+            end = nxt
+        length = start - pos + end
+        return pos, length, length == avail, end_offset
+
     def batch_at(self, offset: int) -> tuple[int, bytes] | None:
         """``(position, bytes)`` of the batch holding ``offset`` (or the next one)."""
         loc = self.locate(offset)

@@ -21,8 +21,11 @@ from samsa.protocol.batch import iter_headers
 from samsa.server.fetch_sessions import FetchContext
 from samsa.server.handlers import handles
 from samsa.server.handlers.authz import RT, Op, allowed, allowed_cluster
+from samsa.storage.files import FileSlice
 
 INT32_MAX = 2147483647
+# Record sets smaller than this are read into the answer (one pread); larger ones go by sendfile.
+INLINE_BELOW = 4096
 READ_COMMITTED = 1
 
 
@@ -35,8 +38,10 @@ def replica_id_of(req: dict, version: int) -> int:
     return (req["replica_state"] or {}).get("replica_id", -1) if version >= 15 else req["replica_id"]
 
 
-def collect(broker, req: dict, version: int) -> tuple[list, int, list]:
-    """Read every requested partition; (topic responses, bytes read, partitions read)."""
+def collect(broker, req: dict, version: int, zero_copy: bool = False) -> tuple[list, int, list]:
+    """Read every requested partition; (topic responses, bytes read, partitions read).
+    ``zero_copy``: the records may come as FileSlices, for a connection that sends them
+    with sendfile (a plaintext listener's, ``Connection.zero_copy``)."""
     replica_id = replica_id_of(req, version)
     read_committed = replica_id < 0 and req.get("isolation_level", 0) == READ_COMMITTED
     # KIP-392: a consumer of v11+ may read from a follower, and a leader with the rack-aware
@@ -90,8 +95,12 @@ def collect(broker, req: dict, version: int) -> tuple[list, int, list]:
                 entry["last_stable_offset"] = plog.last_stable_offset
             if offset < limit and remaining > 0:
                 try:
-                    data = plog.read(offset, min(p["partition_max_bytes"], remaining), max_offset=limit,
-                                     min_one_batch=(total == 0))
+                    if zero_copy:  # a FileSlice for the connection to sendfile (small reads come as bytes)
+                        data = plog.read_slice(offset, min(p["partition_max_bytes"], remaining), max_offset=limit,
+                                               min_one_batch=(total == 0), inline_below=INLINE_BELOW)
+                    else:
+                        data = plog.read(offset, min(p["partition_max_bytes"], remaining), max_offset=limit,
+                                         min_one_batch=(total == 0))
                 except (OSError, errors.KafkaStorageError) as e:  # KIP-112: its log dir goes offline
                     broker.logs.failed(plog, e)
                     parts.append(_partition_error(index, errors.E_KAFKA_STORAGE_ERROR))
@@ -104,6 +113,10 @@ def collect(broker, req: dict, version: int) -> tuple[list, int, list]:
             parts.append(entry)
         responses.append({"topic": name, "topic_id": t.get("topic_id"), "partitions": parts})
     return responses, total, touched
+
+
+def _zero_copy(ctx) -> bool:
+    return getattr(ctx.connection, "zero_copy", False)
 
 
 def preferred_read_replica(broker, partition, rack: str, offset: int) -> int:
@@ -127,13 +140,16 @@ def preferred_read_replica(broker, partition, rack: str, offset: int) -> int:
     return best
 
 
-def aborted_in(plog, offset: int, data: bytes) -> list[dict]:
+def aborted_in(plog, offset: int, data) -> list[dict]:
     """The aborted transactions a read_committed consumer needs to filter ``data`` (KIP-98)."""
     if not data:
         return []
-    end = offset
-    for _, h in iter_headers(data):
-        end = h.next_offset
+    if isinstance(data, FileSlice):
+        end = data.end_offset
+    else:
+        end = offset
+        for _, h in iter_headers(data):
+            end = h.next_offset
     return [{"producer_id": t.producer_id, "first_offset": t.first_offset}
             for t in plog.aborted_transactions(offset, end)]
 
@@ -167,9 +183,9 @@ def fetch(ctx, req: dict):
     if broker.authorizer is not None:
         refused = _unauthorized(ctx, req)
         if refused:
-            responses = collect(broker, req, version)[0]
+            responses = collect(broker, req, version, _zero_copy(ctx))[0]
             return _body(broker, req, version, refused + responses, session)
-    responses, total, touched = collect(broker, req, version)
+    responses, total, touched = collect(broker, req, version, _zero_copy(ctx))
     if total >= req["min_bytes"] or req["max_wait_ms"] <= 0 or not touched or _any_error(responses) \
             or (session is not None and session.privileged and session.has_news(responses)):
         return _body(broker, req, version, responses, session)
@@ -186,7 +202,7 @@ def _read_session(ctx, req: dict, session):
     quiet = _quiet_check(broker, req, version) if consumer else None
     still = session.select(quiet)
     req["topics"] = session.topics
-    responses, total, touched = collect(broker, req, version)
+    responses, total, touched = collect(broker, req, version, _zero_copy(ctx))
     if total >= req["min_bytes"] or req["max_wait_ms"] <= 0 or not (touched or still) or _any_error(responses) \
             or (session.privileged and session.has_news(responses)):
         return _body(broker, req, version, responses, session)
@@ -283,7 +299,7 @@ async def _parked(ctx, req: dict, touched: list, watch, session, quiet) -> dict:
         if quiet is not None:
             still = session.select(quiet)
             req["topics"] = session.topics
-        responses, total, touched = collect(ctx.broker, req, ctx.version)
+        responses, total, touched = collect(ctx.broker, req, ctx.version, _zero_copy(ctx))
         if still:
             touched = touched + still
         if (total >= req["min_bytes"] or loop.time() >= deadline or not touched or ctx.connection.closed
