@@ -100,7 +100,8 @@ def encode_snapshot(snap: Snapshot, epoch: int = 0, now_ms: int | None = None) -
     control = [mr.encode_control(mr.SNAPSHOT_HEADER, {"last_contained_log_timestamp": snap.last_contained_log_timestamp})]
     if snap.kraft_version > 0:
         control.append(mr.encode_control(mr.KRAFT_VERSION, {"k_raft_version": snap.kraft_version}))
-        control.append(mr.encode_control(mr.KRAFT_VOTERS, {"voters": snap.voters or []}))
+    if snap.kraft_version > 0 and snap.voters is not None:  # --no-initial-controllers: no voter set
+        control.append(mr.encode_control(mr.KRAFT_VOTERS, {"voters": snap.voters}))
     out = bytearray(build_batch([(k, v, now) for k, v in control], base_offset=0, is_control=True,
                                 partition_leader_epoch=epoch))
     offset = len(control)
@@ -247,7 +248,7 @@ class FormatPlan:
     ignore_formatted: bool = False
 
     def run(self, out) -> None:
-        dirs = list(dict.fromkeys([*self.log_dirs, self.metadata_dir]))
+        dirs = list(dict.fromkeys([self.metadata_dir, *self.log_dirs]))  # the metadata directory first, as Kafka
         todo = []
         for d in dirs:
             if (d / META_PROPERTIES).exists():

@@ -7,6 +7,7 @@ kafka-dump-log, and Samsa reads directories Kafka's kafka-storage formatted.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -104,10 +105,10 @@ def test_format_standalone_writes_the_voter_and_every_dir(tmp_path):
     r = run("storage", "format", "-t", CLUSTER_ID, "-c", str(conf), "--standalone", "--release-version", "3.9",
             "--add-scram", "SCRAM-SHA-256=[name=alice,password=alice-secret]")
     assert r.returncode == 0, r.stderr
-    assert sorted(r.stdout.splitlines()[1:]) == sorted([
+    assert r.stdout.splitlines()[1:] == [
+        f"Formatting dynamic metadata voter directory {tmp_path / 'meta'} with metadata.version 3.9-IV0.",
         f"Formatting data directory {tmp_path / 'a'} with metadata.version 3.9-IV0.",
-        f"Formatting data directory {tmp_path / 'b'} with metadata.version 3.9-IV0.",
-        f"Formatting dynamic metadata voter directory {tmp_path / 'meta'} with metadata.version 3.9-IV0."])
+        f"Formatting data directory {tmp_path / 'b'} with metadata.version 3.9-IV0."]
     ids = {meta(tmp_path / d)["directory.id"] for d in ("a", "b", "meta")}
     assert len(ids) == 3
     assert not (tmp_path / "a" / "__cluster_metadata-0").exists()
@@ -283,3 +284,39 @@ def test_samsa_reads_and_serves_kafkas_format(tmp_path, standalone):
     theirs = kp.run_tool(kp.TOOLS["kafka-dump-log"], "--cluster-metadata-decoder", "--files", str(snapshot))
     assert run("dump-log", "--cluster-metadata-decoder", "--files", str(snapshot)).stdout == theirs.stdout
     _serve_one_node(tmp_path, props)
+
+
+def _normalized(text: str, root: Path) -> str:
+    text = text.replace(str(root), "<root>")
+    text = re.sub(r"(CreateTime: |\"lastContainedLogTimestamp\":|crc: )\d+", r"\1<n>", text)
+    return re.sub(r"(directory.id=|\"voterDirectoryId\":\")[A-Za-z0-9_-]{22}", r"\1<id>", text)
+
+
+@pytest.mark.parametrize("flags", [["--no-initial-controllers"], ["--standalone"], [],
+                                   ["--standalone", "--release-version", "3.9"],
+                                   ["--no-initial-controllers", "--feature", "share.version=1",
+                                    "--release-version", "4.1-IV0"]])
+def test_format_as_kafkas_format(tmp_path, flags):
+    """The same format by both tools: the same lines, the same files, the same snapshot records."""
+    kp = _kafka()
+    outs = {}
+    for side in ("kafka", "samsa"):
+        root = tmp_path / side
+        extra = {"log.dirs": f"{root / 'a'},{root / 'b'}", "metadata.log.dir": str(root / "meta")}
+        props = kraft_props(root, port=19092, controller_port=19093, bootstrap=flags != [], **extra)
+        conf = write_props(root, props)
+        args = ["format", "-t", CLUSTER_ID, "-c", str(conf), *flags]
+        r = kp.run_tool(kp.TOOLS["kafka-storage"], *args) if side == "kafka" else run("storage", *args)
+        assert r.returncode == 0, r.stderr
+        files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+        snapshot = root / "meta" / "__cluster_metadata-0" / "00000000000000000000-0000000000.checkpoint"
+        dump = kp.run_tool(kp.TOOLS["kafka-dump-log"], "--cluster-metadata-decoder", "--files", str(snapshot))
+        assert dump.returncode == 0 and dump.stderr == ""
+        info = run("storage", "info", "-c", str(conf))
+        outs[side] = [_normalized(x, root) for x in (r.stdout, "\n".join(files), dump.stdout, info.stdout)]
+        assert snapshot.stat().st_mode & 0o777 == 0o400
+    ours, theirs = outs["samsa"], outs["kafka"]
+    # Kafka formats the directories in the order of a hash set: the same lines, in some order
+    assert sorted(ours[0].splitlines()) == sorted(theirs[0].splitlines())
+    for mine, kafkas in zip(ours[1:], theirs[1:]):
+        assert mine.splitlines() == kafkas.splitlines()
