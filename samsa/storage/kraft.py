@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from samsa.protocol import metadata_records as mr
-from samsa.protocol.records import build_batch, iter_batches
+from samsa.protocol.records import build_batch, iter_batches  # noqa: F401 (iter_batches: readers of the log)
 from samsa.storage.files import META_PROPERTIES, write_atomically
 
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
@@ -383,3 +383,55 @@ def check_formatted(dirs: list[Path], node_id: int) -> str:
             raise KRaftStorageError(f"Stored node id {p.get('node.id')} doesn't match previous node id {node_id} "
                                     f"in {d / META_PROPERTIES}")
     return clusters.pop()
+
+
+# ---------------------------------------------------------------------------- the metadata log's segments
+
+class MetadataLogWriter:
+    """Appends batches to a segment of ``__cluster_metadata-0`` in Kafka's log format: one batch
+    per call, its records numbered from the log's next offset, stamped with the leader's epoch.
+    (The format only: replication and the high watermark are the Raft layer's.)"""
+
+    def __init__(self, partition_dir: Path, base_offset: int = 0):
+        partition_dir.mkdir(parents=True, exist_ok=True)
+        self.path = partition_dir / f"{base_offset:020d}.log"
+        self.next_offset = base_offset
+        if self.path.exists():
+            for header, _ in iter_batches(self.path.read_bytes()):
+                self.next_offset = header.base_offset + header.last_offset_delta + 1
+
+    def _write(self, batch: bytes, count: int) -> int:
+        base = self.next_offset
+        with open(self.path, "ab") as f:
+            f.write(batch)
+            f.flush()
+            os.fsync(f.fileno())
+        self.next_offset += count
+        return base
+
+    def append(self, records: list[tuple[str, int, dict]], epoch: int, timestamp_ms: int | None = None) -> int:
+        """Metadata records ``(schema name, version, data)`` as one batch; returns its base offset."""
+        now = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+        batch = build_batch([(None, mr.encode(n, v, d), now) for n, v, d in records], base_offset=self.next_offset,
+                            partition_leader_epoch=epoch)
+        return self._write(batch, len(records))
+
+    def append_control(self, kind: int, data: dict, epoch: int, timestamp_ms: int | None = None) -> int:
+        """A KRaft control record (LeaderChange, KRaftVersion, KRaftVoters) in a control batch of its own."""
+        now = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+        batch = build_batch([(*mr.encode_control(kind, data), now)], base_offset=self.next_offset, is_control=True,
+                            partition_leader_epoch=epoch)
+        return self._write(batch, 1)
+
+
+def read_metadata_log(buf: bytes):
+    """``(offset, epoch, control kind or None, schema name, version, data)`` of each record of a
+    metadata log segment or snapshot."""
+    for header, records in iter_batches(buf):
+        for r in records:
+            if header.is_control:
+                kind, data = mr.decode_control(r.key, r.value)
+                yield r.offset, header.partition_leader_epoch, kind, mr.CONTROL_RECORDS[kind][1], 0, data
+            else:
+                name, version, data = mr.decode(r.value)
+                yield r.offset, header.partition_leader_epoch, None, name, version, data
