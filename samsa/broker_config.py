@@ -131,15 +131,16 @@ BROKER_KEYS = keys(
     Key("controller.quorum.voters", "list", [], _quorum_voters),
     Key("controller.quorum.bootstrap.servers", "list", [], _bootstrap_servers),
     Key("controller.listener.names", "list", []),
-    Key("controller.quorum.election.timeout.ms", "int", 1000),
-    Key("controller.quorum.fetch.timeout.ms", "int", 2000),
-    Key("controller.quorum.election.backoff.max.ms", "int", 1000),
-    Key("controller.quorum.request.timeout.ms", "int", 2000),
-    Key("controller.quorum.retry.backoff.ms", "int", 20),
-    Key("controller.quorum.append.linger.ms", "int", 25),
-    Key("controller.quorum.fetch.snapshot.max.bytes", "int", 8388608, at_least(1)),
+    Key("controller.quorum.election.timeout.ms", "int", 1000, at_least(0)),
+    Key("controller.quorum.fetch.timeout.ms", "int", 2000, at_least(0)),
+    Key("controller.quorum.election.backoff.max.ms", "int", 1000, at_least(0)),
+    Key("controller.quorum.request.timeout.ms", "int", 2000, at_least(0)),
+    Key("controller.quorum.retry.backoff.ms", "int", 20, at_least(0)),
+    Key("controller.quorum.append.linger.ms", "int", 25, at_least(0)),
+    Key("controller.quorum.fetch.snapshot.max.bytes", "int", 1048576, at_least(1)),
+    Key("controller.quorum.fetch.max.bytes", "int", 1048576, at_least(1)),
     Key("controller.quorum.auto.join.enable", "bool", False),
-    Key("metadata.log.segment.bytes", "int", 1073741824, at_least(12)),
+    Key("metadata.log.segment.bytes", "int", 1073741824, at_least(8388608)),
     Key("metadata.log.segment.ms", "long", 604800000),
     Key("metadata.max.retention.bytes", "long", 104857600),
     Key("metadata.max.retention.ms", "long", 604800000),
@@ -505,6 +506,8 @@ class BrokerConfig:
                               "set of bootstrap controllers or controller.quorum.voters must contain a parseable "
                               "set of controllers.")
         node = self.values["node.id"]
+        if node < 0:
+            raise ConfigError(f"Invalid value {node} for configuration node.id: Value must be at least 0")
         ids = [int(v.split("@", 1)[0]) for v in voters]
         if "controller" in roles and voters and node not in ids:
             raise ConfigError(f"requirement failed: If process.roles contains the 'controller' role, the node id "

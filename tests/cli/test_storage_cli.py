@@ -233,6 +233,7 @@ def test_a_single_combined_node_serves_as_a_one_node_cluster(tmp_path, standalon
     fmt = ["--standalone"] if standalone else []
     assert run("storage", "format", "-t", CLUSTER_ID, "-c", str(conf), *fmt).returncode == 0
     _serve_one_node(tmp_path, props)
+    _serve_one_node(tmp_path, props)  # restarted: the same cluster, its file store kept
     # the metadata partition is not taken for a topic's
     assert (tmp_path / "logs" / "__cluster_metadata-0" / "00000000000000000000-0000000000.checkpoint").exists()
 
@@ -320,3 +321,13 @@ def test_format_as_kafkas_format(tmp_path, flags):
     assert sorted(ours[0].splitlines()) == sorted(theirs[0].splitlines())
     for mine, kafkas in zip(ours[1:], theirs[1:]):
         assert mine.splitlines() == kafkas.splitlines()
+
+
+def test_a_file_store_of_another_cluster_is_refused(tmp_path):
+    props = kraft_props(tmp_path)
+    conf = write_props(tmp_path, props)
+    assert run("storage", "format", "-t", CLUSTER_ID, "-c", str(conf)).returncode == 0
+    (tmp_path / "logs" / "samsa-cluster-metadata.json").write_text('{"version": 1, "cluster_id": "other"}')
+    r = run("server", "start", str(conf))
+    assert r.returncode == 1 and r.stderr.strip().splitlines()[-1].startswith("samsa server: ")
+    assert f"belongs to cluster other, but meta.properties says cluster.id={CLUSTER_ID}" in r.stderr
