@@ -184,7 +184,7 @@ def format_(opts: argparse.Namespace) -> int:
 def info(opts: argparse.Namespace) -> int:
     config = _config(opts.config)
     logs, meta = _dirs(config)
-    lines, bad = kraft.info_lines(list(dict.fromkeys([*logs, meta])), kraft=True)
+    lines, bad = kraft.info_lines(list(dict.fromkeys([*logs, meta])))
     print("\n".join(lines))
     return 1 if bad else 0
 

@@ -307,7 +307,7 @@ def read_meta_props(dir: Path) -> dict[str, str] | None:
     return read_meta(dir)
 
 
-def info_lines(dirs: list[Path], kraft: bool) -> tuple[list[str], bool]:
+def info_lines(dirs: list[Path]) -> tuple[list[str], bool]:
     """``samsa storage info``: Kafka's report of the directories and their meta.properties;
     and whether something is wrong (exit 1)."""
     found, missing, problems, metas = [], [], [], {}
@@ -325,30 +325,23 @@ def info_lines(dirs: list[Path], kraft: bool) -> tuple[list[str], bool]:
             problems.append(f"{d} is not formatted.")
         else:
             metas[d] = props
+    if len({p.get("cluster.id") for p in metas.values()}) > 1:
+        problems.append("Mismatched cluster IDs between storage directories.")
+    problems += [f"{d} does not exist" for d in missing]
     lines = []
     if found:
         lines.append("Found log director" + ("y:" if len(found) == 1 else "ies:"))
         lines += [f"  {d}" for d in found]
         lines.append("")
-    if missing:
-        lines.append("Missing log director" + ("y:" if len(missing) == 1 else "ies:"))
-        lines += [f"  {d}" for d in missing]
-        lines.append("")
-    distinct = {tuple(sorted((k, v) for k, v in p.items() if k != "directory.id")) for p in metas.values()}
     for props in list(metas.values())[:1]:
         shown = ", ".join(f"{k}={v}" for k, v in sorted(props.items()))
         lines.append(f"Found metadata: {{{shown}}}")
         lines.append("")
-        if kraft and props.get("version") == "0":
-            problems.append("The kafka configuration file appears to be for a cluster in KRaft mode, but the "
-                            "directories are formatted for legacy mode.")
-    if len(distinct) > 1:
-        problems.append("Metadata differs between log directories.")
     if problems:
         lines.append(f"Found problem{'s' if len(problems) > 1 else ''}:")
         lines += [f"  {p}" for p in problems]
         lines.append("")
-    return lines, bool(problems) or bool(missing) and not found
+    return lines, bool(problems)
 
 
 class KRaftStorageError(RuntimeError):

@@ -331,3 +331,20 @@ def test_a_file_store_of_another_cluster_is_refused(tmp_path):
     r = run("server", "start", str(conf))
     assert r.returncode == 1 and r.stderr.strip().splitlines()[-1].startswith("samsa server: ")
     assert f"belongs to cluster other, but meta.properties says cluster.id={CLUSTER_ID}" in r.stderr
+
+
+def test_info_problems_as_kafkas(tmp_path):
+    """Unformatted, missing and mismatched directories: the same report and exit status as Kafka's."""
+    kp = _kafka()
+    dirs = [tmp_path / x for x in "abcd"]
+    props = kraft_props(tmp_path, **{"log.dirs": ",".join(map(str, dirs[:2]))})
+    conf = write_props(tmp_path, props)
+    assert run("storage", "format", "-t", CLUSTER_ID, "-c", str(conf)).returncode == 0
+    (dirs[1] / "meta.properties").unlink()
+    dirs[2].mkdir()
+    (dirs[2] / "meta.properties").write_text("#\nversion=0\nbroker.id=1\ncluster.id=other\n")
+    conf = write_props(tmp_path, dict(props, **{"log.dirs": ",".join(map(str, dirs))}))
+    theirs = kp.run_tool(kp.TOOLS["kafka-storage"], "info", "-c", str(conf))
+    ours = run("storage", "info", "-c", str(conf))
+    assert "Mismatched cluster IDs between storage directories." in theirs.stdout
+    assert (ours.returncode, ours.stdout) == (theirs.returncode, theirs.stdout) == (1, theirs.stdout)
