@@ -296,7 +296,12 @@ def _normalized(text: str, root: Path) -> str:
 @pytest.mark.parametrize("flags", [["--no-initial-controllers"], ["--standalone"], [],
                                    ["--standalone", "--release-version", "3.9"],
                                    ["--no-initial-controllers", "--feature", "share.version=1",
-                                    "--release-version", "4.1-IV0"]])
+                                    "--release-version", "4.1-IV0"],
+                                   ["--standalone", "--add-scram",
+                                    'SCRAM-SHA-256=[name=alice,password=alice-secret,'
+                                    'salt="MWx2NHBkbnc0ZndxN25vdGN4bTB5eTFrN3E=",iterations=8192]',
+                                    "--add-scram", 'SCRAM-SHA-512=[name=bob,saltedpassword="bWlzc2lzc2lwcGk=",'
+                                    'salt="c2FsdA==",iterations=4096]']])
 def test_format_as_kafkas_format(tmp_path, flags):
     """The same format by both tools: the same lines, the same files, the same snapshot records."""
     kp = _kafka()
