@@ -186,7 +186,8 @@ def back_under_bound(samples: list[tuple[float, float]], t0: float, end: float) 
 
 
 def pipeline_cmd(args: argparse.Namespace, bootstrap: str, state: Path) -> list[str]:
-    cmd = [*SAMSA, "pipeline", "run", "payments", "--bootstrap-server", bootstrap, "--state-dir", str(state)]
+    cmd = [*SAMSA, "pipeline", "run", "payments", "--bootstrap-server", bootstrap, "--state-dir", str(state),
+           *(["--embedded"] if args.embedded else [])]
     if args.mode == "realtime":
         cmd += ["--source", "kafka", "--real-time"]
     return cmd + [x for extra in args.pipeline_arg for x in extra.split()]
@@ -206,6 +207,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--pipeline-arg", action="append", default=[], help="more arguments of samsa pipeline run")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--embedded", action="store_true",
+                    help="the broker inside the pipeline's process (samsa pipeline run --embedded), not a process of its own")
     ap.add_argument("--nice", type=int, default=0,
                     help="run every process of the run at this CPU priority (e.g. -10: ahead of other jobs on a "
                     "shared machine; say so beside the figures)")
@@ -230,11 +233,16 @@ def main() -> None:
         "offsets.topic.replication.factor=1\ntransaction.state.log.replication.factor=1\n"
         "transaction.state.log.min.isr=1\ngroup.initial.rebalance.delay.ms=0\n")
     load_before = os.getloadavg()
-    broker = spawn([*SAMSA, "server", "start", str(work / "server.properties")], "broker.log")
-    wait_port(port, broker, "the broker")
     state = work / "pipeline"
-    t0 = time.time() * 1000
-    pipeline = spawn(pipeline_cmd(args, bootstrap, state), "pipeline.log", start_new_session=True)
+    if args.embedded:  # the pipeline's process starts the broker: the clock starts with it
+        t0 = time.time() * 1000
+        pipeline = broker = spawn(pipeline_cmd(args, bootstrap, state), "pipeline.log", start_new_session=True)
+        wait_port(port, pipeline, "the embedded broker", timeout=120)
+    else:
+        broker = spawn([*SAMSA, "server", "start", str(work / "server.properties")], "broker.log")
+        wait_port(port, broker, "the broker")
+        t0 = time.time() * 1000
+        pipeline = spawn(pipeline_cmd(args, bootstrap, state), "pipeline.log", start_new_session=True)
     reading = spawn([PY, __file__, "--role", "reader", "--bootstrap", bootstrap, "--out", str(work / "decisions.jsonl")],
                     "reader.log")
     total = 60 + args.seconds
@@ -246,7 +254,8 @@ def main() -> None:
     cpu: dict[str, float] = {}
 
     def cpu_sample() -> dict[str, float]:
-        return {"broker": tree_cpu_seconds(broker.pid), "pipeline": tree_cpu_seconds(pipeline.pid),
+        return {"broker": 0.0 if args.embedded else tree_cpu_seconds(broker.pid),
+                "pipeline": tree_cpu_seconds(pipeline.pid),
                 "sender": tree_cpu_seconds(sending.pid), "reader": tree_cpu_seconds(reading.pid)}
     try:
         if args.kill_at is not None:  # (no CPU figures: the pipeline is another process after it)
@@ -284,8 +293,9 @@ def main() -> None:
                 pipeline.wait(60)
             except subprocess.TimeoutExpired:
                 os.killpg(pipeline.pid, signal.SIGKILL)
-        broker.terminate()
-        broker.wait(30)
+        if not args.embedded:
+            broker.terminate()
+            broker.wait(30)
 
     rows = [json.loads(line) for line in open(work / "decisions.jsonl")]
     counts: dict[str, int] = {}
@@ -305,7 +315,7 @@ def main() -> None:
                                        and (killed_at is None or not killed_at <= s < killed_at + 60_000)])}
     result: dict[str, Any] = {
         "command": " ".join(pipeline_cmd(args, "HOST:PORT", Path("STATE"))[2:]), "mode": args.mode,
-        "rate": args.rate, "key": args.key, "seconds": args.seconds,
+        "rate": args.rate, "key": args.key, "seconds": args.seconds, "embedded broker": args.embedded,
         "sent": len(sent), "decided": len(counts), "decided twice": sum(1 for n in counts.values() if n > 1),
         "velocity rejections expected": len(velocity), "velocity-rejected approved": len(velocity_approved),
         "velocity missed": len(velocity_missed), "velocity wrongly": len(velocity_false),

@@ -67,7 +67,7 @@ def free_port() -> int:
 
 def ensure_jars() -> Path:
     """Kafka's jars in tests/kafka/.libs, fetched by Maven if they are not there yet."""
-    if not (LIBS / f"kafka_2.13-{KAFKA_VERSION}.jar").exists():
+    if not all((LIBS / jar).exists() for jar in (f"kafka_2.13-{KAFKA_VERSION}.jar", f"kafka-streams-{KAFKA_VERSION}.jar")):
         subprocess.run(["mvn", "-q", "-B", "dependency:copy-dependencies"], cwd=POM_DIR, check=True)
     return LIBS
 
@@ -122,6 +122,7 @@ TOOLS = {
     "kafka-dump-log": "org.apache.kafka.tools.DumpLogSegments",
     "kafka-broker-api-versions": "org.apache.kafka.tools.BrokerApiVersionsCommand",
     "kafka-groups": "org.apache.kafka.tools.GroupsCommand",
+    "kafka-streams-groups": "org.apache.kafka.tools.streams.StreamsGroupCommand",
     "kafka-storage": "kafka.tools.StorageTool",
     "kafka-server-start": "kafka.Kafka",
 }

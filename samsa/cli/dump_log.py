@@ -18,10 +18,10 @@ import json
 import struct
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from samsa.cli.common import Parser, UsageError, run_tool
-from samsa.protocol import group_records, metadata_records, share_records, txn_records
+from samsa.protocol import codec, group_records, metadata_records, share_records, txn_records
 from samsa.protocol.batch import DELETE_HORIZON_BIT, BatchHeader, compute_crc, iter_headers
 from samsa.protocol.errors import CorruptRecordError, KafkaError
 from samsa.protocol.records import Record, decode_batch
@@ -101,7 +101,8 @@ def offsets_parser(record: Record) -> tuple[str | None, str | None]:
                                  "(message had a missing key)")
     try:
         key_version = _I16.unpack_from(record.key)[0]
-        if key_version in group_records.CONSUMER_RECORDS or key_version in group_records.SHARE_RECORDS:
+        if (key_version in group_records.CONSUMER_RECORDS or key_version in group_records.SHARE_RECORDS
+                or key_version in group_records.STREAMS_RECORDS):
             return _consumer_group_record(record)
         kind, group, topic, partition = group_records.parse_key(bytes(record.key))
         data = {"group": group, "topic": topic, "partition": partition} if kind == "offset" else {"group": group}
@@ -153,7 +154,33 @@ def _consumer_group_record(record: Record) -> tuple[str | None, str | None]:
     if record.value is None:
         return key, "<DELETE>"
     body = group_records.parse_consumer_value(kind, bytes(record.value))
-    return key, _json({"version": "0", "data": _camel(body)})
+    return key, _json({"version": "0", "data": _camel(_without_default_tags(kind + "Value", body))})
+
+
+def _without_default_tags(message: str, body: dict) -> dict:
+    """``body`` less its tagged fields that hold their default, which Kafka's JSON leaves out."""
+    schema = codec.schemas()[message]
+    structs = {c["name"]: c["fields"] for c in schema.get("commonStructs", [])}
+
+    def walk(fields: list[dict], value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        out = {}
+        for f in fields:
+            name = codec.snake(f["name"])
+            if name not in value:
+                continue
+            v = value[name]
+            if "tag" in f:
+                d = f.get("default")
+                if v is None or v == [] or (d is not None and str(v).lower() == str(d).lower()):
+                    continue
+            inner = f.get("fields") or structs.get(f["type"].removeprefix("[]"))
+            if inner is not None:
+                v = [walk(inner, x) for x in v] if isinstance(v, list) else walk(inner, v)
+            out[name] = v
+        return out
+    return walk(schema["fields"], body)
 
 
 def share_state_parser(record: Record) -> tuple[str | None, str | None]:

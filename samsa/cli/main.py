@@ -17,6 +17,7 @@ TOOLS = {
     "configs": ("samsa.cli.configs", "describe and alter topic and broker configs (kafka-configs.sh)"),
     "consumer-groups": ("samsa.cli.consumer_groups", "list, describe, reset and delete consumer groups (kafka-consumer-groups.sh)"),
     "share-groups": ("samsa.cli.share_groups", "list, describe, reset and delete share groups (kafka-share-groups.sh)"),
+    "streams-groups": ("samsa.cli.streams_groups", "list, describe, reset and delete streams groups (kafka-streams-groups.sh)"),
     "leader-election": ("samsa.cli.leader_election", "elect preferred or unclean leaders (kafka-leader-election.sh)"),
     "reassign-partitions": ("samsa.cli.reassign_partitions", "move partitions between brokers (kafka-reassign-partitions.sh)"),
     "transactions": ("samsa.cli.transactions", "list, describe, find and abort hanging transactions (kafka-transactions.sh)"),

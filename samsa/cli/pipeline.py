@@ -1,6 +1,6 @@
 """``samsa pipeline``: run the seeds' data pipelines on Spark, and feed them.
 
-    samsa pipeline run payments --embedded           # a broker on localhost:9092 in this process, then the pipeline
+    samsa pipeline run payments --embedded           # a broker on localhost:9092 (a child process), then the pipeline
     samsa pipeline generate payments --rate 1000     # in another terminal: 1,000 transactions a second
 
 ``run`` starts a local Spark (``--master``, local[2] by default) with the ``samsa``
@@ -20,9 +20,11 @@ import os
 import random
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +36,7 @@ DESCRIPTION = "Run the data pipelines on Spark with the samsa connector, and fee
 
 def _epilog() -> str:
     lines = ["pipelines:"] + [f"  {name:<10} {text}" for name, text in DESCRIPTIONS.items()]
-    lines += ["", "Two commands against a broker embedded in the pipeline's process:",
+    lines += ["", "Two commands against a broker the pipeline starts (and stops) itself:",
               "  samsa pipeline run payments --embedded",
               "  samsa pipeline generate payments --rate 1000"]
     return "\n".join(lines)
@@ -50,8 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--bootstrap-server", default="localhost:9092", metavar="HOST:PORT",
                      help="the Samsa (or Kafka) broker to use (default: localhost:9092)")
     run.add_argument("--embedded", action="store_true",
-                     help="first start a Samsa broker in this process, listening on --bootstrap-server, "
-                     "with its data in STATE_DIR/broker")
+                     help="first start a Samsa broker in a child process, listening on --bootstrap-server, "
+                     "with its data in STATE_DIR/broker; it stops with the pipeline")
     run.add_argument("--state-dir", type=Path, metavar="DIR",
                      help="checkpoints, warehouse and embedded broker data (default: ./pipeline-data/PIPELINE)")
     run.add_argument("--trigger-ms", type=int, default=0, metavar="MS",
@@ -128,16 +130,66 @@ def _options(pairs: list[str], flag: str = "--option") -> dict[str, str]:
     return out
 
 
+def _child(cmd: list[str], nice: int = 0, log: Path | None = None) -> subprocess.Popen:
+    """A process this one starts and stops: it gets SIGTERM when this process ends, however it
+    ends (PR_SET_PDEATHSIG); its output goes to ``log`` if given."""
+    def prepare() -> None:
+        if nice:
+            os.nice(nice)
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    out = open(log, "ab") if log is not None else None
+    try:
+        return subprocess.Popen([sys.executable, "-m", "samsa.cli.main", *cmd], preexec_fn=prepare,
+                                stdout=out, stderr=subprocess.STDOUT if out is not None else None)
+    finally:
+        if out is not None:
+            out.close()
+
+
 def _background(argv: list[str]) -> subprocess.Popen:
     """The micro-batch queries of a --real-time pipeline in a child process at nice 19, so that
-    their bursts of work wait for the real-time decisions on a machine with few cores; the child
-    gets SIGTERM when this process ends, however it ends (PR_SET_PDEATHSIG)."""
-    def lower() -> None:
-        os.nice(19)
-        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    their bursts of work wait for the real-time decisions on a machine with few cores."""
     args = [a for a in argv if a != "--embedded"]  # this process's broker serves the child too
-    return subprocess.Popen([sys.executable, "-m", "samsa.cli.main", "pipeline", *args, "--queries", "background"],
-                            preexec_fn=lower)
+    return _child(["pipeline", *args, "--queries", "background"], nice=19)
+
+
+def _broker(opts: argparse.Namespace, state_dir: Path) -> tuple[subprocess.Popen, str]:
+    """--embedded: a Samsa broker (``samsa server start``) in a child process, not in this one,
+    whose Python the pipeline's own clients (the relay, the latency line) keep busy: a broker
+    sharing their interpreter lock fell tens of seconds behind (BENCHMARKS.md, issue 32)."""
+    host, _, port = opts.bootstrap_server.rpartition(":")
+    if not port.isdigit():
+        raise UsageError(f"--bootstrap-server must be HOST:PORT with --embedded, got '{opts.bootstrap_server}'")
+    host = host or "127.0.0.1"
+    try:
+        socket.create_connection((host, int(port)), timeout=1).close()
+    except OSError:
+        pass
+    else:
+        raise UsageError(f"something is already listening on {host}:{port} (another broker?); stop it, or leave "
+                         "out --embedded to use it")
+    data = (state_dir / "broker").resolve()
+    data.mkdir(parents=True, exist_ok=True)
+    props = data.parent / "broker.properties"
+    props.write_text(f"listeners=PLAINTEXT://{host}:{port}\nlog.dirs={data}\nnum.partitions={opts.partitions}\n"
+                     "broker.id=0\noffsets.topic.replication.factor=1\ntransaction.state.log.replication.factor=1\n"
+                     "transaction.state.log.min.isr=1\nshare.coordinator.state.topic.replication.factor=1\n"
+                     "share.coordinator.state.topic.min.isr=1\ngroup.initial.rebalance.delay.ms=0\n")
+    log = data.parent / "broker.log"
+    proc = _child(["server", "start", str(props)], log=log)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection((host, int(port)), timeout=1).close()
+            break
+        except OSError:
+            if proc.poll() is not None:
+                raise UsageError(f"the embedded broker exited with {proc.returncode}: see {log}")
+            if time.monotonic() > deadline:
+                proc.terminate()
+                raise UsageError(f"the embedded broker did not listen on {host}:{port} within 60 s")
+            time.sleep(0.1)
+    return proc, f"Embedded Samsa broker (pid {proc.pid}) listening on {host}:{port}, data in {data}, log in {log}"
 
 
 def _supervise(child: subprocess.Popen, on_exit: Any) -> threading.Thread:
@@ -181,16 +233,8 @@ def _run(opts: argparse.Namespace, argv: list[str]) -> int:
         raise UsageError("--schema-registry-url needs --source samsa (it decodes each record's Avro schema)")
     broker = None
     if opts.embedded:
-        from samsa.embedded import Broker
-        host, _, port = opts.bootstrap_server.rpartition(":")
-        if not port.isdigit():
-            raise UsageError(f"--bootstrap-server must be HOST:PORT with --embedded, got '{opts.bootstrap_server}'")
-        (state_dir / "broker").mkdir(parents=True, exist_ok=True)
-        broker = Broker({"listeners": f"PLAINTEXT://{host or '127.0.0.1'}:{port}",
-                         "log.dirs": str((state_dir / "broker").resolve()), "num.partitions": opts.partitions})
-        broker.start()
-        print(f"Embedded Samsa broker listening on {host or '127.0.0.1'}:{port}, data in {state_dir / 'broker'}",
-              flush=True)
+        broker, started = _broker(opts, state_dir)
+        print(started, flush=True)
     # --real-time with all its queries: the micro-batch ones in a child process at a lower priority
     child = _background(argv) if opts.real_time and opts.queries == "all" else None
     try:
@@ -230,7 +274,8 @@ def _run(opts: argparse.Namespace, argv: list[str]) -> int:
             print(f"Pipeline {opts.pipeline} stopped; run it again to resume from its checkpoints", flush=True)
     finally:
         if broker is not None:
-            broker.stop()
+            broker.terminate()  # after the pipeline's clients are done with it
+            broker.wait()
     return 0
 
 

@@ -22,6 +22,7 @@ from samsa.client.admin_driver import error as _error
 from samsa.client.admin_driver import group_error as _group_error
 from samsa.client.admin_security import QuotaEntity, SecurityAdmin
 from samsa.client.admin_share import ShareAdmin
+from samsa.client.admin_streams import StreamsAdmin
 from samsa.client.connection import BrokerConnection
 from samsa.client.loop import LoopThread
 from samsa.client.metadata import ClusterMetadata
@@ -50,6 +51,8 @@ from samsa.client.types import (
     ReplicaInfo,
     ShareGroupDescription,
     ShareGroupListing,
+    StreamsGroupDescription,
+    StreamsGroupListing,
     SharePartitionOffset,
     TopicDescription,
     TopicListing,
@@ -99,7 +102,7 @@ def decode_assignment(data: bytes | None) -> list[TopicPartition]:
     return [TopicPartition(t["topic"], p) for t in body["assigned_partitions"] for p in t["partitions"]]
 
 
-class AsyncAdmin(SecurityAdmin, ShareAdmin):
+class AsyncAdmin(SecurityAdmin, ShareAdmin, StreamsAdmin):
     def __init__(self, config: Mapping[str, Any]):
         servers = config.get("bootstrap.servers")
         if not servers:
@@ -822,6 +825,15 @@ class Admin:
 
     def delete_share_group_offsets(self, group_id: str, topics: Iterable[str]) -> dict[str, errors.KafkaError | None]:
         return self._run(self._admin.delete_share_group_offsets(group_id, list(topics)))
+
+    def list_streams_groups(self, states: Iterable[str] | None = None) -> list[StreamsGroupListing]:
+        return self._run(self._admin.list_streams_groups(None if states is None else list(states)))
+
+    def describe_streams_groups(self, group_ids: Iterable[str]) -> dict[str, StreamsGroupDescription]:
+        return self._run(self._admin.describe_streams_groups(list(group_ids)))
+
+    def delete_streams_groups(self, group_ids: Iterable[str]) -> dict[str, errors.KafkaError | None]:
+        return self._run(self._admin.delete_streams_groups(list(group_ids)))
 
     def elect_leaders(self, partitions: Iterable[TopicPartition] | None, unclean: bool = False
                       ) -> dict[TopicPartition, errors.KafkaError | None]:

@@ -310,6 +310,51 @@ class ShareGroupDescription:
 
 
 @dataclass(frozen=True)
+class StreamsGroupListing:
+    group_id: str
+    state: str | None  # Empty, NotReady, Assigning, Reconciling, Stable, Dead; None: the broker did not say
+
+
+#: A streams group member's tasks of one kind: subtopology id -> partitions.
+StreamsTasks = dict[str, list[int]]
+
+
+@dataclass
+class StreamsMemberDescription:
+    member_id: str
+    member_epoch: int
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    host: str
+    topology_epoch: int
+    process_id: str
+    user_endpoint: tuple[str, int] | None
+    is_classic: bool
+    assignment: dict[str, StreamsTasks] = field(default_factory=dict)         # "active"/"standby"/"warmup"
+    target_assignment: dict[str, StreamsTasks] = field(default_factory=dict)
+
+
+@dataclass
+class StreamsGroupDescription:
+    group_id: str
+    state: str
+    coordinator: Node | None
+    group_epoch: int
+    assignment_epoch: int
+    assignor: str
+    topology: dict | None                          # StreamsGroupDescribe's Topology, as decoded
+    members: list[StreamsMemberDescription] = field(default_factory=list)
+
+    def input_topics(self) -> list[str]:
+        """The topics the group's tasks read: source and repartition source topics."""
+        out: list[str] = []
+        for sub in (self.topology or {}).get("subtopologies", []):
+            out += sub["source_topics"] + [t["name"] for t in sub["repartition_source_topics"]]
+        return list(dict.fromkeys(out))
+
+
+@dataclass(frozen=True)
 class SharePartitionOffset:
     """A share group's place in a partition: the first offset not yet delivered to completion
     (``start_offset``, -1 if the group has none there), its leader epoch, and the lag (the

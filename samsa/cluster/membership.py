@@ -270,14 +270,14 @@ class ZooKeeperCluster:
         if "topics" in dirty:
             names = set(await self._zk(self.store.topic_names, self._watch))
             for gone in set(self.replicas.cache.topics) - names:
-                self.replicas.remove_topic(gone)
+                await self.replicas.remove_topic_off_loop(gone)
             dirty |= {f"topic:{n}" for n in names}
         for what in sorted(dirty):
             if what.startswith("topic:"):
                 name = what[6:]
                 topic = await self._zk(self.store.topic, name, self._watch)
                 if topic is None:
-                    self.replicas.remove_topic(name)
+                    await self.replicas.remove_topic_off_loop(name)
                 else:
                     await self.replicas.apply_topic_off_loop(topic)
         if self.is_controller:

@@ -54,7 +54,7 @@ class Partition:
         """Lead from ``state.leader_epoch`` on: the epoch starts at the log end offset."""
         self.state = state
         self.log.set_high_watermark(self.log.high_watermark)
-        self.log.leader_epochs.assign(state.leader_epoch, self.log.log_end_offset)
+        start_leader_epoch(self.log, state)
         self.followers = {r: FollowerProgress(last_caught_up_ms=now_ms) for r in state.replicas
                           if r != self.broker_id}
         self.maybe_advance_high_watermark()
@@ -128,3 +128,9 @@ class Partition:
             self._waiters.remove(fut)
         except ValueError:
             pass
+
+
+def start_leader_epoch(log: PartitionLog, state: PartitionState) -> None:
+    """A leader's epoch starts at its log end offset (written to the leader-epoch checkpoint, so
+    it may run on a worker thread before the partition is led: then leading writes nothing)."""
+    log.leader_epochs.assign(state.leader_epoch, log.log_end_offset)

@@ -15,13 +15,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, replace
-from typing import Awaitable, Callable, Iterable, Protocol
+from typing import Awaitable, Callable, Iterable, Iterator, Protocol
 
 from samsa.broker_config import BrokerConfig
 from samsa.clock import now_ms
 from samsa.cluster.metadata import BrokerInfo, PartitionState, TopicInfo, describe_error
 from samsa.cluster.metadata_cache import MetadataCache
-from samsa.cluster.partition import Partition
+from samsa.cluster.partition import Partition, start_leader_epoch
 from samsa.cluster.replica_fetcher import ReplicaFetcherManager
 from samsa.protocol import errors
 from samsa.protocol.batch import BatchHeader
@@ -30,6 +30,9 @@ from samsa.storage.manager import LogManager
 from samsa.timeouts import within
 
 log = logging.getLogger(__name__)
+
+# The longest the event loop applies a big topic's partitions before serving other clients.
+APPLY_SLICE_S = 0.01
 
 IsrWriter = Callable[[str, int, PartitionState], Awaitable[bool]]
 
@@ -75,6 +78,8 @@ class ReplicaManager:
         self.cache = cache
         self.replicated = replicated  # a ZooKeeper cluster: followers, fetchers, ISR changes
         self.partitions: dict[tuple[str, int], Partition] = {}
+        # topics being removed in slices (remove_topic_off_loop): their steps, set when done
+        self._removals: dict[str, tuple[Iterator[None], asyncio.Event]] = {}
         self.broker_info = broker_info  # a live (registered) broker's address, or None
         self.fetchers = ReplicaFetcherManager(config, broker_info, logs.io) if replicated else None
         # KIP-112: told (topic, partition) of each partition led or followed here whose log dir
@@ -136,27 +141,50 @@ class ReplicaManager:
 
     def apply_topic(self, topic: TopicInfo) -> None:
         """The topic as the metadata store has it now: host, lead, follow or drop partitions."""
+        for _ in self._applying(topic):
+            pass
+
+    def _applying(self, topic: TopicInfo) -> Iterator[None]:
+        """:meth:`apply_topic` one partition at a time (a pause after each); it stops when the
+        topic is deleted or replaced meanwhile."""
+        self._finish_removal(topic.name)
         old = self.cache.topics.get(topic.name)
         if old is not None and old.topic_id != topic.topic_id:
             self.remove_topic(topic.name)  # deleted and created again under the same name
             old = None
         self.cache.put(topic)
         for index, state in sorted(topic.partitions.items()):
+            current = self.cache.topics.get(topic.name)
+            if current is None or current.topic_id != topic.topic_id:
+                return
             self.apply_partition(topic.name, index, state)
+            yield
         if old is not None and old.configs != topic.configs:
             self.update_log_configs([topic.name])
 
     async def apply_topic_off_loop(self, topic: TopicInfo) -> None:
-        """:meth:`apply_topic`, the files of partitions new to this broker made on a worker
-        thread first: thousands of partition directories take seconds, and the event loop
-        serves every other client meanwhile."""
+        """:meth:`apply_topic` without stalling the event loop: the files of partitions new to
+        this broker made on a worker thread first (their directories, segments, indexes and,
+        where this broker leads, the leader-epoch checkpoint), then the partitions applied on
+        the loop in slices of at most APPLY_SLICE_S, the loop serving every other client between."""
         config = self.cache.log_config_of(topic.configs)
-        missing = [i for i, state in sorted(topic.partitions.items())
+        missing = [(i, state) for i, state in sorted(topic.partitions.items())
                    if self.broker_id in state.replicas and self.logs.get(topic.name, i) is None]
+        loop = asyncio.get_running_loop()
         if missing:
-            await asyncio.get_running_loop().run_in_executor(
-                None, lambda: [self.logs.create(topic.name, i, config) for i in missing])
-        self.apply_topic(topic)
+            await loop.run_in_executor(None, self._make_logs, topic.name, missing, config)
+        deadline = loop.time() + APPLY_SLICE_S
+        for _ in self._applying(topic):
+            if loop.time() >= deadline:
+                await asyncio.sleep(0)
+                deadline = loop.time() + APPLY_SLICE_S
+
+    def _make_logs(self, topic: str, partitions: list[tuple[int, PartitionState]], config) -> None:
+        """On a worker thread: the logs of new partitions, the epoch of those this broker will lead started."""
+        for index, state in partitions:
+            plog = self.logs.create(topic, index, config)
+            if state.leader == self.broker_id:
+                start_leader_epoch(plog, state)
 
     def apply_partition(self, topic: str, index: int, state: PartitionState) -> None:
         key = (topic, index)
@@ -255,11 +283,51 @@ class ReplicaManager:
 
     def remove_topic(self, name: str) -> None:
         """The topic is gone from the metadata store: stop hosting it and delete its logs."""
+        self._finish_removal(name)  # an earlier removal of the name, still going
+        for _ in self._removing(name):
+            pass
+
+    def remove_topic_off_loop(self, name: str) -> Awaitable[None]:
+        """:meth:`remove_topic` in slices of at most APPLY_SLICE_S of the event loop (the files
+        themselves are removed on the log manager's thread); the topic is gone from the cache
+        at once. Whatever applies the name again meanwhile finishes this removal first; a
+        second removal of the same topic (a metadata watch after the request) waits for it."""
+        pending = self._removals.get(name)
+        if pending is not None and name not in self.cache.topics:
+            return pending[1].wait()
+        self._finish_removal(name)
+        steps = self._removing(name)
+        next(steps, None)
+        entry = self._removals[name] = (steps, asyncio.Event())
+        return self._remove_in_slices(name, entry)
+
+    async def _remove_in_slices(self, name: str, entry: tuple[Iterator[None], asyncio.Event]) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + APPLY_SLICE_S
+        try:
+            for _ in entry[0]:
+                if loop.time() >= deadline:
+                    await asyncio.sleep(0)
+                    deadline = loop.time() + APPLY_SLICE_S
+        finally:
+            if self._removals.get(name) is entry:
+                del self._removals[name]
+            entry[1].set()
+
+    def _finish_removal(self, name: str) -> None:
+        entry = self._removals.pop(name, None)
+        if entry is not None:
+            for _ in entry[0]:
+                pass
+            entry[1].set()
+
+    def _removing(self, name: str) -> Iterator[None]:
         topic = self.cache.pop(name)
         if topic is None:
             return
         for index in topic.partitions:
             self._drop_partition((name, index))
+            yield
         log.info("deleted topic %s", name)
 
     def _drop_partition(self, key: tuple[str, int]) -> None:

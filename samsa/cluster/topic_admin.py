@@ -13,7 +13,7 @@ import logging
 import resource
 from collections import Counter
 from dataclasses import replace
-from typing import Callable
+from typing import Awaitable, Callable
 
 from samsa.broker_config import BROKER_KEYS, BrokerConfig, ConfigError, parse_topic_config, parse_value
 from samsa.cluster.metadata import BrokerInfo, MetadataStore, PartitionState, TopicExistsError, TopicInfo, new_topic_id
@@ -22,6 +22,7 @@ from samsa.cluster.replica_manager import ReplicaManager
 from samsa.protocol import errors
 from samsa.protocol.names import validate_topic_name
 from samsa.storage.descriptors import descriptors_free
+from samsa.timeouts import within
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,7 @@ class TopicAdmin:
         self.alive_brokers = alive_brokers
         self._next_pid = 0
         self._pid_block_end = 0
+        self._applying: dict[str, asyncio.Future] = {}  # topic -> its last change, while being applied
 
     # ---------------------------------------------------------------- request budgets
 
@@ -85,16 +87,61 @@ class TopicAdmin:
 
     async def create_topic_requested(self, name: str, num_partitions: int, replication_factor: int,
                                      assignments: dict[int, list[int]] | None = None,
-                                     configs: dict[str, str] | None = None, validate_only: bool = False) -> TopicInfo:
+                                     configs: dict[str, str] | None = None, validate_only: bool = False,
+                                     timeout_ms: int = -1) -> TopicInfo:
         """CreateTopics: as :meth:`create_topic`, the partitions' files made off the event loop,
-        so a topic of thousands of partitions does not stall every other client."""
+        so a topic of thousands of partitions does not stall every other client. Not done
+        within ``timeout_ms`` (when positive): REQUEST_TIMED_OUT, the topic finishing in the
+        background (stored already, it appears once its partitions are applied)."""
         topic = self._new_topic(name, num_partitions, replication_factor, assignments, configs)
         if not validate_only:
-            self._store_new_topic(topic)
-            # Shielded: a client that disconnects meanwhile must not leave the topic stored but unapplied.
-            await asyncio.shield(self.replicas.apply_topic_off_loop(topic))
-            self._log_created(topic)
+            # On a worker thread: the store's fsync waits for the disk, seconds when it is busy.
+            await asyncio.get_running_loop().run_in_executor(None, self._store_new_topic, topic)
+            await self._applied(name, self.replicas.apply_topic_off_loop(topic), timeout_ms,
+                                lambda: self._log_created(topic), f"creating topic {name}")
         return topic
+
+    async def _settled(self, name: str, timeout_ms: int) -> int:
+        """Wait until the last change to topic ``name`` still being applied here (a creation or
+        growth past its request's timeout) is done, so the next one starts from it; what is
+        left of ``timeout_ms``. REQUEST_TIMED_OUT if it is not done in time."""
+        pending = self._applying.get(name)
+        if pending is None or pending.done():
+            return timeout_ms
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        try:
+            await within(asyncio.shield(pending), timeout_ms / 1000 if timeout_ms > 0 else None)
+        except TimeoutError:
+            raise errors.RequestTimedOutError(f"topic {name} is still being changed") from None
+        except Exception:  # noqa: BLE001 - logged where it happened; the store has the truth
+            pass
+        return max(1, timeout_ms - int((loop.time() - started) * 1000)) if timeout_ms > 0 else timeout_ms
+
+    async def _applied(self, name: str, work: Awaitable[None], timeout_ms: int, then: Callable[[], None],
+                       what: str) -> None:
+        """Wait for a stored change to topic ``name`` to be applied here, up to ``timeout_ms``
+        (none when not positive). The work goes on whatever happens to the request (a client
+        that leaves, a timeout): the change is in the store, it must not stay half applied."""
+        task = asyncio.ensure_future(work)
+        self._applying[name] = task
+
+        def finished(t: asyncio.Future) -> None:
+            if self._applying.get(name) is t:
+                del self._applying[name]
+            if t.cancelled():
+                return
+            if t.exception() is not None:
+                log.error("%s failed", what, exc_info=t.exception())
+                return
+            then()
+        task.add_done_callback(finished)
+        try:
+            await within(asyncio.shield(task), timeout_ms / 1000 if timeout_ms > 0 else None)
+        except TimeoutError:
+            log.info("%s: not done within the request's timeout (%d ms); it goes on", what, timeout_ms)
+            raise errors.RequestTimedOutError(
+                f"{what} did not finish within {timeout_ms} ms; it goes on in the background") from None
 
     def _new_topic(self, name: str, num_partitions: int, replication_factor: int,
                    assignments: dict[int, list[int]] | None, configs: dict[str, str] | None) -> TopicInfo:
@@ -156,17 +203,25 @@ class TopicAdmin:
         except errors.TopicAlreadyExistsError:  # created meanwhile (maybe still being applied)
             return self.cache.topics.get(name)
 
-    def delete_topic(self, name: str) -> None:
+    async def delete_topic(self, name: str, timeout_ms: int = -1) -> None:
+        """DeleteTopics: the topic leaves the metadata at once, its partitions are dropped in
+        slices of the event loop (REQUEST_TIMED_OUT as :meth:`create_topic_requested`)."""
         if not self.config["delete.topic.enable"]:
             raise errors.TopicDeletionDisabledError("Topic deletion is disabled.")
+        timeout_ms = await self._settled(name, timeout_ms)
         if name not in self.cache.topics:
             raise errors.UnknownTopicOrPartitionError("This server does not host this topic-partition.")
-        self.store.delete_topic(name)
-        self.replicas.remove_topic(name)
+        await asyncio.get_running_loop().run_in_executor(None, self.store.delete_topic, name)
+        if name not in self.cache.topics:  # deleted meanwhile by another request
+            raise errors.UnknownTopicOrPartitionError("This server does not host this topic-partition.")
+        await self._applied(name, self.replicas.remove_topic_off_loop(name), timeout_ms, lambda: None,
+                            f"deleting topic {name}")
 
     async def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None,
-                                validate_only: bool) -> None:
-        """CreatePartitions; the new partitions' files are made off the event loop."""
+                                validate_only: bool, timeout_ms: int = -1) -> None:
+        """CreatePartitions; the new partitions' files are made off the event loop, REQUEST_TIMED_OUT
+        as :meth:`create_topic_requested`."""
+        timeout_ms = await self._settled(name, timeout_ms)
         topic = self.cache.topics.get(name)
         if topic is None:
             raise errors.UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
@@ -195,8 +250,9 @@ class TopicAdmin:
         grown = replace(topic, partitions={**topic.partitions, **{
             p: PartitionState(replicas=r, leader=r[0], isr=list(r)) for p, r in replicas.items()}})
         self.store.put_assignment(grown)
-        await asyncio.shield(self.replicas.apply_topic_off_loop(grown))
-        log.info("topic %s now has %d partitions", name, count)
+        await self._applied(name, self.replicas.apply_topic_off_loop(grown), timeout_ms,
+                            lambda: log.info("topic %s now has %d partitions", name, count),
+                            f"adding partitions to {name}")
 
     # ---------------------------------------------------------------- replica assignment
 

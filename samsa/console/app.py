@@ -154,6 +154,9 @@ def create_app(settings: Settings) -> Starlette:
         return render(request, "groups.html", groups=await service.groups())
 
     async def group(request: Request, service: ClusterService) -> Response:
+        streams = await service.streams_group(request.path_params["group"])
+        if streams is not None:
+            return render(request, "streams_group.html", view=streams)
         share = await service.share_group(request.path_params["group"])
         if share is not None:
             return render(request, "share_group.html", view=share, choices=resets.CHOICES, plan=None, done=False,

@@ -8,7 +8,8 @@ from typing import Any
 
 from samsa.client.admin import AsyncAdmin
 from samsa.client.types import (ConfigResource, ConsumerGroupDescription, NewPartitions, NewTopic, Node,
-                                PartitionInfo, ShareGroupDescription, SharePartitionOffset, TopicPartition)
+                                PartitionInfo, ShareGroupDescription, SharePartitionOffset, StreamsGroupDescription,
+                                TopicPartition)
 from samsa.protocol import api, errors
 
 INACTIVE = ("Empty", "Dead")  # the group states in which offsets may be reset, as the CLI allows
@@ -91,6 +92,27 @@ class GroupView:
     @property
     def assignor(self) -> str:
         return self.description.partition_assignor
+
+
+@dataclass
+class StreamsGroupView:
+    """A streams group (KIP-1071): its members' tasks, its topology, and its offsets and lag on
+    its input topics (source and repartition topics)."""
+    description: StreamsGroupDescription
+    lags: list[LagRow] = field(default_factory=list)
+    type = "streams"
+
+    @property
+    def total_lag(self) -> int:
+        return sum(r.lag or 0 for r in self.lags)
+
+    @property
+    def active(self) -> bool:
+        return self.description.state not in INACTIVE
+
+    @property
+    def assignor(self) -> str:
+        return self.description.assignor
 
 
 @dataclass
@@ -228,10 +250,44 @@ class ClusterService:
 
     # ---------------------------------------------------------------- groups
 
-    async def groups(self) -> list[GroupView | ShareGroupView]:
-        """Consumer groups (classic and KIP-848) and share groups (KIP-932), by group id."""
-        consumer, share = await asyncio.gather(self._consumer_groups(), self._share_groups())
-        return sorted([*consumer, *share], key=lambda v: v.description.group_id)
+    async def groups(self) -> list[GroupView | ShareGroupView | StreamsGroupView]:
+        """Consumer groups (classic and KIP-848), share groups (KIP-932) and streams groups (KIP-1071),
+        by group id."""
+        consumer, share, streams = await asyncio.gather(self._consumer_groups(), self._share_groups(),
+                                                        self._streams_groups())
+        return sorted([*consumer, *share, *streams], key=lambda v: v.description.group_id)
+
+    async def _streams_groups(self) -> list[StreamsGroupView]:
+        try:
+            listings = await self.admin.list_streams_groups()
+        except errors.UnsupportedVersionError:  # a broker without ListGroups v5
+            return []
+        if not listings:
+            return []
+        try:
+            described = await self.admin.describe_streams_groups([g.group_id for g in listings])
+        except errors.GroupIdNotFoundError:  # deleted between the two requests
+            return []
+        return list(await asyncio.gather(*(self._streams_view(d) for d in described.values())))
+
+    async def _streams_view(self, d: StreamsGroupDescription) -> StreamsGroupView:
+        """A streams group's committed offsets and lag on every partition of its input topics."""
+        committed = await self.admin.list_consumer_group_offsets(d.group_id)
+        inputs = d.input_topics()
+        described = await self.admin.describe_topics(inputs) if inputs else {}
+        tps = sorted(set(committed) | {TopicPartition(t, p.partition) for t, info in described.items()
+                                       for p in info.partitions})
+        ends = await self._ends(tps)
+        return StreamsGroupView(d, [LagRow(tp.topic, tp.partition, committed[tp].offset if tp in committed else None,
+                                           ends.get(tp)) for tp in tps])
+
+    async def streams_group(self, group_id: str) -> StreamsGroupView | None:
+        """The streams group of this id, or None if there is none (or the broker has no streams groups)."""
+        try:
+            d = (await self.admin.describe_streams_groups([group_id]))[group_id]
+        except (errors.GroupIdNotFoundError, errors.UnsupportedVersionError):
+            return None
+        return await self._streams_view(d)
 
     async def _consumer_groups(self) -> list[GroupView]:
         listings = await self.admin.list_consumer_groups()

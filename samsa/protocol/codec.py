@@ -255,7 +255,7 @@ class _Gen:
             if not nullable and self.strict_nulls:
                 lines += self.refuse_null(n, f)
             if t == "string":
-                conv = f"str(buf[pos:pos + {n}], 'utf-8')"
+                conv = f"str(buf[pos:pos + {n}], 'utf-8', 'replace')"  # as Java's String: malformed bytes become U+FFFD
             elif t == "bytes":
                 conv = f"bytes(buf[pos:pos + {n}])"
             else:

@@ -10,7 +10,8 @@ Two kinds of record, told apart by the key's version prefix:
 - group metadata: key v2 ``(group)``, value v3 ``(protocol_type, generation, protocol,
   leader, state_timestamp, members[...])``;
 - consumer groups of the new protocol (KIP-848): keys v3 to v8, see :data:`CONSUMER_RECORDS`;
-- share groups (KIP-932): keys v10 to v15, see :data:`SHARE_RECORDS`.
+- share groups (KIP-932): keys v10 to v15, see :data:`SHARE_RECORDS`;
+- streams groups (KIP-1071): keys v17, v19 to v23, see :data:`STREAMS_RECORDS`.
 
 A null value is a tombstone: the offset or the group was deleted. The topic is compacted,
 so the latest record per key is the state.
@@ -208,7 +209,16 @@ SHARE_RECORDS = {
     14: "ShareGroupCurrentMemberAssignment",    # a member's epoch, state and partitions
     15: "ShareGroupStatePartitionMetadata",     # the share partitions initialised in the share coordinator
 }
-_MODERN_RECORDS = {**CONSUMER_RECORDS, **SHARE_RECORDS}
+#: Streams groups (KIP-1071): key versions 17 and 19 to 23, in the same format.
+STREAMS_RECORDS = {
+    17: "StreamsGroupMetadata",                 # the group epoch (and the topics' hash)
+    19: "StreamsGroupMemberMetadata",           # a member's process, endpoint, client tags and topology epoch
+    20: "StreamsGroupTargetAssignmentMetadata",  # the assignment epoch
+    21: "StreamsGroupTargetAssignmentMember",   # a member's target tasks
+    22: "StreamsGroupCurrentMemberAssignment",  # a member's epoch, state, tasks and tasks pending revocation
+    23: "StreamsGroupTopology",                 # the group's topology
+}
+_MODERN_RECORDS = {**CONSUMER_RECORDS, **SHARE_RECORDS, **STREAMS_RECORDS}
 _CONSUMER_KINDS = {name: version for version, name in _MODERN_RECORDS.items()}
 
 
@@ -223,7 +233,7 @@ def consumer_key(kind: str, group: str, member: str | None = None) -> bytes:
 def _key_struct_version(record_type: int) -> int:
     """The consumer group keys' schemas are versioned by their record type (3 to 8), the share
     group keys' (Kafka 4's coordinator-key schemas) by 0."""
-    return 0 if record_type in SHARE_RECORDS else record_type
+    return 0 if record_type in SHARE_RECORDS or record_type in STREAMS_RECORDS else record_type
 
 
 def consumer_value(kind: str, value: dict) -> bytes:

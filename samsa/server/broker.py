@@ -85,6 +85,7 @@ class BrokerServer:
         self.started = asyncio.Event()
         self.stats: BrokerTopicStats | None = None  # set, with the dispatcher's times, by prometheus.listener
         self.metrics_endpoint = None
+        self.loop_lag = None  # the event loop's lag probe (metrics/loop_lag), while metrics are on
         self.authorizer: Authorizer | None = None  # authorizer.class.name
         self.quotas: QuotaManager | None = None  # client quotas, from the metadata store
         self.shares: SharePartitionManager
@@ -148,12 +149,14 @@ class BrokerServer:
         for server in self.servers:
             await server.start_serving()
         self._tasks = [
+            # On a worker thread: each visits every log (deleting segments, fsyncing), which takes
+            # long with thousands of partitions; the event loop goes on serving meanwhile.
             asyncio.ensure_future(self._every(self.config["log.retention.check.interval.ms"],
-                                              lambda: self.logs.run_retention(now_ms()))),
+                                              lambda: self.logs.run_retention(now_ms()), in_thread=True)),
             asyncio.ensure_future(self._every(min(self.config.flush_ms, 1000),
-                                              lambda: self.logs.run_flush(now_ms()))),
+                                              lambda: self.logs.run_flush(now_ms()), in_thread=True)),
             asyncio.ensure_future(self._every(self.config["log.flush.offset.checkpoint.interval.ms"] or 60000,
-                                              self.logs.checkpoint)),
+                                              self.logs.checkpoint, in_thread=True)),
         ]
         max_idle_ms = self.config["connections.max.idle.ms"]
         if max_idle_ms > 0:
@@ -212,12 +215,15 @@ class BrokerServer:
         from samsa.server.metrics.collector import BrokerCollector
         from samsa.server.metrics.counters import LoopBusy, RequestTimes
         from samsa.server.metrics.endpoint import MetricsEndpoint
+        from samsa.server.metrics.loop_lag import LoopLag
         self.stats = BrokerTopicStats()
         self.dispatcher.times = RequestTimes()
         busy = LoopBusy()
         busy.install(asyncio.get_running_loop())
+        self.loop_lag = LoopLag()
+        self.loop_lag.start(asyncio.get_running_loop())
         registry = CollectorRegistry(auto_describe=False)
-        registry.register(BrokerCollector(self, self.stats, self.dispatcher.times, busy))
+        registry.register(BrokerCollector(self, self.stats, self.dispatcher.times, busy, self.loop_lag))
         self.metrics_endpoint = MetricsEndpoint(registry, listener)
         await self.metrics_endpoint.start()
 
@@ -282,6 +288,8 @@ class BrokerServer:
             server.close()
         if self.metrics_endpoint is not None:
             await self.metrics_endpoint.stop()
+        if self.loop_lag is not None:
+            self.loop_lag.stop()
         parked = [c.task for c in self.dispatcher.connections if c.task is not None]
         for conn in list(self.dispatcher.connections):
             conn.transport.close()

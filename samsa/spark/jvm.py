@@ -6,17 +6,20 @@ operators: the payments pipeline's velocity rule as a ``transformWithState`` pro
 :func:`session_conf` puts the jar on the driver's class path and ships it to executors
 (``spark.driver.extraClassPath``, ``spark.jars``); ``samsa.spark.local_session`` applies it. A
 session of your own needs the same two settings (``python -m samsa.spark.jvm`` prints the
-jar's path). In a checkout with a JDK the jar is rebuilt when a source is newer
-(``python -m samsa.spark.jvm build``); the wheel ships it built.
+jar's path). In a checkout with a JDK the jar is rebuilt when a source changed
+(``python -m samsa.spark.jvm build``); the wheel ships it built. The jar holds the digest of
+the sources it was built from.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import uuid
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -24,6 +27,22 @@ from typing import Any
 HERE = Path(__file__).resolve().parent / "jvm"
 JAR = HERE / "samsa-spark.jar"
 SOURCES = sorted((HERE / "samsa").rglob("*.java"))
+STAMP = "META-INF/samsa-sources.sha256"  # in the jar: the sources it was built from
+
+
+def sources_digest() -> str:
+    h = hashlib.sha256()
+    for path in SOURCES:
+        h.update(str(path.relative_to(HERE)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def built_from(jar_path: Path) -> str | None:
+    try:
+        with zipfile.ZipFile(jar_path) as jar:
+            return jar.read(STAMP).decode()
+    except (OSError, KeyError, zipfile.BadZipFile):
+        return None
 
 
 def build(dest: Path = JAR) -> Path:
@@ -37,22 +56,22 @@ def build(dest: Path = JAR) -> Path:
     with tempfile.TemporaryDirectory() as out:
         subprocess.run([javac, "--release", "17", "-nowarn", "-cp", classpath, "-d", out, *map(str, SOURCES)],
                        check=True, capture_output=True, text=True)
-        tmp = dest.with_suffix(".tmp")
+        tmp = dest.with_name(f".{dest.name}.{uuid.uuid4().hex}")  # two processes may build at once
         with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as jar:
-            for path in sorted(Path(out).rglob("*.class")):
-                info = zipfile.ZipInfo(str(path.relative_to(out)), date_time=(2026, 1, 1, 0, 0, 0))
-                jar.writestr(info, path.read_bytes(), zipfile.ZIP_DEFLATED)
+            entries = [(str(p.relative_to(out)), p.read_bytes()) for p in sorted(Path(out).rglob("*.class"))]
+            for name, data in [*entries, (STAMP, sources_digest().encode())]:
+                jar.writestr(zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0)), data, zipfile.ZIP_DEFLATED)
         os.replace(tmp, dest)
     return dest
 
 
 def jar() -> Path:
-    """The jar, rebuilt first where a source is newer and a JDK is at hand."""
-    stale = not JAR.exists() or any(s.stat().st_mtime > JAR.stat().st_mtime for s in SOURCES)
-    if stale and shutil.which("javac") is not None:
+    """The jar, rebuilt first where the sources beside it changed since (and a JDK is at hand)."""
+    if built_from(JAR) != sources_digest():
+        if shutil.which("javac") is None:
+            raise RuntimeError(f"{JAR} is missing or older than its sources; build it with a JDK: "
+                               "python -m samsa.spark.jvm build")
         build()
-    if not JAR.exists():
-        raise RuntimeError(f"{JAR} is missing (build it with a JDK: python -m samsa.spark.jvm build)")
     return JAR
 
 

@@ -733,16 +733,22 @@ class PartitionLog:
             self._closed = True
 
     def delete(self) -> None:
-        """Delete the partition: rename its directory to ``<name>.<uuid>-delete``
-        (so a crash midway is finished at the next load), then remove it."""
+        """Delete the partition: :meth:`detach`, then remove its files."""
+        target = self.detach()
+        if target is not None:
+            shutil.rmtree(target, ignore_errors=True)
+
+    def detach(self) -> Path | None:
+        """Close the files and rename the directory to ``<name>.<uuid>-delete`` (a crash before
+        it is removed is finished at the next load): the directory to remove, None if gone."""
         with self._lock:
             self.close_handles()
             target = self.dir.with_name(f"{self.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
             try:
                 os.rename(self.dir, target)
             except FileNotFoundError:
-                return
-            shutil.rmtree(target, ignore_errors=True)
+                return None
+            return target
 
 
 def _record_at_timestamp(batch: bytes, accept) -> tuple[int, int] | None:

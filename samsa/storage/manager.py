@@ -6,6 +6,7 @@ import logging
 import os
 import shutil
 import threading
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -65,6 +66,11 @@ class LogManager:
         self.hw_checkpoints: dict[TopicPartition, int] = {}
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
+        self._per_dir: Counter[Path] = Counter()  # partitions per log dir (the placement of a new one)
+        self._making: dict[TopicPartition, threading.Lock] = {}  # partitions being created, one thread each
+        # Removes deleted partitions' directories (renamed "-delete" first, so a crash leaves
+        # nothing half done: the next load finishes them).
+        self._remover = ThreadPoolExecutor(1, thread_name_prefix="log-delete")
         self._lock = threading.RLock()
         self.cleaner = Cleaner()
         # KIP-112: a log directory whose files fail (full, I/O errors) goes offline, with the
@@ -102,6 +108,7 @@ class LogManager:
                         )
                     self._logs[key] = plog
                     self._dir_of[key] = d
+                    self._per_dir[d] += 1
         for d in self.online_dirs:
             try:
                 (d / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)  # a crash from now on is unclean
@@ -233,6 +240,7 @@ class LogManager:
             logs = [self._logs.pop(key) for key in gone]
             for key in gone:
                 del self._dir_of[key]
+            self._per_dir.pop(dir, None)
         for plog in logs:
             try:
                 plog.close_handles()
@@ -271,9 +279,25 @@ class LogManager:
 
     def create(self, topic: str, partition: int, config: LogConfig) -> PartitionLog:
         """The partition's log, created in the log directory holding the fewest
-        partitions (the existing log if there is one)."""
+        partitions (the existing log if there is one). Two threads creating the same
+        partition at once (a request and a metadata watch) make it once: the second waits."""
+        key = (topic, partition)
         with self._lock:
-            key = (topic, partition)
+            existing = self._logs.get(key)
+            if existing is not None:
+                return existing
+            making = self._making.setdefault(key, threading.Lock())
+        with making:
+            try:
+                return self._create(key, config)
+            finally:
+                with self._lock:
+                    if self._making.get(key) is making:
+                        del self._making[key]
+
+    def _create(self, key: TopicPartition, config: LogConfig) -> PartitionLog:
+        topic, partition = key
+        with self._lock:
             existing = self._logs.get(key)
             if existing is not None:
                 return existing
@@ -283,23 +307,16 @@ class LogManager:
             dirs = self.online_dirs
             if not dirs:
                 raise KafkaStorageError("every log dir is offline")
-            counts = {d: 0 for d in dirs}
-            for d in self._dir_of.values():
-                if d in counts:
-                    counts[d] += 1
-            dir = min(dirs, key=lambda d: counts[d])
+            dir = min(dirs, key=lambda d: self._per_dir[d])
         try:
             plog = PartitionLog.open(dir / partition_dir_name(topic, partition), config, recover=False)
         except (OSError, KafkaStorageError) as e:
             self.fail_dir(dir, f"creating {topic}-{partition} failed: {_cause(e)}")
             raise KafkaStorageError(f"creating {topic}-{partition} in {dir} failed: {_cause(e)}") from e
         with self._lock:
-            existing = self._logs.get(key)
-            if existing is not None:
-                plog.close_handles()
-                return existing
             self._logs[key] = plog
             self._dir_of[key] = dir
+            self._per_dir[dir] += 1
             return plog
 
     def delete(self, topic: str, partition: int) -> None:
@@ -307,12 +324,20 @@ class LogManager:
             key = (topic, partition)
             plog = self._logs.pop(key, None)
             dir = self._dir_of.pop(key, None)
+            if dir is not None:
+                self._per_dir[dir] -= 1
             self.hw_checkpoints.pop(key, None)
         if plog is not None:
             try:
-                plog.delete()
+                target = plog.detach()
             except OSError as e:
                 self.fail_dir(dir, f"deleting {topic}-{partition} failed: {e}")
+                return
+            if target is not None:  # the files go on a worker thread: thousands take seconds
+                try:
+                    self._remover.submit(shutil.rmtree, target, ignore_errors=True)
+                except RuntimeError:  # closed (shutting down): the next load removes the "-delete" directory
+                    pass
 
     def partitions(self) -> Iterable[PartitionLog]:
         return list(self._logs.values())
@@ -380,6 +405,7 @@ class LogManager:
     def close(self) -> None:
         """Close every log, write the checkpoints and mark each directory whose logs
         all closed cleanly with ``.kafka_cleanshutdown``."""
+        self._remover.shutdown(wait=False, cancel_futures=True)  # what is left: the next load removes it
         failed_dirs = set()
         for key, plog in list(self._logs.items()):
             try:

@@ -145,3 +145,40 @@ def test_a_share_group_shows_members_start_offsets_and_lag(console_broker, conso
     status, page = get(console.url + f"/groups/{group}/reset", {"choice": "to-earliest", "execute": "1"})
     assert status == 200 and 'id="reset-done"' in page, page
     page_with(f"/groups/{group}", '<td class="num start">0</td>\n<td class="num">5</td><td class="num lag">5</td>')
+
+
+def test_a_streams_group_shows_tasks_topology_and_lag(console_broker, console):
+    """A streams group (KIP-1071), its member made of raw StreamsGroupHeartbeats (tests/streams_wire.py):
+    in the groups list with the type Streams; on its page the member's tasks, the topology with the
+    internal topics' partition counts, and the input partitions' committed offsets and lag."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).parent.parent / "differential"))
+    from harness import Side, create_topic
+    from streams_wire import StreamsMember
+
+    topic, app = "streams-console", "streams-console-app"
+    side = Side("samsa", console_broker.bootstrap)
+    try:
+        create_topic(side, topic, 2)
+        side.produce(topic, [(None, b"x")] * 4, 0)
+        m = StreamsMember(side, app, "console-member", topic)
+        m.heartbeat()
+        m.settle()
+        m.commit({(topic, 0): 1})
+
+        def page_with(path: str, *texts: str) -> str:
+            def ready():
+                status, page = get(console.url + path)
+                return status == 200 and all(t in page for t in texts) and page
+            return wait_until(ready, f"{path} showing {texts}")
+        page = page_with(f"/groups/{app}", "Stable", '<span id="type">Streams</span> group')
+        assert '<td class="active">0_0, 0_1, 1_0, 1_1</td>' in page, page
+        assert f"{app}-counts-repartition (2)" in page and f"{app}-counts-changelog (2)" in page
+        assert f'<tr><td>{topic}</td><td class="num">0</td><td class="num committed">1</td>\n' \
+               '<td class="num">4</td><td class="num lag">3</td></tr>' in page, page
+        page_with("/groups", f"{app}</a></td>\n<td>Streams</td><td>Stable</td><td class=\"num\">1</td>")
+        m.leave()
+        page_with(f"/groups/{app}", "Empty", "No members.")
+    finally:
+        side.close()

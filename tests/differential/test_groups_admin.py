@@ -482,3 +482,33 @@ def test_offset_for_leader_epoch(diff):
             {"partition": 3, "current_leader_epoch": -1, "leader_epoch": 0}]}]}, 4)
         return [(p["partition"], p["error_code"], p["end_offset"]) for t in r["topics"] for p in t["partitions"]]
     diff(run)
+
+
+def test_leave_group_member_id_not_utf8(diff):
+    """Issue 33's fuzzed LeaveGroup v1 (4 bytes of the member id replaced, not UTF-8), byte for
+    byte: Kafka decodes strings as Java does (U+FFFD for malformed bytes) and answers it."""
+    import socket
+    import struct
+
+    from samsa.protocol.api import decode_response
+    frame = bytes.fromhex(
+        "0000004b000d00013a2a5aff000772646b61666b61000a667a2d636c6173736963002c72646b61666b612d34333333636436612d3164"
+        "38382d7ffffffe2d613937612d313130646630386433346234")
+
+    clean = {"group_id": "fz-classic", "member_id": "rdkafka-4333cd6a-1d88-0000-a97a-110df08d34b4"}
+
+    def run(s):
+        _coordinator(s, "fz-classic")
+        # Kafka answers NOT_COORDINATOR until the group's offsets partition is loaded
+        first = wait_until(lambda: (lambda r: r if r["error_code"] != 16 else None)(s.call(13, clean, 1)),
+                           "the coordinator loaded", 60)
+        with socket.create_connection((s.host, s.port), timeout=30) as c:
+            c.sendall(frame)
+            buf = b""
+            while len(buf) < 4 or len(buf) < 4 + struct.unpack(">i", buf[:4])[0]:
+                chunk = c.recv(65536)
+                if not chunk:
+                    return "closed"
+                buf += chunk
+        return decode_response(13, 1, buf[4:])[1], first
+    diff(run)

@@ -168,3 +168,25 @@ def test_create_partitions_bad_assignment(diff):
         create_topic(s, "diff-cp2", 1)
         return _partitions(s, "diff-cp2", 3, assignments=[{"broker_ids": [1]}])
     diff(run)
+
+
+@pytest.mark.parametrize("timeout_ms", [0, -1])
+def test_timeout_not_positive(diff, timeout_ms):
+    """Issue 33: a deadline already past. Kafka's controller answers every topic REQUEST_TIMED_OUT
+    (no message) and does nothing, even for a topic that does not exist."""
+    def scenario(s):
+        create_topic(s, "diff-tmo-kept")
+        out = [topic_result(s.call(19, {"topics": [{"name": "diff-tmo-new", "num_partitions": 2, "replication_factor": 1,
+                                                    "assignments": [], "configs": []}],
+                                        "timeout_ms": timeout_ms, "validate_only": False}, 5))]
+        r = s.call(37, {"topics": [{"name": "diff-tmo-kept", "count": 3, "assignments": None},
+                                   {"name": "diff-tmo-none", "count": 3, "assignments": None}],
+                        "timeout_ms": timeout_ms, "validate_only": False}, 3)
+        out.append([(t["name"], t["error_code"], t["error_message"]) for t in r["results"]])
+        r = s.call(20, {"topic_names": ["diff-tmo-kept", "diff-tmo-none"], "timeout_ms": timeout_ms}, 4)
+        out.append([(t["name"], t["error_code"]) for t in r["responses"]])
+        r = s.call(3, {"topics": [{"name": n, "topic_id": bytes(16)} for n in ("diff-tmo-kept", "diff-tmo-new")],
+                       "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}, 12)
+        out.append([(t["name"], t["error_code"], len(t["partitions"])) for t in r["topics"]])
+        return out
+    diff(scenario)

@@ -76,6 +76,18 @@ def test_counters_equal_what_was_produced_and_fetched(metered_broker):
     assert value(m, "kafka_consumergroup_current_offset", consumergroup="lagging", topic=topic, partition="0") == 1
     assert value(m, "kafka_consumergroup_lag", consumergroup="lagging", topic=topic, partition="0") == ends[0] - 1
     assert 0 <= value(m, "samsa_event_loop_busy_ratio") <= 1
+    assert value(m, "samsa_event_loop_lag_max_ms") >= 0
+
+
+def test_event_loop_lag_is_probed(metered_broker):
+    """The probe runs every 100 ms from the start: its histogram counts on, each probe in one bucket."""
+    b = metered_broker
+    first = value(scrape(b.metrics_url), "samsa_event_loop_lag_ms_count")
+    m = wait_until(lambda: (s := scrape(b.metrics_url)) and value(s, "samsa_event_loop_lag_ms_count") > first and s,
+                   "more loop-lag probes")
+    count = value(m, "samsa_event_loop_lag_ms_count")
+    assert value(m, "samsa_event_loop_lag_ms_bucket", le="+Inf") == count
+    assert value(m, "samsa_event_loop_lag_ms_sum") >= 0
 
 
 def test_failed_produce_is_counted(metered_broker):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 
@@ -44,6 +45,26 @@ def test_help_lists_the_pipelines_and_bad_usage_is_one_line():
         r = samsa("pipeline", "run", *args)
         assert r.returncode == 1 and r.stderr.strip() == f"samsa pipeline: {said}"
     assert "\n  pipeline " in samsa("--help").stdout  # listed among the tools
+
+
+def test_embedded_broker_is_a_child_process_and_a_taken_port_is_one_line(fresh_broker, tmp_path):
+    """--embedded starts `samsa server start` in a child process (its log in the state directory)
+    and stops it with the pipeline; a port something listens on already is refused."""
+    taken = samsa("pipeline", "run", "payments", "--embedded", "--bootstrap-server", fresh_broker.bootstrap_servers,
+                  "--state-dir", str(tmp_path / "taken"))
+    assert taken.returncode == 1 and taken.stderr.strip() == (
+        f"samsa pipeline: something is already listening on {fresh_broker.bootstrap_servers} (another broker?); "
+        "stop it, or leave out --embedded to use it")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ran = samsa("pipeline", "run", "payments", "--embedded", "--bootstrap-server", f"127.0.0.1:{port}",
+                "--state-dir", str(tmp_path / "state"), "--available-now")
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert f"listening on 127.0.0.1:{port}, data in {tmp_path / 'state' / 'broker'}" in ran.stdout
+    assert "shut down completed" in (tmp_path / "state" / "broker.log").read_text()  # stopped with the pipeline
+    with socket.socket() as s:
+        assert s.connect_ex(("127.0.0.1", port)) != 0
 
 
 def test_without_pyspark_it_says_which_extra_to_install():

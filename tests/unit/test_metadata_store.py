@@ -52,3 +52,15 @@ def test_a_failed_write_changes_nothing(tmp_path, monkeypatch):
     assert json.loads(store.path.read_text()) == after_pid_file and before_file != after_pid_file
     monkeypatch.undo()
     assert store.next_producer_id_block(1000) == pid + 1000  # the refused block was not handed out
+
+
+def test_topic_json_holds_every_partition_field():
+    """TopicInfo.to_json writes PartitionState by hand (fast for thousands of partitions): every
+    field, and read back the same."""
+    from dataclasses import asdict
+
+    from samsa.cluster.metadata import PartitionState, TopicInfo
+    state = PartitionState([1, 2], 1, 3, [1], 4, [5], [6])
+    topic = TopicInfo("t", bytes(range(16)), {0: state}, {"retention.ms": "1"})
+    assert topic.to_json()["partitions"]["0"] == asdict(state)
+    assert TopicInfo.from_json("t", topic.to_json()) == topic

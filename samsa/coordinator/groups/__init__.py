@@ -12,6 +12,9 @@
   their records in ``__consumer_offsets``;
 - :mod:`.share_groups` — share groups (KIP-932) on the same driver: ShareGroupHeartbeat,
   the simple assignor, their ``ShareGroup*`` records;
+- :mod:`.streams_groups`, :mod:`.streams_topology` — streams groups (KIP-1071) on the same
+  driver: StreamsGroupHeartbeat, the topology and its internal topics, the sticky task
+  assignor, their ``StreamsGroup*`` records;
 - :mod:`.coordinator` — :class:`GroupCoordinator`, the service the request handlers call, on
   the typed requests and results exported here.
 """
@@ -22,10 +25,11 @@ from samsa.coordinator.groups.coordinator import (GroupCoordinator, GroupDescrip
 from samsa.coordinator.groups.consumer_groups import (ConsumerGroupDescription, ConsumerHeartbeat,
                                                       ConsumerHeartbeatResult)
 from samsa.coordinator.groups.share_groups import ShareHeartbeat
+from samsa.coordinator.groups.streams_groups import StreamsHeartbeat, StreamsHeartbeatResult
 from samsa.coordinator.groups.rebalance import (HeartbeatRequest, JoinedMember, JoinRequest, JoinResult,
                                                 LeavingMember, SyncRequest, SyncResult)
 from samsa.coordinator.groups.state import GroupState
 
 __all__ = ["ConsumerGroupDescription", "ConsumerHeartbeat", "ConsumerHeartbeatResult", "GroupCoordinator", "GroupDescription", "GroupListing", "GroupState", "HeartbeatRequest", "JoinRequest",
            "JoinResult", "JoinedMember", "LeavingMember", "MemberDescription", "OffsetCommitEntry",
-           "OffsetCommitRequest", "ShareHeartbeat", "SyncRequest", "SyncResult", "TxnOffsetCommitRequest"]
+           "OffsetCommitRequest", "ShareHeartbeat", "StreamsHeartbeat", "StreamsHeartbeatResult", "SyncRequest", "SyncResult", "TxnOffsetCommitRequest"]

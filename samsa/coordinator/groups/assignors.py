@@ -147,3 +147,70 @@ CLASS_NAMES = {"org.apache.kafka.coordinator.group.assignor.UniformAssignor": "u
 def assignor_name(configured: str) -> str:
     """A ``group.consumer.assignors`` entry as an assignor name (a short name or Kafka's class)."""
     return CLASS_NAMES.get(configured, configured)
+
+
+# ---------------------------------------------------------------- streams groups (KIP-1071)
+
+Task = tuple[str, int]                               # (subtopology id, partition)
+
+
+@dataclass(frozen=True)
+class StreamsMemberSpec:
+    """What the streams task assignor knows of one member."""
+    process_id: str
+    active: frozenset[Task] = frozenset()            # its active tasks in the current target (stickiness)
+    standby: frozenset[Task] = frozenset()           # its standby tasks in the current target
+
+
+def sticky_tasks(members: Mapping[str, StreamsMemberSpec], tasks: Mapping[str, int], num_standby: int,
+                 stateful: frozenset[str] = frozenset()) -> dict[str, tuple[frozenset[Task], frozenset[Task]]]:
+    """Kafka's sticky task assignor, in its rules: every task active on one member, members
+    as even as they can be (at most one task apart, and each subtopology's tasks spread over
+    them), a task staying where it was active while that keeps the balance; then ``num_standby`` standby replicas of each task, each on a
+    process other than the active task's and the other replicas', kept where they were when they
+    may be, else on the least loaded member. Returns member id -> (active, standby)."""
+    ids = sorted(members)
+    if not ids:
+        return {}
+    all_tasks = [(sub, p) for sub in sorted(tasks) for p in range(tasks[sub])]
+    active: dict[str, set[Task]] = {m: set() for m in ids}
+    cap = -(-len(all_tasks) // len(ids))
+    for sub in sorted(tasks):
+        # each subtopology's tasks spread over the members too (so a member's stores stay few)
+        sub_cap = -(-tasks[sub] // len(ids))
+        per_sub = {m: 0 for m in ids}
+        rest = []
+        for p in range(tasks[sub]):
+            t = (sub, p)
+            owner = next((m for m in ids if t in members[m].active and len(active[m]) < cap
+                          and per_sub[m] < sub_cap), None)
+            if owner is None:
+                rest.append(t)
+            else:
+                active[owner].add(t)
+                per_sub[owner] += 1
+        for t in rest:
+            owner = min(ids, key=lambda m: (per_sub[m], len(active[m]), m))
+            active[owner].add(t)
+            per_sub[owner] += 1
+    # even out what the per-subtopology spread left uneven overall
+    while True:
+        most = max(ids, key=lambda m: (len(active[m]), m))
+        least = min(ids, key=lambda m: (len(active[m]), m))
+        if len(active[most]) - len(active[least]) <= 1:
+            break
+        t = max(active[most] - members[most].active or active[most])
+        active[most].discard(t)
+        active[least].add(t)
+    owner_of = {t: m for m, ts in active.items() for t in ts}
+    standby: dict[str, set[Task]] = {m: set() for m in ids}
+    for t in [t for t in all_tasks if t[0] in stateful] if num_standby > 0 else ():
+        used = {members[owner_of[t]].process_id}
+        for _ in range(num_standby):
+            candidates = [m for m in ids if members[m].process_id not in used]
+            if not candidates:
+                break
+            m = min(candidates, key=lambda m: (t not in members[m].standby, len(active[m]) + len(standby[m]), m))
+            standby[m].add(t)
+            used.add(members[m].process_id)
+    return {m: (frozenset(active[m]), frozenset(standby[m])) for m in ids}

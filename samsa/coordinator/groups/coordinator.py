@@ -31,6 +31,9 @@ from samsa.coordinator.groups.persistence import (ConsumerGroupLoaded, GroupLoad
                                                   OffsetsTopicWriter, partition_for)
 from samsa.coordinator.groups.share_groups import CONFIG_KEYS as SHARE_CONFIG_KEYS
 from samsa.coordinator.groups.share_groups import ShareGroups, ShareHeartbeat
+from samsa.coordinator.groups.streams_groups import (StreamsGroupDescription, StreamsGroups, StreamsHeartbeat,
+                                                     StreamsHeartbeatResult)
+from samsa.coordinator.groups.streams_topology import InternalTopic
 from samsa.coordinator.groups.rebalance import CONFIG_KEYS as REBALANCE_CONFIG_KEYS
 from samsa.coordinator.groups.rebalance import (HeartbeatRequest, JoinRequest, JoinResult, LeavingMember, Rebalancer,
                                                 SyncRequest, SyncResult)
@@ -152,6 +155,9 @@ class GroupCoordinator:
                                        lambda group_id, key: self.group_configs(group_id).get(key))
         self.share = ShareGroups(_RunningLoop(), self.cfg, lambda: self.host.topics, self._write_later,
                                  lambda group_id, key: self.group_configs(group_id).get(key))
+        self.streams = StreamsGroups(_RunningLoop(), self.cfg, lambda: self.host.topics, self._write_later,
+                                     lambda group_id, key: self.group_configs(group_id).get(key),
+                                     self._create_internal_topic)
         self._expiry_task: asyncio.Task | None = None
         # The share coordinator's state of share partitions (KIP-932), set by the broker: share
         # groups' offsets, and their state deleted with them.
@@ -167,12 +173,13 @@ class GroupCoordinator:
     def metrics(self) -> GroupMetrics:
         """A snapshot of the groups and committed offsets for the broker's metrics."""
         offsets = self.offsets
-        return GroupMetrics([g.state.value for g in list(self.groups.values()) if g.group_id not in self.consumer.groups],
+        return GroupMetrics([g.state.value for g in list(self.groups.values()) if not self._modern(g.group_id)],
                             {gid: {tp: o.offset for tp, o in offsets.committed(gid).items()}
                              for gid in offsets.group_ids()},
                             self.rebalancer.completed_rebalances,
                             [g.state.value for g in list(self.consumer.groups.values())], self.consumer.rebalances,
-                            [g.state.value for g in list(self.share.groups.values())], self.share.rebalances)
+                            [g.state.value for g in list(self.share.groups.values())], self.share.rebalances,
+                            [g.state for g in list(self.streams.groups.values())], self.streams.rebalances)
 
     # ---------------------------------------------------------------- config
 
@@ -196,6 +203,7 @@ class GroupCoordinator:
         self.rebalancer.stop()
         self.consumer.stop()
         self.share.stop()
+        self.streams.stop()
 
     def on_leader(self, topic: str, index: int) -> None:
         """This broker now leads an offsets partition: load its groups and offsets."""
@@ -229,7 +237,8 @@ class GroupCoordinator:
                 self.groups.setdefault(loaded.group_id, Group(loaded.group_id))
         self.consumer.load(consumer)
         self.share.load(consumer)
-        for group_id in self.consumer.groups:  # a consumer group replaced an empty classic one
+        self.streams.load(consumer)
+        for group_id in [*self.consumer.groups, *self.streams.groups]:  # it replaced an empty classic one
             if (classic := self.groups.get(group_id)) is not None and not classic.members:
                 self.rebalancer.forget(group_id)
         log.debug("loaded %d records of %s-%d", count, OFFSETS_TOPIC, index)
@@ -259,10 +268,11 @@ class GroupCoordinator:
             return
         n = self.num_partitions
         for group_id in [g for g in set(self.groups) | set(self.offsets.group_ids()) | set(self.consumer.groups)
-                         | set(self.share.groups) if partition_for(g, n) == index]:
+                         | set(self.share.groups) | set(self.streams.groups) if partition_for(g, n) == index]:
             self.rebalancer.forget(group_id)
             self.consumer.forget(group_id)
             self.share.forget(group_id)
+            self.streams.forget(group_id)
             self.offsets.drop_group(group_id)
         for pid, by_group in list(self.pending_txn.items()):
             for group_id in [g for g in by_group if partition_for(g, n) == index]:
@@ -284,7 +294,7 @@ class GroupCoordinator:
                     (loaded.topic, loaded.partition)] = loaded.offset
             return set()
         self.offsets.load(group_id, (loaded.topic, loaded.partition), loaded.offset)
-        if group_id not in self.consumer.groups:
+        if not self._modern(group_id):
             self.groups.setdefault(group_id, Group(group_id))
         return {group_id}
 
@@ -348,7 +358,7 @@ class GroupCoordinator:
         """The JoinGroup answer now, or a parked one the rebalance sets."""
         if code := self._coordinator_error(req.group_id):
             return JoinResult(code, req.member_id)
-        if req.group_id in self.share.groups:
+        if req.group_id in self.share.groups or req.group_id in self.streams.groups:
             return JoinResult(errors.E_INCONSISTENT_GROUP_PROTOCOL, req.member_id)
         modern = self.consumer.groups.get(req.group_id)
         if modern is not None:
@@ -376,7 +386,7 @@ class GroupCoordinator:
         """ConsumerGroupHeartbeat: the answer once the records of what changed are stored."""
         if code := self._coordinator_error(req.group_id):
             return ConsumerHeartbeatResult(code)
-        if req.group_id in self.share.groups:
+        if req.group_id in self.share.groups or req.group_id in self.streams.groups:
             return ConsumerHeartbeatResult(errors.E_GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.")
         entries = []
         classic = self.groups.get(req.group_id)
@@ -428,7 +438,7 @@ class GroupCoordinator:
             return ConsumerHeartbeatResult(errors.E_INVALID_REQUEST, "GroupId can't be empty.")
         if code := self._coordinator_error(req.group_id):
             return ConsumerHeartbeatResult(code)
-        if req.group_id in self.consumer.groups or req.group_id in self.groups:
+        if req.group_id in self.consumer.groups or req.group_id in self.groups or req.group_id in self.streams.groups:
             return ConsumerHeartbeatResult(errors.E_GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a share group.")
         result, entries = self.share.share_heartbeat(req)
         log.debug("ShareGroupHeartbeat %s %s epoch %d names %s -> error %d epoch %d assignment %s",
@@ -439,7 +449,8 @@ class GroupCoordinator:
     def share_describe(self, group_id: str) -> ConsumerGroupDescription:
         if code := self._coordinator_error(group_id):
             return ConsumerGroupDescription(group_id, code)
-        if group_id not in self.share.groups and (group_id in self.groups or group_id in self.consumer.groups):
+        if group_id not in self.share.groups and (group_id in self.groups or group_id in self.consumer.groups
+                                                  or group_id in self.streams.groups):
             return ConsumerGroupDescription(group_id, errors.E_GROUP_ID_NOT_FOUND,
                                             f"Group {group_id} is not a share group.")
         return self.share.describe(group_id)
@@ -447,10 +458,58 @@ class GroupCoordinator:
     def consumer_describe(self, group_id: str) -> ConsumerGroupDescription:
         if code := self._coordinator_error(group_id):
             return ConsumerGroupDescription(group_id, code)
-        if group_id not in self.consumer.groups and (group_id in self.groups or group_id in self.share.groups):
+        if group_id not in self.consumer.groups and (group_id in self.groups or group_id in self.share.groups
+                                                     or group_id in self.streams.groups):
             return ConsumerGroupDescription(group_id, errors.E_GROUP_ID_NOT_FOUND,
                                             f"Group {group_id} is not a consumer group.")
         return self.consumer.describe(group_id)
+
+    # ---------------------------------------------------------------- streams groups (KIP-1071)
+
+    def _modern(self, group_id: str) -> bool:
+        """Is it a group of the consumer or streams protocol (whose offsets make no classic group)?"""
+        return group_id in self.consumer.groups or group_id in self.streams.groups
+
+    def _create_internal_topic(self, t: InternalTopic) -> None:
+        """A streams group's repartition or changelog topic, as its topology asks."""
+        self.host.create_topic(t.name, t.partitions, t.replication_factor or -1, configs=dict(t.configs))
+
+    async def streams_heartbeat(self, req: StreamsHeartbeat) -> StreamsHeartbeatResult:
+        """StreamsGroupHeartbeat: the answer once the records of what changed are stored."""
+        if not req.group_id:  # validated before the coordinator is looked for, as Kafka does
+            return StreamsHeartbeatResult(errors.E_INVALID_REQUEST, "GroupId can't be empty.")
+        if code := self._coordinator_error(req.group_id):
+            return StreamsHeartbeatResult(code)
+        classic = self.groups.get(req.group_id)
+        if req.group_id not in self.streams.groups and (
+                req.group_id in self.consumer.groups or req.group_id in self.share.groups
+                or (classic is not None and (classic.members or classic.state not in (EMPTY, DEAD)))):
+            return StreamsHeartbeatResult(errors.E_GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a streams group.")
+        result, entries = self.streams.streams_heartbeat(req)
+        if not result.error and classic is not None and req.group_id in self.streams.groups:
+            # An empty classic group (an application moving to the streams protocol) becomes the
+            # streams group, as in Kafka; its committed offsets stay.
+            self.rebalancer.forget(req.group_id)
+            if classic.protocol_type:
+                entries.insert(0, persistence.group_tombstone(req.group_id))
+        log.debug("StreamsGroupHeartbeat %s %s epoch %d -> error %d epoch %d tasks %s", req.group_id, req.member_id,
+                  req.member_epoch, result.error, result.member_epoch, result.tasks)
+        if entries:
+            try:
+                await self.offsets_topic.write(req.group_id, entries)
+            except errors.KafkaError as e:
+                return StreamsHeartbeatResult(errors.E_NOT_COORDINATOR if isinstance(
+                    e, errors.NotLeaderOrFollowerError) else e.code, e.message)
+        return result
+
+    def streams_describe(self, group_id: str) -> StreamsGroupDescription:
+        if code := self._coordinator_error(group_id):
+            return StreamsGroupDescription(group_id, code)
+        if group_id not in self.streams.groups and (group_id in self.groups or group_id in self.consumer.groups
+                                                    or group_id in self.share.groups):
+            return StreamsGroupDescription(group_id, errors.E_GROUP_ID_NOT_FOUND,
+                                           f"Group {group_id} is not a streams group.")
+        return self.streams.describe(group_id)
 
     def group_configs(self, group_id: str) -> dict[str, str]:
         """The group's own configs (cached for GROUP_CONFIG_TTL s: heartbeats read them)."""
@@ -496,7 +555,7 @@ class GroupCoordinator:
                 codes = [code or e.code for code in codes]
                 updates = []
             self.offsets.commit(group_id, updates)
-            if group_id not in self.consumer.groups:
+            if not self._modern(group_id):
                 self.groups.setdefault(group_id, Group(group_id, state_timestamp=ts))
         return codes
 
@@ -506,6 +565,8 @@ class GroupCoordinator:
             return errors.E_GROUP_ID_NOT_FOUND
         if group_id in self.consumer.groups:  # the generation is the member epoch
             return self.consumer.check_commit(group_id, member_id, generation, api_version)
+        if group_id in self.streams.groups:
+            return self.streams.check_commit(group_id, member_id, generation, api_version)
         return self.rebalancer.check_commit(group_id, generation, member_id, instance_id)
 
     def _offset_records(self, group_id: str, offsets: list, error: int, ts: int
@@ -561,7 +622,7 @@ class GroupCoordinator:
                 return [code or e.code for code in codes]
             pending = self.pending_txn.setdefault(req.producer_id, {}).setdefault(group_id, {})
             pending.update(updates)
-            if group_id not in self.consumer.groups:
+            if not self._modern(group_id):
                 self.groups.setdefault(group_id, Group(group_id, state_timestamp=ts))
         return codes
 
@@ -587,16 +648,18 @@ class GroupCoordinator:
         """The live groups, by id; only those in ``states`` (Kafka's names, any case) if given."""
         wanted = {s.lower() for s in states or []}
         out = [GroupListing(g.group_id, g.protocol_type or "", g.state)
-               for g in self.groups.values() if g.group_id not in self.consumer.groups]
+               for g in self.groups.values() if not self._modern(g.group_id)]
         out += [GroupListing(g.group_id, "consumer", g.state.value, "consumer") for g in self.consumer.groups.values()]
         out += [GroupListing(g.group_id, "share", g.state.value, "share") for g in self.share.groups.values()]
+        out += [GroupListing(g.group_id, "streams", g.state, "streams") for g in self.streams.groups.values()]
         return sorted((g for g in out if str(g.state) != DEAD.value and not (wanted and str(g.state).lower() not in wanted)),
                       key=lambda g: g.group_id)
 
     def describe(self, group_id: str) -> GroupDescription:
         if code := self._coordinator_error(group_id):
             return GroupDescription(group_id, code)
-        if (modern := self.consumer.groups.get(group_id) or self.share.groups.get(group_id)) is not None:
+        if (modern := self.consumer.groups.get(group_id) or self.share.groups.get(group_id)
+                or self.streams.groups.get(group_id)) is not None:
             # A consumer or share group through the classic DescribeGroups: Kafka answers
             # GROUP_ID_NOT_FOUND ("not a classic group"); the admin client asks
             # ConsumerGroupDescribe instead.
@@ -626,13 +689,14 @@ class GroupCoordinator:
                     self.share.forget(group_id)
                     out.append((group_id, 0))
                     continue
-                if (modern := self.consumer.groups.get(group_id)) is not None:
+                driver = self.consumer if group_id in self.consumer.groups else self.streams
+                if (modern := driver.groups.get(group_id)) is not None:
                     if modern.members:
                         raise errors.NonEmptyGroupError(f"group {group_id} has members")
                     tombstones = [persistence.offset_entry(group_id, t, p, None)
                                   for t, p in self.offsets.committed(group_id)]
-                    await self.offsets_topic.write(group_id, tombstones + self.consumer.tombstones(modern))
-                    self.consumer.forget(group_id)
+                    await self.offsets_topic.write(group_id, tombstones + driver.tombstones(modern))
+                    driver.forget(group_id)
                     self.offsets.drop_group(group_id)
                     self.groups.pop(group_id, None)
                     out.append((group_id, 0))
@@ -801,10 +865,11 @@ class GroupCoordinator:
         not subscribe to (or any offsets of an Empty group) can be deleted."""
         if code := self._coordinator_error(group_id):
             return code, []
-        modern = self.consumer.groups.get(group_id)
+        driver = self.streams if group_id in self.streams.groups else self.consumer
+        modern = driver.groups.get(group_id)
         g = self.groups.get(group_id)
-        if modern is not None:  # a consumer group (KIP-848): its members' resolved subscriptions
-            subscribed = self.consumer.subscribed_topic_names(group_id)
+        if modern is not None:  # a consumer or streams group: what its members read now
+            subscribed = driver.subscribed_topic_names(group_id)
         elif g is None:
             return errors.E_GROUP_ID_NOT_FOUND, []
         elif g.state != EMPTY and g.protocol_type != "consumer":
@@ -835,8 +900,9 @@ class GroupCoordinator:
         retention = self.cfg("offsets.retention.minutes") * 60_000
         for group_id in self.offsets.group_ids():
             g = self.groups.get(group_id)
-            if (modern := self.consumer.groups.get(group_id)) is not None and modern.members:
-                continue  # a live consumer group keeps its offsets
+            modern = self.consumer.groups.get(group_id) or self.streams.groups.get(group_id)
+            if modern is not None and modern.members:
+                continue  # a live consumer or streams group keeps its offsets
             expired = self.offsets.expired(group_id, g, now, retention)
             if not expired or self._coordinator_error(group_id):
                 continue
@@ -860,3 +926,5 @@ class GroupMetrics:
     consumer_rebalances: int = 0  # target assignments computed for consumer groups
     share_states: list[str] = field(default_factory=list)  # each share group's (KIP-932) state name
     share_rebalances: int = 0  # target assignments computed for share groups
+    streams_states: list[str] = field(default_factory=list)  # each streams group's (KIP-1071) state name
+    streams_rebalances: int = 0  # target assignments computed for streams groups

@@ -1,5 +1,5 @@
 """Group configs (KIP-848, KIP-932): per-group overrides of the broker's ``group.consumer.*`` and
-``group.share.*`` keys, and the share groups' own keys, set with IncrementalAlterConfigs on a
+``group.share.*`` and ``group.streams.*`` keys (KIP-1071), and the share groups' own keys, set with IncrementalAlterConfigs on a
 GROUP resource and read by the coordinator and the share partitions.
 
 One table, :data:`GROUP_CONFIGS`: each group key, the broker key whose value it overrides
@@ -34,13 +34,23 @@ GROUP_CONFIGS: dict[str, tuple[str | None, str | None, str | None]] = {
     "share.partition.max.record.locks": ("group.share.partition.max.record.locks",
                                          "group.share.min.partition.max.record.locks",
                                          "group.share.max.partition.max.record.locks"),
+    "streams.session.timeout.ms": ("group.streams.session.timeout.ms", "group.streams.min.session.timeout.ms",
+                                   "group.streams.max.session.timeout.ms"),
+    "streams.heartbeat.interval.ms": ("group.streams.heartbeat.interval.ms", "group.streams.min.heartbeat.interval.ms",
+                                      "group.streams.max.heartbeat.interval.ms"),
+    "streams.num.standby.replicas": ("group.streams.num.standby.replicas", None, "group.streams.max.standby.replicas"),
+    "streams.initial.rebalance.delay.ms": ("group.streams.initial.rebalance.delay.ms", None, None),
+    "streams.assignment.interval.ms": ("group.streams.assignment.interval.ms",
+                                       "group.streams.min.assignment.interval.ms",
+                                       "group.streams.max.assignment.interval.ms"),
     "share.auto.offset.reset": (None, None, None),
     "share.isolation.level": (None, None, None),
 }
 
 #: Each numeric key's own lower bound (Kafka's GroupConfig definitions), checked before the broker's.
 AT_LEAST: dict[str, int] = {"share.record.lock.duration.ms": 1000, "share.delivery.count.limit": 2,
-                            "share.partition.max.record.locks": 100}
+                            "share.partition.max.record.locks": 100, "streams.num.standby.replicas": 0,
+                            "streams.initial.rebalance.delay.ms": 0, "streams.assignment.interval.ms": 0}
 
 #: The keys without a broker key: group key -> (type, default).
 OWN_DEFAULTS: dict[str, tuple[str, str]] = {
@@ -91,4 +101,8 @@ def validate(configs: dict[str, str], broker: Callable[[str], Any]) -> None:
         low = broker(low_key) if low_key else None
         high = broker(high_key) if high_key else None
         if (low is not None and number < low) or (high is not None and number > high):
+            if low is None:
+                raise errors.InvalidConfigError(f"{key} must be less than or equal to {high}")
+            if high is None:
+                raise errors.InvalidConfigError(f"{key} must be greater than or equal to {low}")
             raise errors.InvalidConfigError(f"{key} must be in the range {low} to {high} inclusive.")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 from samsa.coordinator.groups.assignors import Assignment, TopicId
@@ -151,10 +152,12 @@ def overlaps(a: Assignment, b: Assignment) -> bool:
 
 
 def reconcile(group: ModernGroup, member: ModernMember, owned: Assignment | None, *,
-              revoke_first: bool = True) -> bool:
+              revoke_first: bool = True, exclusive: Callable[[Any], bool] | None = None) -> bool:
     """Move ``member`` one step towards its target (Kafka's CurrentAssignmentBuilder).
 
-    ``owned`` is what the member says it holds (None: it did not say). Returns True if the
+    ``owned`` is what the member says it holds (None: it did not say). ``exclusive`` says of an
+    assignment key whether each of its partitions has one holder (default: every key); a
+    streams group's standby tasks may be held by several members. Returns True if the
     member's epoch, state or partitions changed."""
     before = (member.member_epoch, member.state, member.assigned, member.pending_revocation)
     target_epoch = group.assignment_epoch
@@ -176,6 +179,9 @@ def reconcile(group: ModernGroup, member: ModernMember, owned: Assignment | None
             owners = group.owners()
             free: Assignment = {}
             for t, ps in wanted.items():
+                if exclusive is not None and not exclusive(t):
+                    free[t] = ps
+                    continue
                 mine = frozenset(p for p in ps if owners.get((t, p), member.member_id) == member.member_id)
                 if mine:
                     free[t] = mine

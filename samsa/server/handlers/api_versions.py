@@ -1,7 +1,8 @@
 """ApiVersions (18): the versions of every API this broker speaks, and the features (KIP-584)
 it supports and has finalized, as Kafka 4 advertises them: ``transaction.version`` 2
 (KIP-890 part 2) tells clients to use transactions version 2; ``group.version`` 1 the consumer
-group protocol (KIP-848); ``share.version`` 1 share groups (KIP-932; Kafka 4.4 finalizes 2)."""
+group protocol (KIP-848); ``share.version`` 1 share groups (KIP-932; Kafka 4.4 finalizes 2); ``streams.version`` 1
+streams groups (KIP-1071)."""
 
 from samsa.coordinator.transactions import TRANSACTION_VERSION
 from samsa.protocol.api_keys import ApiKey
@@ -11,6 +12,7 @@ from samsa.server.handlers import HANDLERS, handles
 FEATURES = {
     "group.version": (0, 1, 1),
     "share.version": (0, 1, 1),
+    "streams.version": (0, 1, 1),
     "transaction.version": (0, TRANSACTION_VERSION, TRANSACTION_VERSION),
 }
 FEATURES_EPOCH = 1

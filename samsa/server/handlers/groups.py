@@ -14,8 +14,9 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from samsa.coordinator.groups import (ConsumerHeartbeat, ConsumerHeartbeatResult, GroupDescription, HeartbeatRequest, JoinRequest, JoinResult, LeavingMember,
+from samsa.coordinator.groups import (ConsumerHeartbeat, ConsumerHeartbeatResult, StreamsHeartbeat, StreamsHeartbeatResult, GroupDescription, HeartbeatRequest, JoinRequest, JoinResult, LeavingMember,
                                       OffsetCommitEntry, OffsetCommitRequest, ShareHeartbeat, SyncRequest, SyncResult)
+from samsa.coordinator.groups.streams_groups import ACCEPTABLE_RECOVERY_LAG, TASK_OFFSET_INTERVAL_MS
 from samsa.coordinator.share.coordinator import parse_coordinator_key
 from samsa.protocol import errors
 from samsa.protocol.acl import ResourceType, authorized_operations
@@ -407,6 +408,83 @@ def share_group_describe(ctx, req: dict) -> dict:
                 "subscribed_topic_names": m.subscribed_topic_names,
                 "assignment": _assignment_wire(m.assigned, d.topic_names)}
     return _describe_groups(ctx, req, ctx.broker.groups.share_describe, member)
+
+
+# ---------------------------------------------------------------- streams groups (KIP-1071)
+
+def _streams_tasks(tasks: dict, kind: str) -> list[dict]:
+    return [{"subtopology_id": sub, "partitions": sorted(ps)} for (k, sub), ps in sorted(tasks.items()) if k == kind]
+
+
+@handles(ApiKey.STREAMS_GROUP_HEARTBEAT)
+async def streams_group_heartbeat(ctx, req: dict) -> dict:
+    if not allowed(ctx, Op.READ, RT.GROUP, req["group_id"]):
+        r = StreamsHeartbeatResult(errors.E_GROUP_AUTHORIZATION_FAILED)
+    else:
+        endpoint = req.get("user_endpoint")
+        tags = req.get("client_tags")
+        r = await ctx.broker.groups.streams_heartbeat(StreamsHeartbeat(
+            group_id=req["group_id"], member_id=req["member_id"], member_epoch=req["member_epoch"],
+            endpoint_information_epoch=req.get("endpoint_information_epoch", 0), instance_id=req.get("instance_id"),
+            rack_id=req.get("rack_id"), rebalance_timeout_ms=req.get("rebalance_timeout_ms", -1),
+            topology=req.get("topology"), active_tasks=req.get("active_tasks"),
+            standby_tasks=req.get("standby_tasks"), warmup_tasks=req.get("warmup_tasks"),
+            process_id=req.get("process_id"),
+            user_endpoint=None if endpoint is None else (endpoint["host"], endpoint["port"]),
+            client_tags=None if tags is None else {kv["key"]: kv["value"] for kv in tags},
+            task_offsets=req.get("task_offsets"), task_end_offsets=req.get("task_end_offsets"),
+            shutdown_application=req.get("shutdown_application", False),
+            client_id=ctx.header.client_id or "", client_host=_client_host(ctx)))
+    out = {"throttle_time_ms": 0, "error_code": r.error, "error_message": r.message, "member_id": r.member_id,
+           "member_epoch": r.member_epoch, "heartbeat_interval_ms": r.heartbeat_interval_ms,
+           "acceptable_recovery_lag_legacy": 0, "task_offset_interval_ms": 0, "acceptable_recovery_lag": -1,
+           "status": None, "active_tasks": None, "standby_tasks": None, "warmup_tasks": None,
+           "endpoint_information_epoch": r.endpoint_information_epoch,
+           "partitions_by_user_endpoint": r.partitions_by_user_endpoint}
+    if r.error:
+        return out
+    # v0's AcceptableRecoveryLagLegacy is deprecated: Kafka 4.4 answers 0 there, the lag in v1's field
+    out.update({"acceptable_recovery_lag": ACCEPTABLE_RECOVERY_LAG,
+                "task_offset_interval_ms": TASK_OFFSET_INTERVAL_MS,
+                "status": [{"status_code": c, "status_detail": d} for c, d in r.status or []]})
+    if r.tasks is not None:
+        out.update({f"{kind}_tasks": _streams_tasks(r.tasks, kind) for kind in ("active", "standby", "warmup")})
+    return out
+
+
+@handles(ApiKey.STREAMS_GROUP_DESCRIBE)
+def streams_group_describe(ctx, req: dict) -> dict:
+    requested = req.get("include_authorized_operations", False)
+    out = []
+    for group_id in req["group_ids"]:
+        if not allowed(ctx, Op.DESCRIBE, RT.GROUP, group_id):
+            out.append({"error_code": errors.E_GROUP_AUTHORIZATION_FAILED, "group_id": group_id, "members": []})
+            continue
+        d = ctx.broker.groups.streams_describe(group_id)
+        if d.error:
+            out.append({"error_code": d.error, "error_message": d.message, "group_id": group_id, "group_state": "",
+                        "members": [], "assignor_name": None})
+            continue
+        ops = (authorized_operations(ResourceType.GROUP, requested) if ctx.broker.authorizer is None
+               else operations(ctx, RT.GROUP, group_id, requested))
+        members = []
+        for m, target in d.members:
+            members.append({
+                "member_id": m.member_id, "member_epoch": m.member_epoch, "instance_id": m.instance_id,
+                "rack_id": m.rack_id, "client_id": m.client_id, "client_host": m.client_host,
+                "topology_epoch": m.topology_epoch, "process_id": m.process_id,
+                "user_endpoint": None if m.user_endpoint is None else {"host": m.user_endpoint[0],
+                                                                       "port": m.user_endpoint[1]},
+                "client_tags": [{"key": k, "value": v} for k, v in sorted(m.client_tags.items())],
+                "task_offsets": list(m.task_offsets), "task_end_offsets": list(m.task_end_offsets),
+                "assignment": {f"{k}_tasks": _streams_tasks(m.assigned, k) for k in ("active", "standby", "warmup")},
+                "target_assignment": {f"{k}_tasks": _streams_tasks(target, k) for k in ("active", "standby", "warmup")},
+                "is_classic": False})
+        out.append({"error_code": 0, "error_message": None, "group_id": group_id, "group_state": d.state,
+                    "group_epoch": d.group_epoch, "assignment_epoch": d.assignment_epoch, "topology": d.topology,
+                    "members": members, "authorized_operations": -2147483648 if ops is None else ops,
+                    "topology_description": None, "topology_description_status": 0, "assignor_name": d.assignor})
+    return {"throttle_time_ms": 0, "groups": out}
 
 
 # ---------------------------------------------------------------- share groups' offsets (KIP-932)

@@ -18,6 +18,7 @@ from samsa.protocol import api
 from samsa.cluster.replica_manager import ReplicaMetrics
 from samsa.server.metrics.counters import (BUCKETS_MS, EXTRA_REQUEST_NAMES, TIME_NAMES, BrokerTopicStats, LoopBusy,
                                            RequestTimes)
+from samsa.server.metrics.loop_lag import LoopLag
 
 # BrokerTopicMetrics: (MBean name without PerSec, TopicCounters attribute, help).
 TOPIC_METERS = (
@@ -41,11 +42,13 @@ class BrokerCollector(Collector):
     ``dispatcher.connection_counts()``, ``fetch_sessions.metrics()``, the metadata cache);
     ``topics``, ``requests`` and ``loop_busy`` the counters its request paths add to."""
 
-    def __init__(self, broker: Any, topics: BrokerTopicStats, requests: RequestTimes, loop_busy: LoopBusy):
+    def __init__(self, broker: Any, topics: BrokerTopicStats, requests: RequestTimes, loop_busy: LoopBusy,
+                 loop_lag: LoopLag | None = None):
         self.broker = broker
         self.topics = topics
         self.requests = requests
         self.loop_busy = loop_busy
+        self.loop_lag = loop_lag
 
     def collect(self) -> Iterator[Metric]:
         yield from self._topic_metrics()
@@ -186,6 +189,7 @@ class BrokerCollector(Collector):
         by_protocol.add_metric(["classic"], len(groups.states))
         by_protocol.add_metric(["consumer"], len(groups.consumer_states))
         by_protocol.add_metric(["share"], len(groups.share_states))
+        by_protocol.add_metric(["streams"], len(groups.streams_states))
         yield by_protocol
         by_state = GaugeMetricFamily("kafka_server_group_coordinator_metrics_consumer_group_count",
                                      "Consumer groups (KIP-848) this broker coordinates, per state", labels=["state"])
@@ -203,6 +207,14 @@ class BrokerCollector(Collector):
         yield CounterMetricFamily("kafka_server_group_coordinator_metrics_share_group_rebalance",
                                   "Target assignments computed for share groups (KIP-932)",
                                   value=groups.share_rebalances)
+        streams = GaugeMetricFamily("kafka_server_group_coordinator_metrics_streams_group_count",
+                                    "Streams groups (KIP-1071) this broker coordinates, per state", labels=["state"])
+        for state in ("Empty", "NotReady", "Assigning", "Reconciling", "Stable", "Dead"):
+            streams.add_metric([state.lower()], groups.streams_states.count(state))
+        yield streams
+        yield CounterMetricFamily("kafka_server_group_coordinator_metrics_streams_group_rebalance",
+                                  "Target assignments computed for streams groups (KIP-1071)",
+                                  value=groups.streams_rebalances)
         yield from self._lag(groups.committed, replicas)
 
     @staticmethod
@@ -279,6 +291,19 @@ class BrokerCollector(Collector):
         yield GaugeMetricFamily("kafka_network_socketserver_networkprocessoravgidlepercent",
                                 "1 - samsa_event_loop_busy_ratio (the broker has one event loop, no network "
                                 "processor threads)", value=1.0 - busy)
+        lag = self.loop_lag
+        if lag is not None:
+            yield GaugeMetricFamily("samsa_event_loop_lag_max_ms", "The longest a callback due on the broker's event "
+                                    "loop waited past its time, over the last 5 s, in milliseconds", value=lag.max_ms)
+            h = lag.histogram
+            family = HistogramMetricFamily("samsa_event_loop_lag_ms", "How long a callback due on the broker's event "
+                                           "loop waited past its time (a probe every 100 ms), in milliseconds")
+            cumulative, buckets = 0, []
+            for bound, count in zip((*map(_bound, BUCKETS_MS), "+Inf"), h.counts):
+                cumulative += count
+                buckets.append((bound, cumulative))
+            family.add_metric([], buckets, h.total)
+            yield family
 
 
 def _bound(ms: float) -> str:
