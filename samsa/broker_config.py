@@ -66,6 +66,34 @@ def _replica_selector(v: Any) -> str | None:
     return None
 
 
+def _process_roles(v: Any) -> str | None:
+    for role in v or []:
+        if role not in ("broker", "controller"):
+            return f"Unknown process role '{role}' (only 'broker' and 'controller' are allowed roles)"
+    if len(set(v or [])) != len(v or []):
+        return f"Duplicate role names found in `process.roles`: {v}"
+    return None
+
+
+def _host_port(item: str) -> bool:
+    return re.fullmatch(r"(\[[0-9a-fA-F:]+\]|[^:@\s\[\]]+):\d+", item) is not None
+
+
+def _quorum_voters(v: Any) -> str | None:
+    for item in v or []:
+        node, sep, address = item.partition("@")
+        if not sep or not node.isdigit() or not _host_port(address):
+            return f"Unable to parse voter {item}: a voter is node-id@host:port"
+    return None
+
+
+def _bootstrap_servers(v: Any) -> str | None:
+    for item in v or []:
+        if not _host_port(item):
+            return f"Invalid url in controller.quorum.bootstrap.servers: {item}"
+    return None
+
+
 # Kafka's ranges of compression levels (gzip's -1: the library's default).
 GZIP_LEVEL, LZ4_LEVEL, ZSTD_LEVEL = between(1, 9, also=-1), between(1, 17), between(-131072, 22)
 
@@ -98,6 +126,30 @@ BROKER_KEYS = keys(
     # Where a broker without ZooKeeper keeps its metadata file (Kafka's KRaft metadata log dir);
     # unset, the first of log.dirs, as in Kafka.
     Key("metadata.log.dir", "string", None),
+    # KRaft (Kafka 4): empty process.roles is Samsa's ZooKeeper or single-broker mode; see samsa/kraft_config.py.
+    Key("process.roles", "list", [], _process_roles),
+    Key("controller.quorum.voters", "list", [], _quorum_voters),
+    Key("controller.quorum.bootstrap.servers", "list", [], _bootstrap_servers),
+    Key("controller.listener.names", "list", []),
+    Key("controller.quorum.election.timeout.ms", "int", 1000, at_least(0)),
+    Key("controller.quorum.fetch.timeout.ms", "int", 2000, at_least(0)),
+    Key("controller.quorum.election.backoff.max.ms", "int", 1000, at_least(0)),
+    Key("controller.quorum.request.timeout.ms", "int", 2000, at_least(0)),
+    Key("controller.quorum.retry.backoff.ms", "int", 20, at_least(0)),
+    Key("controller.quorum.append.linger.ms", "int", 25, at_least(0)),
+    Key("controller.quorum.fetch.snapshot.max.bytes", "int", 1048576, at_least(1)),
+    Key("controller.quorum.fetch.max.bytes", "int", 1048576, at_least(1)),
+    Key("controller.quorum.auto.join.enable", "bool", False),
+    Key("metadata.log.segment.bytes", "int", 1073741824, at_least(8388608)),
+    Key("metadata.log.segment.ms", "long", 604800000),
+    Key("metadata.max.retention.bytes", "long", 104857600),
+    Key("metadata.max.retention.ms", "long", 604800000),
+    Key("metadata.log.max.record.bytes.between.snapshots", "long", 20971520, at_least(1)),
+    Key("metadata.log.max.snapshot.interval.ms", "long", 3600000, at_least(0)),
+    Key("metadata.max.idle.interval.ms", "int", 500, at_least(0)),
+    Key("broker.heartbeat.interval.ms", "int", 2000),
+    Key("broker.session.timeout.ms", "int", 9000),
+    Key("initial.broker.registration.timeout.ms", "int", 60000),
     Key("num.partitions", "int", 1, at_least(1)),
     Key("default.replication.factor", "int", 1, at_least(1)),
     Key("auto.create.topics.enable", "bool", True),
@@ -416,6 +468,7 @@ class BrokerConfig:
     def _check(self) -> None:
         if not self.log_dirs:
             raise ConfigError("log.dirs must name at least one directory")
+        self._check_kraft()
         names = [parse_listener(x)[0] for x in self.listeners]
         if len(set(names)) != len(names):
             raise ConfigError("Invalid value for configuration listeners: each listener must have a different name")
@@ -427,6 +480,8 @@ class BrokerConfig:
         protocols = dict(item.split(":", 1) for item in self.values["listener.security.protocol.map"] if ":" in item)
         for name in names:
             protocol = protocols.get(name)
+            if protocol is None and name in self.values["controller.listener.names"]:
+                continue  # a KRaft controller listener not in the map is PLAINTEXT, as Kafka maps it
             if protocol is None:
                 raise ConfigError(f"No security protocol defined for listener {name} "
                                   "(listener.security.protocol.map)")
@@ -434,7 +489,7 @@ class BrokerConfig:
                 raise ConfigError(f"Listener {name} maps to unknown security protocol {protocol} "
                                   f"(one of {', '.join(SECURITY_PROTOCOLS)})")
         inter = self.inter_broker_listener
-        if inter not in names:
+        if inter not in names and "broker" in self.roles:
             raise ConfigError(f"inter.broker.listener.name must be a listener name defined in listeners; "
                               f"{inter} is not one of {', '.join(names)}")
         advertised = [parse_listener(x)[0] for x in self.advertised_listeners]
@@ -443,11 +498,54 @@ class BrokerConfig:
                 if name not in names:
                     raise ConfigError(f"advertised.listeners listener {name} is not in listeners")
 
+    @property
+    def roles(self) -> list[str]:
+        """process.roles; without it Samsa's ZooKeeper or single-broker mode acts as a broker."""
+        return self.values["process.roles"] or ["broker"]
+
+    def _check_kraft(self) -> None:
+        """Kafka 4's checks of a KRaft configuration (KafkaConfig's validateValues), in its words."""
+        roles = self.values["process.roles"]
+        if not roles:
+            return
+        if self.values["zookeeper.connect"]:
+            raise ConfigError("zookeeper.connect and process.roles cannot both be set: a node runs in ZooKeeper "
+                              "mode or in KRaft mode, not both")
+        if "node.id" not in self.originals:
+            raise ConfigError('Missing required configuration "node.id" which has no default value.')
+        if not self.values["controller.listener.names"]:
+            raise ConfigError('Missing required configuration "controller.listener.names" which has no default value.')
+        voters = self.values["controller.quorum.voters"]
+        if not voters and not self.values["controller.quorum.bootstrap.servers"]:
+            raise ConfigError("If using process.roles, either controller.quorum.bootstrap.servers must contain the "
+                              "set of bootstrap controllers or controller.quorum.voters must contain a parseable "
+                              "set of controllers.")
+        node = self.values["node.id"]
+        if node < 0:
+            raise ConfigError(f"Invalid value {node} for configuration node.id: Value must be at least 0")
+        ids = [int(v.split("@", 1)[0]) for v in voters]
+        if "controller" in roles and voters and node not in ids:
+            raise ConfigError(f"requirement failed: If process.roles contains the 'controller' role, the node id "
+                              f"{node} must be included in the set of voters controller.quorum.voters="
+                              f"Set({', '.join(map(str, dict.fromkeys(ids)))})")
+        listener_names = [parse_listener(x)[0] for x in self.listeners]
+        controllers = self.values["controller.listener.names"]
+        if "controller" in roles and not any(n in listener_names for n in controllers):
+            raise ConfigError(f"requirement failed: The listeners config must contain a listener with the name "
+                              f"from controller.listener.names ({','.join(controllers)}) when process.roles contains "
+                              "the controller role")
+        if roles == ["broker"] and any(n in listener_names for n in controllers):
+            raise ConfigError(f"requirement failed: The listeners config must not contain KRaft controller listeners "
+                              f"from controller.listener.names when process.roles contains just the 'broker' role "
+                              "(Kafka: the controller listener belongs to the controllers)")
+
     # ---- listeners and their security
 
     def security_protocol(self, listener: str) -> str:
         """The security protocol of a listener name (listener.security.protocol.map)."""
         protocols = dict(item.split(":", 1) for item in self.values["listener.security.protocol.map"] if ":" in item)
+        if listener.upper() not in protocols and listener in self.values["controller.listener.names"]:
+            return "PLAINTEXT"
         return protocols.get(listener.upper(), listener.upper()).upper()
 
     @property
@@ -459,6 +557,8 @@ class BrokerConfig:
         names = [parse_listener(x)[0] for x in self.listeners]
         wanted = self.values["security.inter.broker.protocol"]
         for n in names:
+            if n in self.values["controller.listener.names"]:
+                continue  # a KRaft controller listener never carries the brokers' traffic
             if self.security_protocol(n) == wanted:
                 return n
         return wanted if "security.inter.broker.protocol" in self.originals else (names[0] if names else wanted)

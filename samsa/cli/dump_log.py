@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from samsa.cli.common import Parser, UsageError, run_tool
-from samsa.protocol import codec, group_records, share_records, txn_records
+from samsa.protocol import codec, group_records, metadata_records, share_records, txn_records
 from samsa.protocol.batch import DELETE_HORIZON_BIT, BatchHeader, compute_crc, iter_headers
 from samsa.protocol.errors import CorruptRecordError, KafkaError
 from samsa.protocol.records import Record, decode_batch
@@ -65,7 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
       help="If set, log data will be parsed as transaction metadata from the __transaction_state topic.")
     a("--share-group-state-decoder", action="store_true",
       help="If set, log data will be parsed as share group state data from the __share_group_state topic.")
-    a("--cluster-metadata-decoder", action="store_true", help=argparse.SUPPRESS)
+    a("--cluster-metadata-decoder", action="store_true",
+      help="If set, log data will be parsed as cluster metadata records.")
     a("--remote-log-metadata-decoder", action="store_true", help=argparse.SUPPRESS)
     a("--skip-record-metadata", action="store_true", help="Whether to skip printing metadata for each record.")
     return p
@@ -270,6 +271,22 @@ def _control(record: Record) -> str:
     return f" controlType: {names.get(kind, 'UNKNOWN')}({kind})"
 
 
+def _kraft_control(record: Record) -> bool:
+    key = bytes(record.key or b"")
+    return len(key) >= 4 and _I16.unpack_from(key, 2)[0] in metadata_records.CONTROL_RECORDS
+
+
+def cluster_metadata_parser(record: Record) -> tuple[str | None, str | None]:
+    """--cluster-metadata-decoder: a record of __cluster_metadata as Kafka's JSON."""
+    if record.value is None:
+        return None, None
+    try:
+        return None, metadata_records.payload_json(bytes(record.value))
+    except (ValueError, KafkaError) as e:
+        raise CorruptRecordError(f"Failed to decode message at offset {record.offset} using cluster metadata "
+                                 f"decoder: {e}") from None
+
+
 def record_line(h: BatchHeader, r: Record, opts: argparse.Namespace, parser: PayloadDecoder, print_data: bool) -> str:
     out = ""
     prefix = "| "
@@ -281,7 +298,9 @@ def record_line(h: BatchHeader, r: Record, opts: argparse.Namespace, parser: Pay
                 f" sequence: {_sequence(h.base_sequence, r.offset - h.base_offset)}"
                 f" headerKeys: [{','.join(k for k, _ in r.headers)}]")
         prefix = " "
-        if h.is_control:
+        if h.is_control and opts.cluster_metadata_decoder and _kraft_control(r):
+            out += f" {metadata_records.control_json(bytes(r.key), bytes(r.value or b''))}"
+        elif h.is_control:
             out += _control(r)
     if print_data and not h.is_control:
         key, payload = parser(r)
@@ -293,8 +312,12 @@ def record_line(h: BatchHeader, r: Record, opts: argparse.Namespace, parser: Pay
 
 
 def dump_log(path: Path, opts: argparse.Namespace, parser: PayloadDecoder, print_data: bool,
-             non_consecutive: dict[str, list[tuple[int, int]]]) -> None:
-    print(f"Log starting offset: {int(path.name.split('.')[0])}")
+             non_consecutive: dict[str, list[tuple[int, int]]], snapshot: bool = False) -> None:
+    if snapshot:  # a KRaft snapshot (KIP-630): <end offset>-<epoch>.checkpoint
+        end_offset, epoch = path.name.split(".")[0].split("-")
+        print(f"Snapshot end offset: {int(end_offset)}, epoch: {int(epoch)}")
+    else:
+        print(f"Log starting offset: {int(path.name.split('.')[0])}")
     data = path.read_bytes()
     end = min(len(data), opts.max_bytes)
     deep = opts.deep_iteration or print_data
@@ -480,10 +503,11 @@ def main(argv: list[str] | None = None) -> int:
 def _tool(opts: argparse.Namespace) -> int:
     if not opts.files:
         raise UsageError('Missing required argument "[files]"')
-    for flag in ("cluster_metadata_decoder", "remote_log_metadata_decoder"):
-        if getattr(opts, flag):
-            raise UsageError(f"--{flag.replace('_', '-')} is not supported by Samsa")
-    if opts.offsets_decoder:
+    if opts.remote_log_metadata_decoder:
+        raise UsageError("--remote-log-metadata-decoder is not supported by Samsa")
+    if opts.cluster_metadata_decoder:
+        record_parser: PayloadDecoder = cluster_metadata_parser
+    elif opts.offsets_decoder:
         record_parser: PayloadDecoder = offsets_parser
     elif opts.transaction_log_decoder:
         record_parser = transaction_log_parser
@@ -492,6 +516,7 @@ def _tool(opts: argparse.Namespace) -> int:
     else:
         record_parser = plain_parser(opts.key_decoder_class, opts.value_decoder_class)
     print_data = bool(opts.print_data_log or opts.offsets_decoder or opts.transaction_log_decoder
+                      or opts.cluster_metadata_decoder
                       or opts.share_group_state_decoder
                       or opts.key_decoder_class
                       or opts.value_decoder_class)
@@ -512,6 +537,8 @@ def _tool(opts: argparse.Namespace) -> int:
                 dump_time_index(path, name, opts, time_errors)
             elif suffix == ".txnindex":
                 dump_txn_index(path)
+            elif suffix == ".checkpoint":
+                dump_log(path, opts, record_parser, print_data, non_consecutive, snapshot=True)
             elif suffix == ".snapshot":
                 dump_producer_snapshot(path)
             else:

@@ -21,6 +21,7 @@ TOOLS = {
     "leader-election": ("samsa.cli.leader_election", "elect preferred or unclean leaders (kafka-leader-election.sh)"),
     "reassign-partitions": ("samsa.cli.reassign_partitions", "move partitions between brokers (kafka-reassign-partitions.sh)"),
     "transactions": ("samsa.cli.transactions", "list, describe, find and abort hanging transactions (kafka-transactions.sh)"),
+    "storage": ("samsa.cli.storage", "format KRaft log directories, print their meta.properties, random ids (kafka-storage.sh)"),
     "dump-log": ("samsa.cli.dump_log", "print the batches and records of a segment file (kafka-dump-log.sh)"),
     "console-producer": ("samsa.cli.console_producer", "send lines of stdin as records (kafka-console-producer.sh)"),
     "console-consumer": ("samsa.cli.console_consumer", "print records of topics to stdout (kafka-console-consumer.sh)"),

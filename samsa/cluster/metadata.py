@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Protocol
 
+from samsa.configdef import ConfigError
 from samsa.protocol.errors import KafkaStorageError
 
 
@@ -109,6 +110,10 @@ class MetadataStore(Protocol):
     def close(self) -> None: ...
 
 
+class InconsistentClusterIdError(ConfigError):
+    """The metadata file is another cluster's."""
+
+
 class LocalMetadataStore:
     """Metadata of a single broker in one JSON file, rewritten atomically on each change.
 
@@ -119,11 +124,15 @@ class LocalMetadataStore:
 
     FILE = "samsa-cluster-metadata.json"
 
-    def __init__(self, directory: str | Path):
+    def __init__(self, directory: str | Path, cluster_id: str | None = None):
+        """``cluster_id``: a KRaft node's, from its formatted meta.properties (else one is made up)."""
         self.path = Path(directory) / self.FILE
         self._lock = threading.RLock()
         exists = self.path.exists()
-        self._load(json.loads(self.path.read_text()) if exists else {})
+        self._load(json.loads(self.path.read_text()) if exists else {"cluster_id": cluster_id})
+        if cluster_id and self.cluster_id != cluster_id:
+            raise InconsistentClusterIdError(f"{self.path} belongs to cluster {self.cluster_id}, but meta.properties "
+                                             f"says cluster.id={cluster_id}")
         if not exists:
             self._change(lambda: None)
 

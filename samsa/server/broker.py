@@ -34,6 +34,7 @@ from samsa.coordinator.share import ShareCoordinator, SharePersister
 from samsa.coordinator.transactions import TransactionCoordinator, TransactionVerifier
 from samsa.protocol import errors
 from samsa.protocol.api_keys import ApiKey
+from samsa.server import kraft_mode
 from samsa.server.dispatcher import Dispatcher
 from samsa.server.fetch_sessions import FetchSessionCache
 from samsa.server.metrics.counters import BrokerTopicStats
@@ -103,7 +104,9 @@ class BrokerServer:
         else:
             log.info("open file limit (ulimit -n): %d", now)
         zookeeper = self.config["zookeeper.connect"]
-        self.store = self._store or await self._open_store(Path(self.config["metadata.log.dir"] or dirs[0]), zookeeper)
+        kraft_cluster_id = kraft_mode.check_start(self.config)  # a KRaft node Samsa cannot serve is refused
+        self.store = self._store or await self._open_store(Path(self.config["metadata.log.dir"] or dirs[0]), zookeeper,
+                                                           kraft_cluster_id)
         self.config.apply_dynamic(self.store.broker_configs(None), self.store.broker_configs(self.broker_id))
         if self.config["authorizer.class.name"]:
             self._start_authorizer(bool(zookeeper))
@@ -224,10 +227,10 @@ class BrokerServer:
         self.metrics_endpoint = MetricsEndpoint(registry, listener)
         await self.metrics_endpoint.start()
 
-    async def _open_store(self, first_dir: Path, zookeeper: str) -> MetadataStore:
+    async def _open_store(self, first_dir: Path, zookeeper: str, cluster_id: str | None = None) -> MetadataStore:
         if not zookeeper:
             first_dir.mkdir(parents=True, exist_ok=True)
-            return LocalMetadataStore(first_dir)
+            return LocalMetadataStore(first_dir, cluster_id=cluster_id)
         from samsa.cluster.zookeeper import ZooKeeperMetadataStore
         session = self.config["zookeeper.session.timeout.ms"]
         return await asyncio.get_running_loop().run_in_executor(None, lambda: ZooKeeperMetadataStore(

@@ -9,6 +9,7 @@ import signal
 import sys
 from pathlib import Path
 
+from samsa.server import kraft_mode
 from samsa.server.broker import BrokerServer
 from samsa.broker_config import BrokerConfig
 from samsa.storage.dir_lock import LogDirLockedError
@@ -41,6 +42,7 @@ async def serve(config: BrokerConfig, ready_message: str | None = None) -> None:
 
 
 def run(config: BrokerConfig, *, daemon: bool = False, ready_message: str | None = None) -> int:
+    kraft_mode.check_start(config)  # before -daemon detaches: a refused KRaft node says so on the terminal
     if daemon:
         log_dir = Path(os.environ.get("LOG_DIR", "logs"))
         log_dir.mkdir(parents=True, exist_ok=True)

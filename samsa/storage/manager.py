@@ -26,6 +26,7 @@ from samsa.storage.files import (
     parse_partition_dir,
     write_atomically,
 )
+from samsa.storage.kraft import METADATA_PARTITION_DIR
 from samsa.storage.log import PartitionLog
 from samsa.storage.meta import InconsistentBrokerMetadataError, check_meta, read_meta, write_meta
 
@@ -163,6 +164,8 @@ class LogManager:
                 log.info("finishing the deletion of %s", path)
                 shutil.rmtree(path, ignore_errors=True)
                 continue
+            if name == METADATA_PARTITION_DIR:
+                continue  # KRaft's metadata partition: its own log (samsa.storage.kraft), not a topic's
             parsed = parse_partition_dir(name)
             if parsed is None:
                 log.warning("skipping %s: not a <topic>-<partition> directory", path)
