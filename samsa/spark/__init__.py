@@ -59,6 +59,8 @@ def local_session(app_name: str = "samsa", master: str = "local[2]", **conf: Any
     for k, v in settings.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
+    from samsa.spark.jvm import ship
+    ship(spark)  # and to the executors
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark

@@ -4,9 +4,9 @@ operators: the payments pipeline's velocity rule as a ``transformWithState`` pro
 (``jvm/samsa/spark/Velocity.java``).
 
 :func:`session_conf` puts the jar on the driver's class path and ships it to executors
-(``spark.driver.extraClassPath``, ``spark.jars``); ``samsa.spark.local_session`` applies it. A
-session of your own needs the same two settings (``python -m samsa.spark.jvm`` prints the
-jar's path). In a checkout with a JDK the jar is rebuilt when a source changed
+(``spark.driver.extraClassPath``, then ``SparkContext.addJar``: :func:`ship`);
+``samsa.spark.local_session`` does both. A session of your own needs the same
+(``python -m samsa.spark.jvm`` prints the jar's path). In a checkout with a JDK the jar is rebuilt when a source changed
 (``python -m samsa.spark.jvm build``); the wheel ships it built. The jar holds the digest of
 the sources it was built from.
 """
@@ -76,12 +76,19 @@ def jar() -> Path:
 
 
 def session_conf(conf: dict[str, Any]) -> dict[str, Any]:
-    """``conf`` with the jar added to the driver's class path and to the jars shipped to executors."""
-    path = str(jar())
+    """``conf`` with the jar on the driver's class path (a setting read when the driver's JVM
+    starts); :func:`ship` then gives it to the executors."""
     out = dict(conf)
-    for key, sep in (("spark.driver.extraClassPath", os.pathsep), ("spark.jars", ",")):
-        out[key] = f"{out[key]}{sep}{path}" if out.get(key) else path
+    key = "spark.driver.extraClassPath"
+    out[key] = f"{out[key]}{os.pathsep}{jar()}" if out.get(key) else str(jar())
     return out
+
+
+def ship(spark: Any) -> None:
+    """The jar to the session's executors (``SparkContext.addJar``). Not through ``spark.jars``:
+    a session's own ``spark.jars`` replaces the list ``spark.jars.packages`` (Spark's Kafka
+    connector) was merged into, and the executors then lack the connector."""
+    spark.sparkContext._jsc.addJar(str(jar()))
 
 
 def velocity(df: Any, key: str, time: str, max_count: int, window_ms: int, quiet_ms: int) -> Any:
