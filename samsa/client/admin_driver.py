@@ -29,6 +29,8 @@ from samsa.protocol import errors
 from samsa.protocol.api_keys import ApiKey
 
 T = TypeVar("T")
+L = TypeVar("L")  # a group listing
+D = TypeVar("D")  # a group description
 
 GROUP, TRANSACTION = 0, 1  # FindCoordinator key types
 # Failures after which a whole call is sent again (to a possibly new controller or coordinator).
@@ -302,6 +304,64 @@ class RequestDriver:
             todo = list(retry)
             await attempts.wait()
         return results
+
+    async def _list_groups_of_type(self, group_type: str, states: Iterable[str] | None,
+                                   listing: Callable[[str, str | None], L]) -> list[L]:
+        """The groups of ``group_type`` on every broker (ListGroups v5 with the type filter),
+        one ``listing(group_id, state)`` each, sorted by id."""
+        states = [s for s in states or [] if s]
+
+        async def attempt() -> list[L]:
+            cluster = await self._ready()
+            await cluster.refresh([])
+            found: dict[str, L] = {}
+            for node_id in sorted(cluster.brokers):
+                conn = await cluster.node(node_id)
+                resp = await conn.request(ApiKey.LIST_GROUPS, {"states_filter": states, "types_filter": [group_type]},
+                                          min_version=5)
+                check(resp["error_code"], None, f"Listing the groups of broker {node_id}")
+                for g in resp["groups"]:
+                    if g.get("group_type", group_type) == group_type:
+                        found[g["group_id"]] = listing(g["group_id"], g.get("group_state"))
+            return [found[k] for k in sorted(found)]
+        return await self._call(attempt)
+
+    async def _describe_groups_of_type(self, group_ids: Iterable[str], api: ApiKey, what: str,
+                                       description: Callable[[dict[str, Any], Node], D]) -> dict[str, D]:
+        """Group id -> ``description(group, coordinator)`` from ``api`` (ShareGroupDescribe,
+        StreamsGroupDescribe, ...) on each coordinator. A group that does not exist raises
+        GroupIdNotFoundError, as Kafka's admin client does; ``what`` names the groups in errors."""
+        group_ids = list(dict.fromkeys(group_ids))
+
+        async def send(node: Node, conn: BrokerConnection, groups: list[str]) -> dict[str, Any]:
+            resp = await conn.request(api, {"group_ids": groups, "include_authorized_operations": False})
+            out: dict[str, Any] = {}
+            for g in resp["groups"]:
+                if g["error_code"] == errors.E_GROUP_ID_NOT_FOUND:
+                    out[g["group_id"]] = errors.GroupIdNotFoundError(
+                        g.get("error_message") or f"Group {g['group_id']} not found.")
+                elif g["error_code"]:
+                    out[g["group_id"]] = group_error(g["error_code"], g.get("error_message"),
+                                                     f"Describing {what} {g['group_id']}")
+                else:
+                    out[g["group_id"]] = description(g, node)
+            return out
+        results = await self._for_groups(group_ids, send)
+        for g in group_ids:
+            if isinstance(results[g], BaseException):
+                raise results[g]
+        return {g: results[g] for g in group_ids}
+
+    async def _delete_groups(self, group_ids: Iterable[str]) -> dict[str, errors.KafkaError | None]:
+        """DeleteGroups on each coordinator: group id -> None (deleted) or the error."""
+        group_ids = list(dict.fromkeys(group_ids))
+
+        async def send(node: Node, conn: BrokerConnection, groups: list[str]) -> dict[str, Any]:
+            resp = await conn.request(ApiKey.DELETE_GROUPS, {"groups_names": groups})
+            return {r["group_id"]: group_error(r["error_code"], None, f"Deleting group {r['group_id']}")
+                    if r["error_code"] else None for r in resp["results"]}
+        results = await self._for_groups(group_ids, send)
+        return {g: results[g] for g in group_ids}
 
     async def _for_group(self, group_id: str,
                          send: Callable[[Node, BrokerConnection], Awaitable[T]]) -> T:

@@ -9,7 +9,6 @@ from collections import defaultdict
 from typing import Any, Iterable, Mapping
 
 from samsa.client.admin_driver import RequestDriver
-from samsa.client.admin_driver import check as _check
 from samsa.client.admin_driver import group_error as _group_error
 from samsa.client.connection import BrokerConnection
 from samsa.client.types import (Node, ShareGroupDescription, ShareGroupListing, ShareMemberDescription,
@@ -32,59 +31,18 @@ def _share_group(g: dict, node: Node) -> ShareGroupDescription:
 class ShareAdmin(RequestDriver):
     async def list_share_groups(self, states: Iterable[str] | None = None) -> list[ShareGroupListing]:
         """The share groups of every broker (ListGroups v5 with the type filter ``share``), sorted."""
-        states = [s for s in states or [] if s]
-
-        async def attempt() -> list[ShareGroupListing]:
-            cluster = await self._ready()
-            await cluster.refresh([])
-            found: dict[str, ShareGroupListing] = {}
-            for node_id in sorted(cluster.brokers):
-                conn = await cluster.node(node_id)
-                resp = await conn.request(ApiKey.LIST_GROUPS, {"states_filter": states, "types_filter": ["share"]},
-                                          min_version=5)
-                _check(resp["error_code"], None, f"Listing the groups of broker {node_id}")
-                for g in resp["groups"]:
-                    if g.get("group_type", "share") == "share":
-                        found[g["group_id"]] = ShareGroupListing(g["group_id"], g.get("group_state"))
-            return [found[k] for k in sorted(found)]
-        return await self._call(attempt)
+        return await self._list_groups_of_type("share", states, ShareGroupListing)
 
     async def describe_share_groups(self, group_ids: Iterable[str]) -> dict[str, ShareGroupDescription]:
         """Group id -> description (ShareGroupDescribe on each coordinator). A group that does
         not exist raises GroupIdNotFoundError, as Kafka's admin client does."""
-        group_ids = list(dict.fromkeys(group_ids))
-
-        async def send(node: Node, conn: BrokerConnection, groups: list[str]) -> dict[str, Any]:
-            resp = await conn.request(ApiKey.SHARE_GROUP_DESCRIBE,
-                                      {"group_ids": groups, "include_authorized_operations": False})
-            out: dict[str, Any] = {}
-            for g in resp["groups"]:
-                if g["error_code"] == errors.E_GROUP_ID_NOT_FOUND:
-                    out[g["group_id"]] = errors.GroupIdNotFoundError(
-                        g.get("error_message") or f"Group {g['group_id']} not found.")
-                elif g["error_code"]:
-                    out[g["group_id"]] = _group_error(g["error_code"], g.get("error_message"),
-                                                      f"Describing share group {g['group_id']}")
-                else:
-                    out[g["group_id"]] = _share_group(g, node)
-            return out
-        results = await self._for_groups(group_ids, send)
-        for g in group_ids:
-            if isinstance(results[g], BaseException):
-                raise results[g]
-        return {g: results[g] for g in group_ids}
+        return await self._describe_groups_of_type(group_ids, ApiKey.SHARE_GROUP_DESCRIBE, "share group",
+                                                   _share_group)
 
     async def delete_share_groups(self, group_ids: Iterable[str]) -> dict[str, errors.KafkaError | None]:
         """Delete share groups with their state (DeleteGroups): only empty groups can go.
         Group id -> None (deleted) or the error."""
-        group_ids = list(dict.fromkeys(group_ids))
-
-        async def send(node: Node, conn: BrokerConnection, groups: list[str]) -> dict[str, Any]:
-            resp = await conn.request(ApiKey.DELETE_GROUPS, {"groups_names": groups})
-            return {r["group_id"]: _group_error(r["error_code"], None, f"Deleting group {r['group_id']}")
-                    if r["error_code"] else None for r in resp["results"]}
-        results = await self._for_groups(group_ids, send)
-        return {g: results[g] for g in group_ids}
+        return await self._delete_groups(group_ids)
 
     async def list_share_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None = None
                                        ) -> dict[TopicPartition, SharePartitionOffset | errors.KafkaError]:
