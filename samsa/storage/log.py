@@ -456,35 +456,11 @@ class PartitionLog:
         ``offset`` at the log end gives b""; before the log start or past the end
         raises OffsetOutOfRangeError."""
         with self._lock:
-            self._check_open()
-            leo = self._leo
-            if offset == leo:
-                return b""
-            if offset < self.log_start_offset or offset > leo:
-                raise OffsetOutOfRangeError(
-                    f"offset {offset} is outside [{self.log_start_offset}, {leo}] of {self.topic}-{self.partition}"
-                )
-            if max_offset is not None and offset >= max_offset:
-                return b""
-            segments = self._segments
-            i = max(bisect_right(self._bases, offset) - 1, 0)
-            parts = []
-            remaining = max_bytes
-            while i < len(segments):
-                data, exhausted = segments[i].read(offset, remaining, max_offset, min_one_batch)
-                if data:
-                    parts.append(data)
-                    remaining -= len(data)
-                    min_one_batch = False
-                i += 1
-                if not exhausted or remaining <= 0 or i == len(segments):
-                    break
-                offset = segments[i].base_offset
-                if max_offset is not None and offset >= max_offset:
-                    break
+            parts, _ = self._ranges(offset, max_bytes, max_offset, min_one_batch)
             if len(parts) == 1:
-                return parts[0]
-            return b"".join(parts)
+                seg, pos, n = parts[0]
+                return os.pread(seg.fd, n, pos)
+            return b"".join(os.pread(seg.fd, n, pos) for seg, pos, n in parts)
 
     def read_slice(
         self,
@@ -499,39 +475,10 @@ class PartitionLog:
         zero-copy send (the byte ranges fixed now, the files held open by the slice); a read
         of fewer than ``inline_below`` bytes comes back as the bytes themselves."""
         with self._lock:
-            self._check_open()
-            leo = self._leo
-            if offset == leo:
-                return b""
-            if offset < self.log_start_offset or offset > leo:
-                raise OffsetOutOfRangeError(
-                    f"offset {offset} is outside [{self.log_start_offset}, {leo}] of {self.topic}-{self.partition}"
-                )
-            if max_offset is not None and offset >= max_offset:
-                return b""
-            segments = self._segments
-            i = max(bisect_right(self._bases, offset) - 1, 0)
-            parts = []
-            total = 0
-            remaining = max_bytes
-            end_offset = offset
-            while i < len(segments):
-                seg = segments[i]
-                pos, n, exhausted, end_offset = seg.read_range(offset, remaining, max_offset, min_one_batch)
-                if n:
-                    parts.append((seg, pos, n))
-                    total += n
-                    remaining -= n
-                    min_one_batch = False
-                i += 1
-                if not exhausted or remaining <= 0 or i == len(segments):
-                    break
-                offset = segments[i].base_offset
-                if max_offset is not None and offset >= max_offset:
-                    break
+            parts, end_offset = self._ranges(offset, max_bytes, max_offset, min_one_batch)
             if not parts:
                 return b""
-            if total < inline_below:
+            if sum(n for _, _, n in parts) < inline_below:
                 return b"".join(os.pread(seg.fd, n, pos) for seg, pos, n in parts)
             ranges = []
             try:
@@ -542,6 +489,40 @@ class PartitionLog:
                     os.close(fd)
                 raise
             return FileSlice(ranges, end_offset)
+
+    def _ranges(self, offset: int, max_bytes: int, max_offset: int | None,
+                min_one_batch: bool) -> tuple[list[tuple[LogSegment, int, int]], int]:
+        """The byte ranges (segment, position, length) of a read (see :meth:`read`) and the
+        offset bounding them; the caller holds the lock."""
+        self._check_open()
+        leo = self._leo
+        if offset == leo:
+            return [], offset
+        if offset < self.log_start_offset or offset > leo:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside [{self.log_start_offset}, {leo}] of {self.topic}-{self.partition}"
+            )
+        if max_offset is not None and offset >= max_offset:
+            return [], offset
+        segments = self._segments
+        i = max(bisect_right(self._bases, offset) - 1, 0)
+        parts: list[tuple[LogSegment, int, int]] = []
+        remaining = max_bytes
+        end_offset = offset
+        while i < len(segments):
+            seg = segments[i]
+            pos, n, exhausted, end_offset = seg.read_range(offset, remaining, max_offset, min_one_batch)
+            if n:
+                parts.append((seg, pos, n))
+                remaining -= n
+                min_one_batch = False
+            i += 1
+            if not exhausted or remaining <= 0 or i == len(segments):
+                break
+            offset = segments[i].base_offset
+            if max_offset is not None and offset >= max_offset:
+                break
+        return parts, end_offset
 
     def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
         """The aborted transactions overlapping [fetch_offset, upper_bound), for a

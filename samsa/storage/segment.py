@@ -327,47 +327,15 @@ class LogSegment:
         """Whole batches from the one holding ``offset``: at most ``max_bytes`` (but at
         least one batch if ``min_one_batch``), only batches with base offset below
         ``max_offset``. Returns the bytes and whether the read ran to the segment's end
-        (so the caller may go on into the next segment)."""
-        loc = self.locate(offset)
-        if loc is None:
-            return b"", True
-        pos, base, first_size = loc
-        if max_offset is not None and base >= max_offset:
-            return b"", False
-        avail = self.size - pos
-        if first_size > max_bytes:
-            if not min_one_batch:
-                return b"", False
-            return os.pread(self.fd, first_size, pos), first_size == avail
-        want = min(max_bytes, avail)
-        data = os.pread(self.fd, want, pos)
-        n = len(data)
-        if n == avail and (max_offset is None or max_offset >= self.next_offset):
-            return data, True  # the rest of the segment, all visible: whole batches already
-        # Cut after the last whole batch below max_offset, walking batch lengths from the
-        # last index entry inside the data (checked against its batch) rather than from 0.
-        end = 0
-        entry_offset, entry_pos = self.offset_index.lookup_position(pos + n - PEEK_SIZE)
-        if entry_pos > pos and (max_offset is None or entry_offset < max_offset):
-            base, _, lod = _PEEK.unpack_from(data, entry_pos - pos)
-            if base <= entry_offset <= base + lod:
-                end = entry_pos - pos
-        unpack = LENGTH_STRUCT.unpack_from
-        while end + LOG_OVERHEAD <= n:
-            b, length = unpack(data, end)
-            if max_offset is not None and b >= max_offset:
-                break
-            nxt = end + LOG_OVERHEAD + length
-            if nxt > n:
-                break
-            end = nxt
-        return (data if end == n else data[:end]), end == avail
+        (so the caller may go on into the next segment): :meth:`read_range`'s range, read."""
+        pos, n, exhausted, _ = self.read_range(offset, max_bytes, max_offset, min_one_batch)
+        return (os.pread(self.fd, n, pos) if n else b""), exhausted
 
     def read_range(self, offset: int, max_bytes: int, max_offset: int | None,
                    min_one_batch: bool) -> tuple[int, int, bool, int]:
-        """What :meth:`read` would return, as ``(position, length, exhausted, end_offset)``
-        without reading the bytes (only the batch headers near the cut): for a zero-copy
-        fetch. ``end_offset`` bounds the offsets in the range (the next batch's base offset
+        """Whole batches from the one holding ``offset`` (see :meth:`read`), as ``(position,
+        length, exhausted, end_offset)`` without reading the bytes (only the batch headers near
+        the cut): for a zero-copy fetch. ``end_offset`` bounds the offsets in the range (the next batch's base offset
         where known, else the segment's next offset)."""
         loc = self.locate(offset)
         if loc is None:
@@ -384,7 +352,7 @@ class LogSegment:
         if want == avail and (max_offset is None or max_offset >= self.next_offset):
             return pos, avail, True, self.next_offset
         # Cut after the last whole batch below max_offset, walking batch lengths from the last
-        # index entry inside the range (checked against its batch), as read() does.
+        # index entry inside the range (checked against its batch) rather than from the first.
         start = pos
         entry_offset, entry_pos = self.offset_index.lookup_position(pos + want - PEEK_SIZE)
         if entry_pos > pos and (max_offset is None or entry_offset < max_offset):
