@@ -95,10 +95,12 @@ class TopicAdmin:
         background (stored already, it appears once its partitions are applied)."""
         topic = self._new_topic(name, num_partitions, replication_factor, assignments, configs)
         if not validate_only:
-            # On a worker thread: the store's fsync waits for the disk, seconds when it is busy.
-            await asyncio.get_running_loop().run_in_executor(None, self._store_new_topic, topic)
-            await self._applied(name, self.replicas.apply_topic_off_loop(topic), timeout_ms,
-                                lambda: self._log_created(topic), f"creating topic {name}")
+            async def store_and_apply() -> None:
+                # On a worker thread: the store's fsync waits for the disk, seconds when it is busy.
+                await asyncio.get_running_loop().run_in_executor(None, self._store_new_topic, topic)
+                await self.replicas.apply_topic_off_loop(topic)
+            await self._applied(name, store_and_apply(), timeout_ms, lambda: self._log_created(topic),
+                                f"creating topic {name}")
         return topic
 
     async def _settled(self, name: str, timeout_ms: int) -> int:
@@ -121,8 +123,9 @@ class TopicAdmin:
     async def _applied(self, name: str, work: Awaitable[None], timeout_ms: int, then: Callable[[], None],
                        what: str) -> None:
         """Wait for a stored change to topic ``name`` to be applied here, up to ``timeout_ms``
-        (none when not positive). The work goes on whatever happens to the request (a client
-        that leaves, a timeout): the change is in the store, it must not stay half applied."""
+        (none when not positive). The work (storing the change, then applying it) goes on
+        whatever happens to the request (a client that leaves, a timeout): a change stored must
+        not stay half applied. A Kafka error of the work is the request's answer."""
         task = asyncio.ensure_future(work)
         self._applying[name] = task
 
@@ -130,6 +133,9 @@ class TopicAdmin:
             if self._applying.get(name) is t:
                 del self._applying[name]
             if t.cancelled():
+                return
+            if isinstance(t.exception(), errors.KafkaError):  # the request's answer, nothing broke
+                log.info("%s: %s", what, t.exception())
                 return
             if t.exception() is not None:
                 log.error("%s failed", what, exc_info=t.exception())
@@ -211,11 +217,13 @@ class TopicAdmin:
         timeout_ms = await self._settled(name, timeout_ms)
         if name not in self.cache.topics:
             raise errors.UnknownTopicOrPartitionError("This server does not host this topic-partition.")
-        await asyncio.get_running_loop().run_in_executor(None, self.store.delete_topic, name)
-        if name not in self.cache.topics:  # deleted meanwhile by another request
-            raise errors.UnknownTopicOrPartitionError("This server does not host this topic-partition.")
-        await self._applied(name, self.replicas.remove_topic_off_loop(name), timeout_ms, lambda: None,
-                            f"deleting topic {name}")
+
+        async def store_and_apply() -> None:
+            await asyncio.get_running_loop().run_in_executor(None, self.store.delete_topic, name)
+            if name not in self.cache.topics:  # deleted meanwhile by another request
+                raise errors.UnknownTopicOrPartitionError("This server does not host this topic-partition.")
+            await self.replicas.remove_topic_off_loop(name)
+        await self._applied(name, store_and_apply(), timeout_ms, lambda: None, f"deleting topic {name}")
 
     async def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None,
                                 validate_only: bool, timeout_ms: int = -1) -> None:
