@@ -175,7 +175,9 @@ def dead_letters(validated: DataFrame) -> DataFrame:
 Query = Callable[[], DataStreamWriter]
 
 
-def start(name: str, writer: DataStreamWriter, cfg: PipelineConfig) -> StreamingQuery:
+def start(name: str, writer: DataStreamWriter, cfg: PipelineConfig, conf: dict[str, str] | None = None) -> StreamingQuery:
+    """``conf``: session settings for this query alone (a query runs in a copy of the session
+    made as it starts)."""
     writer = writer.queryName(name).option("checkpointLocation", cfg.checkpoint(name))
     if cfg.available_now:
         writer = writer.trigger(availableNow=True)
@@ -187,7 +189,18 @@ def start(name: str, writer: DataStreamWriter, cfg: PipelineConfig) -> Streaming
     else:
         every = cfg.trigger_ms if name in cfg.urgent else max(cfg.trigger_ms, cfg.background_trigger_ms)
         writer = writer.trigger(processingTime=f"{every} milliseconds")
-    return writer.start()
+    spark = writer._spark
+    before = {k: spark.conf.get(k, None) for k in conf or {}}
+    for k, v in (conf or {}).items():
+        spark.conf.set(k, v)
+    try:
+        return writer.start()
+    finally:
+        for k, v in before.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)
 
 
 def selected(queries: list[tuple[str, Query]], cfg: PipelineConfig) -> list[tuple[str, Query]]:
@@ -198,19 +211,21 @@ def selected(queries: list[tuple[str, Query]], cfg: PipelineConfig) -> list[tupl
 
 
 def run_queries(queries: list[tuple[str, Query]], cfg: PipelineConfig, spark: SparkSession,
-                status: Callable[[], str | None] | None = None) -> None:
+                status: Callable[[], str | None] | None = None,
+                conf: dict[str, dict[str, str]] | None = None) -> None:
     """With ``available_now`` each query in turn reads what is there and stops (later queries
     read what earlier ones wrote); otherwise all run until one fails or the process is stopped,
-    printing every ``progress_s`` a line per query and the pipeline's own ``status``."""
+    printing every ``progress_s`` a line per query and the pipeline's own ``status``. ``conf``:
+    session settings of some queries alone, by name."""
     if cfg.available_now:
         for name, build in queries:
             if cfg.stop.is_set():
                 return
             log.info("running %s to the end of its input", name)
-            start(name, build(), cfg).awaitTermination()
+            start(name, build(), cfg, (conf or {}).get(name)).awaitTermination()
         return
     spark.streams.resetTerminated()  # queries this session ran before would end the wait at once
-    running = [start(name, build(), cfg) for name, build in queries]
+    running = [start(name, build(), cfg, (conf or {}).get(name)) for name, build in queries]
 
     def ended() -> bool:
         if not cfg.progress_s:

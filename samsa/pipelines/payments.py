@@ -39,10 +39,8 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterator
 
-import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
 from samsa.client.consumer import Consumer
 from samsa.client.types import TopicPartition
@@ -62,16 +60,16 @@ AMOUNT_LIMIT = 5000.0
 VELOCITY_MAX = 5
 VELOCITY_WINDOW_MS = 60_000
 VELOCITY_LATE_MS = 600_000  # how far one partition may trail another (JOIN_WATERMARK)
-CARD_BUCKETS = 16  # groups of cards in the velocity state (see velocity_bucket)
 # Session settings `samsa pipeline run` uses: one shuffle partition makes the decide query's
 # micro-batch a third shorter on local[2] (fewer tasks to start), which is most of its latency.
 SPARK_CONF = {"spark.sql.shuffle.partitions": "1"}
 JOIN_WATERMARK = "10 minutes"
+# Session settings of single queries. The velocity state forgets a quiet card after a while of
+# processing time, which makes Spark run a micro-batch without data on every trigger (a busy loop
+# at trigger 0, and --available-now never ends): only batches with data, which expire it too.
+QUERY_CONF = {"payments-decide": {"spark.sql.streaming.noDataMicroBatches.enabled": "false"}}
 
 TX_FIELDS = ["tx_id", "card_id", "amount", "currency", "merchant", "country", "card_country"]
-OUTPUT = [*TX_FIELDS, "tx_ms", "sent_ms", "velocity"]
-VELOCITY_SCHEMA = ("tx_id string, card_id string, amount double, currency string, merchant string, country string, "
-                   "card_country string, tx_ms long, sent_ms long, velocity boolean")
 
 
 def parse(raw: DataFrame) -> DataFrame:
@@ -96,7 +94,7 @@ def transactions(validated: DataFrame) -> DataFrame:
 
 def with_decision(txs: DataFrame, velocity: Column) -> DataFrame:
     """The rules: ``reasons`` (amount limit, ``velocity`` — whether the card went over its
-    velocity, worked out by :func:`velocity_bucket` — and country mismatch) and ``decision``."""
+    velocity, worked out by :func:`decisions` — and country mismatch) and ``decision``."""
     reasons = F.filter(F.array(F.when(F.col("amount") > AMOUNT_LIMIT, F.lit("amount_limit")),
                                F.when(velocity, F.lit("velocity")),
                                F.when(F.col("country") != F.col("card_country"), F.lit("country_mismatch"))),
@@ -105,64 +103,16 @@ def with_decision(txs: DataFrame, velocity: Column) -> DataFrame:
         "decision", F.when(F.size("reasons") > 0, F.lit("reject")).otherwise(F.lit("approve")))
 
 
-def velocity_bucket(key: tuple, batches: Iterator[pd.DataFrame], state: GroupState) -> Iterator[pd.DataFrame]:
-    """The new transactions of one bucket of cards, in event-time order, against the times of
-    each card's recent ones: ``velocity`` when the card made more than VELOCITY_MAX in the
-    VELOCITY_WINDOW_MS up to it. Cards are grouped in CARD_BUCKETS buckets rather than one group
-    each: Spark calls this once per group and micro-batch, and a call costs about a millisecond,
-    so a group per card could not keep up with a thousand cards a second."""
-    frames = list(batches)
-    txs = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
-    cols = {c: txs[c].tolist() for c in OUTPUT[:-1]}
-    order = sorted(range(len(txs)), key=lambda i: (cols["tx_ms"][i], cols["tx_id"][i]))
-    recent: dict[str, list[int]] = json.loads(state.get[0]) if state.exists else {}
-    over = []
-    for i in order:
-        tx_ms, times = cols["tx_ms"][i], recent.setdefault(cols["card_id"][i], [])
-        over.append(sum(1 for t in times if tx_ms - VELOCITY_WINDOW_MS < t <= tx_ms) + 1 > VELOCITY_MAX)
-        times.append(int(tx_ms))
-    # Keep only what a later transaction's window can reach. A card's transactions come in order
-    # (one partition), so its times older than its latest less the window go. Not against the
-    # bucket's newest time: another partition may run ahead (a broker's failover, a slow task),
-    # and a card of the late one would lose times its window still reaches (an approve that
-    # should be a velocity reject, seen in the cluster test). A card quiet for VELOCITY_LATE_MS
-    # more than the window goes whole: the state stays bounded however many cards there are.
-    newest = max(max(times) for times in recent.values())
-    kept = {card: [t for t in times if t > max(times) - VELOCITY_WINDOW_MS] for card, times in recent.items()
-            if max(times) > newest - VELOCITY_WINDOW_MS - VELOCITY_LATE_MS}
-    state.update((json.dumps({card: times for card, times in kept.items() if times}, separators=(",", ":")),))
-    out = {c: [v[i] for i in order] for c, v in cols.items()}
-    out["velocity"] = over
-    yield pd.DataFrame(out, columns=OUTPUT)
-
-
 def with_tx_ms(txs: DataFrame) -> DataFrame:
     return txs.select(*TX_FIELDS, F.unix_millis("tx_time").alias("tx_ms"), "sent_ms", "source_partition",
                       "source_offset")
 
 
 def decisions(txs: DataFrame) -> DataFrame:
-    """Every rule, the velocity rule per card in event-time order in Spark's state."""
-    keyed = with_tx_ms(txs).drop("source_partition", "source_offset").withColumn(
-        "bucket", F.pmod(F.hash("card_id"), F.lit(CARD_BUCKETS)))
-    checked = keyed.groupBy("bucket").applyInPandasWithState(
-        # The state is JSON text: PySpark 4.3 cannot read back a state schema with an array.
-        # No timeout: a processing-time one makes Spark run a micro-batch on every trigger (and
-        # availableNow never ends); an event-time one drops transactions later than the
-        # watermark, which would leave them without a decision.
-        velocity_bucket, VELOCITY_SCHEMA, "cards string", "append", GroupStateTimeout.NoTimeout)
-    return with_decision(checked, F.col("velocity"))
-
-
-def stateless_decisions(txs: DataFrame) -> DataFrame:
-    """The rules that need no state (amount, country) alone."""
-    return with_decision(with_tx_ms(txs), F.lit(False))
-
-
-def realtime_decisions(txs: DataFrame) -> DataFrame:
-    """Every rule, as Real-Time Mode runs them: the velocity rule per card in Spark's state store
-    through ``transformWithState`` (the JVM processor of :mod:`samsa.spark.jvm`; same rule as
-    :func:`velocity_bucket`). A card quiet for VELOCITY_LATE_MS past the window leaves the state."""
+    """Every rule, in micro-batches and in Real-Time Mode alike: the velocity rule per card in
+    Spark's state store through ``transformWithState`` (the JVM processor of
+    :mod:`samsa.spark.jvm`: Real-Time Mode runs only JVM operators). A card quiet for
+    VELOCITY_LATE_MS past the window leaves the state."""
     from samsa.spark.jvm import velocity
     checked = velocity(with_tx_ms(txs), "card_id", "tx_ms", VELOCITY_MAX, VELOCITY_WINDOW_MS,
                        VELOCITY_WINDOW_MS + VELOCITY_LATE_MS)
@@ -223,7 +173,7 @@ def queries(spark: SparkSession, cfg: PipelineConfig) -> list[tuple[str, Query]]
         # Spark's Kafka sink, whose producer sends each record as it comes: at least once, tagged for the relay.
         # Started again, the query decides its last batch again (for the velocity state); the decisions the
         # relay copied already are left out here, which spares writing and relaying them.
-        decided = realtime_decisions(transactions(validated()))
+        decided = decisions(transactions(validated()))
         copied = copied_up_to(relay_config(cfg), DECISIONS_TAGGED, relay_group(cfg))
         if copied:
             up_to = F.create_map(*[F.lit(x) for p, o in sorted(copied.items()) for x in (p, o)])
@@ -289,7 +239,7 @@ def run(spark: SparkSession, cfg: PipelineConfig) -> None:
     latency = DecisionLatency(cfg)
     try:
         with relaying(spark, cfg):
-            run_queries(selected(queries(spark, cfg), cfg), cfg, spark, status=latency.line)
+            run_queries(selected(queries(spark, cfg), cfg), cfg, spark, status=latency.line, conf=QUERY_CONF)
     finally:
         latency.close()
 

@@ -46,12 +46,16 @@ def register(spark: Any) -> None:
 def local_session(app_name: str = "samsa", master: str = "local[2]", **conf: Any) -> Any:
     """A local SparkSession for pipelines and tests, with the ``samsa`` source registered.
 
-    Small-machine defaults: few shuffle partitions, no UI, quiet logs; ``conf`` overrides them."""
+    Small-machine defaults: few shuffle partitions, no UI, quiet logs; state in RocksDB (Spark's
+    transformWithState, which the payments velocity rule runs in, takes no other store); ``conf``
+    overrides them."""
     prepare_environment()
     from pyspark.sql import SparkSession
     settings = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
                 "spark.sql.session.timeZone": "UTC", "spark.driver.bindAddress": "127.0.0.1",
-                "spark.driver.host": "127.0.0.1", "spark.ui.showConsoleProgress": "false"}
+                "spark.driver.host": "127.0.0.1", "spark.ui.showConsoleProgress": "false",
+                "spark.sql.streaming.stateStore.providerClass":
+                    "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"}
     settings.update({k: str(v) for k, v in conf.items()})
     from samsa.spark.jvm import session_conf
     settings = session_conf(settings)  # Samsa's jar (the Real-Time velocity rule) on the class path
