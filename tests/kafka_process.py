@@ -71,9 +71,10 @@ def free_port() -> int:
 
 
 def ensure_jars() -> Path:
-    """Kafka's jars in tests/kafka/.libs, fetched by Maven if they are not there yet."""
-    if not all((LIBS / jar).exists() for jar in (f"kafka_2.13-{KAFKA_VERSION}.jar", f"kafka-streams-{KAFKA_VERSION}.jar")) \
-            or not (CONNECT_PLUGINS / f"connect-mirror-{CONNECT_PLUGINS_VERSION}.jar").exists():
+    """Kafka's jars in tests/kafka/.libs (and connect-4.3.0/.libs), fetched by Maven if they are not there yet."""
+    wanted = [LIBS / f"kafka_2.13-{KAFKA_VERSION}.jar", LIBS / f"kafka-streams-{KAFKA_VERSION}.jar",
+              CONNECT_PLUGINS / f"connect-mirror-{CONNECT_PLUGINS_VERSION}.jar"]
+    if not all(jar.exists() for jar in wanted):
         subprocess.run(["mvn", "-q", "-B", "dependency:copy-dependencies"], cwd=POM_DIR, check=True)
     return LIBS
 

@@ -1,8 +1,8 @@
 """Kafka's own Connect runtime 4.4.0 (``ConnectDistributed``, connect-runtime from tests/kafka/pom.xml) against
 Samsa: its config, offset and status topics on Samsa; Kafka's FileStreamSourceConnector and
 FileStreamSinkConnector (connect-file 4.3.0, installed on the worker's plugin.path with its own 4.3.0 dependencies:
-its 4.4.0 jar is not served by the Maven Central reachable here) created through its REST API; two Java workers sharing the work, one stopped and restarted: every line copied
-once and in order.
+its 4.4.0 jar is not served by the Maven Central reachable here; tests/kafka/connect-4.3.0/pom.xml) created through
+its REST API; two Java workers sharing the work, one stopped and restarted: every line copied once and in order.
 
 ``SAMSA_JAVA_ECO_BROKER=kafka`` runs it against Apache Kafka 4.4.0 instead."""
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import struct
 import subprocess
-import uuid
 from pathlib import Path
 
 import pytest
@@ -25,13 +24,14 @@ from waiting import wait_until
 
 from samsa.client.admin import Admin
 from samsa.client.consumer import Consumer
-from samsa.client.types import ConfigResource, NewTopic, TopicPartition
+from samsa.client.types import AlterConfigOp, ConfigResource, NewTopic, TopicPartition
 
 WAIT = 120
 TOPIC, GROUP, PARTITIONS, RECORDS = "orders", "billing", 3, 90
 # the topic config MM2 syncs; 100 years, as test_mirror_maker's records carry 2023 timestamps that a shorter
 # retention deletes at the broker's first retention check
 RETENTION_MS = str(100 * 365 * 24 * 3600 * 1000)
+LATE_TOPIC = "payments"         # created once MM2 runs, then grown and reconfigured
 
 
 class MirrorMaker2(ChildProcess):
@@ -79,7 +79,7 @@ def mirrored(tmp_path_factory):
         mm = MirrorMaker2(tmp_path_factory.mktemp("mm2"), {
             "clusters": "source, target",
             "source.bootstrap.servers": source.bootstrap, "target.bootstrap.servers": target.bootstrap,
-            "source->target.enabled": "true", "source->target.topics": TOPIC,
+            "source->target.enabled": "true", "source->target.topics": f"{TOPIC}, {LATE_TOPIC}",
             "replication.factor": "1", "checkpoints.topic.replication.factor": "1",
             "heartbeats.topic.replication.factor": "1", "offset-syncs.topic.replication.factor": "1",
             "offset.storage.replication.factor": "1", "status.storage.replication.factor": "1",
@@ -173,3 +173,31 @@ def test_checkpoints_and_translated_group_offsets_on_the_target(mirrored):
             offsets = admin.list_consumer_group_offsets(GROUP)
         return {tp.partition: om.offset for tp, om in offsets.items() if tp.topic == f"source.{TOPIC}"}
     wait_until(lambda: translated() == expected, f"group {GROUP}'s translated offsets committed on the target", WAIT)
+
+
+def test_a_topic_created_grown_and_reconfigured_while_mm2_runs(mirrored):
+    source, target, mm = mirrored
+    mirror = f"source.{LATE_TOPIC}"
+    wait_until(lambda: _alive(mm) or f"source.{TOPIC}" in _topics(target.bootstrap), "MM2 mirroring", WAIT)
+    with Admin({"bootstrap.servers": source.bootstrap}) as admin:
+        admin.create_topics([NewTopic(LATE_TOPIC, 2, 1, config={"retention.ms": RETENTION_MS})])
+    _produce(source.bootstrap, LATE_TOPIC, [(i % 2, f"k{i}".encode(), f"v{i}".encode()) for i in range(10)])
+    wait_until(lambda: _alive(mm) or mirror in _topics(target.bootstrap), f"{mirror} on the target", WAIT)
+    with Admin({"bootstrap.servers": source.bootstrap}) as admin:
+        admin.create_partitions({LATE_TOPIC: 4})
+        admin.incremental_alter_configs({ConfigResource("topic", LATE_TOPIC): [
+            AlterConfigOp("max.message.bytes", "654321")]})
+    _produce(source.bootstrap, LATE_TOPIC, [(i % 4, f"k{i}".encode(), f"v{i}".encode()) for i in range(10, 30)])
+
+    def followed() -> bool:
+        _alive(mm)
+        with Admin({"bootstrap.servers": target.bootstrap}) as admin:
+            partitions = len(next(iter(admin.describe_topics([mirror]).values())).partitions)
+            configs = next(iter(admin.describe_configs([ConfigResource("topic", mirror)]).values()))
+        return partitions == 4 and configs["max.message.bytes"].value == "654321"
+    wait_until(followed, f"{mirror} grown to 4 partitions and its max.message.bytes synced", WAIT)
+    mirrored_records = _read_all(target.bootstrap, mirror, 4, 30)
+    originals = {(r.partition, r.key): r for r in _read_all(source.bootstrap, LATE_TOPIC, 4, 30)}
+    assert sorted((r.partition, r.key) for r in mirrored_records) == sorted(originals)
+    for r in mirrored_records:
+        assert (r.value, r.offset) == (originals[(r.partition, r.key)].value, originals[(r.partition, r.key)].offset)
