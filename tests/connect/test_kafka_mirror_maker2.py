@@ -1,7 +1,8 @@
 """Kafka's own MirrorMaker 2 (``org.apache.kafka.connect.mirror.MirrorMaker``, the class ``connect-mirror-maker.sh``
 runs, with an mm2.properties) between two Samsa clusters: connect-mirror 4.3.0 on its own 4.3.0 jars (its 4.4.0 jar
 is not served by the Maven Central reachable here; tests/kafka/connect-4.3.0/pom.xml). On the target: the topic
-``source.<topic>`` with the source's partition count and its topic config, every record copied, MM2's heartbeats and
+``source.<topic>`` with the source's partition count and its topic config, every record copied (and a topic created,
+grown and reconfigured on the source while MM2 runs followed on the target), MM2's heartbeats and
 checkpoints topics (the offset syncs on the source, MM2's default ``offset-syncs.topic.location``), a consumer group's
 checkpoints in ``source.checkpoints.internal``, and with ``sync.group.offsets.enabled`` the group's translated
 offsets committed on the target.
