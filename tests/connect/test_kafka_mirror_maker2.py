@@ -136,6 +136,13 @@ def test_heartbeats_offset_syncs_and_checkpoints_topics(mirrored):
     wait_until(lambda: "mm2-offset-syncs.target.internal" in _topics(source.bootstrap),
                "MM2's offset-syncs topic on the source", WAIT)
 
+    def end_offset(bootstrap: str, topic: str) -> int:
+        with Admin({"bootstrap.servers": bootstrap}) as admin:
+            return next(iter(admin.list_offsets({TopicPartition(topic, 0): "latest"}).values())).offset
+    wait_until(lambda: end_offset(target.bootstrap, "heartbeats") > 0, "heartbeats emitted on the target", WAIT)
+    wait_until(lambda: end_offset(source.bootstrap, "mm2-offset-syncs.target.internal") > 0,
+               "offset syncs written on the source", WAIT)
+
 
 def _checkpoint(key: bytes, value: bytes) -> tuple[str, str, int, int, int]:
     """MM2's checkpoint record: key (group, topic, partition), value (version, upstream, downstream offsets...)."""
