@@ -22,6 +22,11 @@ ROOT = Path(__file__).resolve().parent.parent
 POM_DIR = ROOT / "tests" / "kafka"
 LIBS = POM_DIR / ".libs"
 KAFKA_VERSION = "4.4.0"
+# Kafka's connect-file and connect-mirror with their own dependencies, at 4.3.0: their 4.4.0 jars are not served by
+# the Maven Central reachable here, and 4.3.0's do not run on 4.4.0's class path (tests/kafka/connect-4.3.0/pom.xml).
+CONNECT_PLUGINS_VERSION = "4.3.0"
+CONNECT_PLUGIN_PATH = POM_DIR / "connect-4.3.0" / ".libs"          # a Connect worker's plugin.path
+CONNECT_PLUGINS = CONNECT_PLUGIN_PATH / f"kafka-connect-{CONNECT_PLUGINS_VERSION}"
 
 # Kafka's kafka-server-start.sh: KAFKA_HEAP_OPTS="-Xmx1G -Xms1G", and kafka-run-class.sh's G1 options.
 SERVER_JVM = ["-Xmx1G", "-Xms1G", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
@@ -66,8 +71,10 @@ def free_port() -> int:
 
 
 def ensure_jars() -> Path:
-    """Kafka's jars in tests/kafka/.libs, fetched by Maven if they are not there yet."""
-    if not all((LIBS / jar).exists() for jar in (f"kafka_2.13-{KAFKA_VERSION}.jar", f"kafka-streams-{KAFKA_VERSION}.jar")):
+    """Kafka's jars in tests/kafka/.libs (and connect-4.3.0/.libs), fetched by Maven if they are not there yet."""
+    wanted = [LIBS / f"kafka_2.13-{KAFKA_VERSION}.jar", LIBS / f"kafka-streams-{KAFKA_VERSION}.jar",
+              CONNECT_PLUGINS / f"connect-mirror-{CONNECT_PLUGINS_VERSION}.jar"]
+    if not all(jar.exists() for jar in wanted):
         subprocess.run(["mvn", "-q", "-B", "dependency:copy-dependencies"], cwd=POM_DIR, check=True)
     return LIBS
 
@@ -80,6 +87,12 @@ def classpath() -> str:
     return str(ensure_jars()) + "/*"
 
 
+def connect_plugins_classpath() -> str:
+    """Kafka 4.3.0's Connect runtime, connect-file and connect-mirror alone (MirrorMaker 2's main class runs on it)."""
+    ensure_jars()
+    return str(CONNECT_PLUGINS) + "/*"
+
+
 def _tools_log4j() -> Path:
     path = POM_DIR / ".libs-log4j2-tools.yaml"
     if not path.exists():  # written whole, then renamed: the other xdist worker never reads half of it
@@ -89,10 +102,11 @@ def _tools_log4j() -> Path:
     return path
 
 
-def java(main_class: str, *args: str, jvm: list[str] | None = None) -> list[str]:
-    """The command line running one of Kafka's main classes, as bin/kafka-run-class.sh does."""
+def java(main_class: str, *args: str, jvm: list[str] | None = None, cp: str | None = None) -> list[str]:
+    """The command line running one of Kafka's main classes, as bin/kafka-run-class.sh does (on the 4.4.0 jars
+    unless ``cp`` says otherwise)."""
     return ["java", *(TOOL_JVM if jvm is None else jvm), f"-Dlog4j2.configurationFile={_tools_log4j()}",
-            "-cp", classpath(), main_class, *args]
+            "-cp", classpath() if cp is None else cp, main_class, *args]
 
 
 def run_tool(main_class: str, *args: str, input: str | None = None, timeout: float = 120,

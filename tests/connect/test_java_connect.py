@@ -1,8 +1,8 @@
 """Kafka's own Connect runtime 4.4.0 (``ConnectDistributed``, connect-runtime from tests/kafka/pom.xml) against
-Samsa: its config, offset and status topics on Samsa; a file source and a file sink (tests/java/connect,
-compiled here: the FileStream connectors' job, as Kafka's connect-file jar does not resolve on this machine)
-created through its REST API; two Java workers sharing the work, one stopped and restarted: every line copied
-once and in order.
+Samsa: its config, offset and status topics on Samsa; Kafka's FileStreamSourceConnector and
+FileStreamSinkConnector (connect-file 4.3.0, installed on the worker's plugin.path with its own 4.3.0 dependencies:
+its 4.4.0 jar is not served by the Maven Central reachable here; tests/kafka/connect-4.3.0/pom.xml) created through
+its REST API; two Java workers sharing the work, one stopped and restarted: every line copied once and in order.
 
 ``SAMSA_JAVA_ECO_BROKER=kafka`` runs it against Apache Kafka 4.4.0 instead."""
 
@@ -20,7 +20,6 @@ from broker_process import BrokerProcess, ChildProcess, free_port, wait_for_port
 from connect_helpers import http
 from waiting import wait_until
 
-JAVA = Path(__file__).resolve().parent.parent / "java" / "connect"
 WAIT = 180
 
 
@@ -36,18 +35,10 @@ def bootstrap(tmp_path_factory):
     b.stop()
 
 
-@pytest.fixture(scope="module")
-def plugins(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("connect-plugins")
-    subprocess.run(["javac", "-d", str(out), "-cp", kafka_process.classpath(), str(JAVA / "LineFileConnectors.java")],
-                   check=True, capture_output=True, timeout=300)
-    return out
-
-
 class JavaWorker(ChildProcess):
     stop_timeout = 90
 
-    def __init__(self, workdir: Path, bootstrap: str, group: str, plugins: Path):
+    def __init__(self, workdir: Path, bootstrap: str, group: str):
         self.port = free_port()
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
@@ -60,9 +51,9 @@ class JavaWorker(ChildProcess):
             "key.converter": "org.apache.kafka.connect.storage.StringConverter",
             "value.converter": "org.apache.kafka.connect.storage.StringConverter",
             "offset.flush.interval.ms": "500", "scheduled.rebalance.max.delay.ms": "3000",
+            "plugin.path": str(kafka_process.CONNECT_PLUGIN_PATH),      # connect-file 4.3.0, with its dependencies
         }.items()))
         self.log_path = workdir / f"worker-{self.port}.log"
-        self.bootstrap_plugins = plugins
 
     @property
     def url(self) -> str:
@@ -70,7 +61,6 @@ class JavaWorker(ChildProcess):
 
     def start(self) -> "JavaWorker":
         cmd = kafka_process.java("org.apache.kafka.connect.cli.ConnectDistributed", str(self.props))
-        cmd[cmd.index("-cp") + 1] += os.pathsep + str(self.bootstrap_plugins)
         self.proc = subprocess.Popen(cmd, stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT)
         wait_for_port(self.port, self.proc, timeout=WAIT)
         wait_until(lambda: self._serving(), f"the Java worker on {self.port} serving", WAIT)
@@ -98,18 +88,20 @@ def _lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-def test_two_java_workers_copy_a_file_through_samsa_once_and_in_order(bootstrap, plugins, tmp_path):
+def test_two_java_workers_copy_a_file_through_samsa_once_and_in_order(bootstrap, tmp_path):
     group, topic = f"jc-{uuid.uuid4().hex[:6]}", f"jc-lines-{uuid.uuid4().hex[:6]}"
     source, sink = tmp_path / "in.txt", tmp_path / "out.txt"
     source.write_text("".join(f"line {i}\n" for i in range(100)))
-    w1 = JavaWorker(tmp_path / "w1", bootstrap, group, plugins).start()
-    w2 = JavaWorker(tmp_path / "w2", bootstrap, group, plugins).start()
+    w1 = JavaWorker(tmp_path / "w1", bootstrap, group).start()
+    w2 = JavaWorker(tmp_path / "w2", bootstrap, group).start()
     try:
         code, body = http("POST", w1.url + "/connectors", {"name": "lines-in", "config": {
-            "connector.class": "LineFileConnectors$Source", "tasks.max": "1", "file": str(source), "topic": topic}})
+            "connector.class": "org.apache.kafka.connect.file.FileStreamSourceConnector", "tasks.max": "1",
+            "file": str(source), "topic": topic}})
         assert code == 201, body
         code, body = http("POST", w2.url + "/connectors", {"name": "lines-out", "config": {
-            "connector.class": "LineFileConnectors$Sink", "tasks.max": "1", "file": str(sink), "topics": topic}})
+            "connector.class": "org.apache.kafka.connect.file.FileStreamSinkConnector", "tasks.max": "1",
+            "file": str(sink), "topics": topic}})
         assert code == 201, body
         wait_until(lambda: _lines(sink) == _lines(source), "the first 100 lines copied", WAIT)
         wait_until(lambda: w1.workers_of("lines-in", "lines-out") == {f"127.0.0.1:{w1.port}",
@@ -120,7 +112,7 @@ def test_two_java_workers_copy_a_file_through_samsa_once_and_in_order(bootstrap,
             f.write("".join(f"line {i}\n" for i in range(100, 200)))
         wait_until(lambda: _lines(sink) == _lines(source), "lines 100-199 copied by the remaining worker", WAIT)
         assert w2.workers_of("lines-in", "lines-out") == {f"127.0.0.1:{w2.port}"}
-        w1 = JavaWorker(tmp_path / "w1", bootstrap, group, plugins).start()     # a worker restart
+        w1 = JavaWorker(tmp_path / "w1", bootstrap, group).start()     # a worker restart
         with source.open("a") as f:
             f.write("".join(f"line {i}\n" for i in range(200, 300)))
         wait_until(lambda: _lines(sink) == _lines(source), "lines 200-299 copied", WAIT)

@@ -23,8 +23,10 @@ def samsa_broker(tmp_path):
 
 
 def _seed(bootstrap: str, topic: str, group: str) -> None:
+    # retention.ms of 100 years: _produce's records carry 2023 timestamps, which a shorter retention lets the
+    # session's Kafka broker delete at its next retention check (every 5 minutes), perhaps mid-test
     with Admin({"bootstrap.servers": bootstrap}) as admin:
-        admin.create_topics([NewTopic(topic, 2, 1, config={"retention.ms": "987654321"})])
+        admin.create_topics([NewTopic(topic, 2, 1, config={"retention.ms": "3153600000000"})])
     _produce(bootstrap, topic, [(i % 2, f"k{i}".encode(), f"v{i}".encode()) for i in range(40)])
     with Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False}) as c:
         c.commit({TopicPartition(topic, 0): 5, TopicPartition(topic, 1): 7})
@@ -39,7 +41,7 @@ def _check(source: str, target: str, alias: str, topic: str, group: str) -> None
         assert (r.value, r.timestamp, tuple(r.headers), r.offset) == (o.value, o.timestamp, tuple(o.headers), o.offset)
     with Admin({"bootstrap.servers": target}) as admin:
         configs = admin.describe_configs([ConfigResource("topic", f"{alias}.{topic}")])
-        assert next(iter(configs.values()))["retention.ms"].value == "987654321"
+        assert next(iter(configs.values()))["retention.ms"].value == "3153600000000"
 
     def translated() -> bool:
         with Admin({"bootstrap.servers": target}) as admin:
