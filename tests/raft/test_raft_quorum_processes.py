@@ -1,0 +1,208 @@
+"""Three KRaft controller processes (``process.roles=controller``) as one quorum (issue 34, step 3).
+
+Real processes on loopback, formatted by ``samsa storage format``: they elect one leader, the
+leader's records (the bootstrap records, NoOps, LeaderChange control batches) replicate to the
+others in Kafka's log format, Apache Kafka 4.4.0's ``kafka-metadata-quorum`` describes the quorum;
+the leader SIGKILLed, a new one is elected in a higher epoch with the committed prefix kept; the
+old one restarted rejoins and catches up. Processes are stopped by their pid.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from broker_process import ROOT, ChildProcess, free_port, wait_for_port
+from waiting import wait_until
+from samsa.client.connection import BrokerConnection
+from samsa.protocol.api_keys import ApiKey
+from samsa.protocol.batch import iter_headers
+
+CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
+SAMSA = [sys.executable, "-m", "samsa.cli.main"]
+IDS = (1, 2, 3)
+
+
+class Controller(ChildProcess):
+    def __init__(self, d: Path, node_id: int, port: int, voters: str):
+        self.dir, self.node_id, self.port = d, node_id, port
+        self.log_path = d / "controller.log"
+        self.conf = d / "server.properties"
+        d.mkdir(parents=True, exist_ok=True)
+        self.conf.write_text("".join(f"{k}={v}\n" for k, v in {
+            "process.roles": "controller", "node.id": node_id,
+            "listeners": f"CONTROLLER://127.0.0.1:{port}", "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT", "controller.quorum.voters": voters,
+            "log.dirs": d / "metadata"}.items()))
+
+    @property
+    def partition_dir(self) -> Path:
+        return self.dir / "metadata" / "__cluster_metadata-0"
+
+    def start(self) -> "Controller":
+        self.proc = subprocess.Popen([*SAMSA, "server", "start", str(self.conf)], stdout=open(self.log_path, "ab"),
+                                     stderr=subprocess.STDOUT, cwd=ROOT)
+        wait_for_port(self.port, self.proc)
+        return self
+
+    def quorum_state(self) -> dict:
+        return json.loads((self.partition_dir / "quorum-state").read_text())
+
+    def batches(self) -> list[tuple[int, int, int, int, bool]]:
+        """(base offset, last offset, leader epoch, crc, control) of each batch in its log files."""
+        out = []
+        for f in sorted(self.partition_dir.glob("*.log")):
+            out += [(h.base_offset, h.last_offset, h.partition_leader_epoch, h.crc, h.is_control)
+                    for _, h in iter_headers(f.read_bytes())]
+        return out
+
+
+def describe_quorum(port: int) -> dict:
+    """DescribeQuorum v2 of __cluster_metadata-0 from the controller at ``port``: the partition."""
+    async def ask() -> dict:
+        conn = BrokerConnection("127.0.0.1", port, request_timeout_ms=5000, connect_timeout_ms=5000)
+        await conn.connect()
+        try:
+            resp = await conn.request(ApiKey.DESCRIBE_QUORUM, {"topics": [{
+                "topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]}, 2)
+        finally:
+            conn.close()
+        assert resp["error_code"] == 0, resp
+        return resp["topics"][0]["partitions"][0] | {"nodes": resp["nodes"]}
+    return asyncio.run(ask())
+
+
+@pytest.fixture(scope="module")
+def quorum(tmp_path_factory):
+    base = tmp_path_factory.mktemp("quorum")
+    ports = {i: free_port() for i in IDS}
+    voters = ",".join(f"{i}@127.0.0.1:{ports[i]}" for i in IDS)
+    nodes = {i: Controller(base / f"node{i}", i, ports[i], voters) for i in IDS}
+    for n in nodes.values():
+        r = subprocess.run([*SAMSA, "storage", "format", "-t", CLUSTER_ID, "-c", str(n.conf)], capture_output=True,
+                           text=True, cwd=ROOT, timeout=60)
+        assert r.returncode == 0, r.stderr
+    try:
+        for n in nodes.values():
+            n.start()
+        yield nodes
+    finally:
+        for n in nodes.values():
+            n.stop(10)
+
+
+def leader_view(nodes: dict, among=IDS) -> dict | None:
+    """The DescribeQuorum answer of the node that says it is the leader (None when none does)."""
+    for i in among:
+        try:
+            part = describe_quorum(nodes[i].port)
+        except Exception:
+            continue
+        if part["error_code"] == 0 and part["leader_id"] == i and part["high_watermark"] > 0:
+            return part
+    return None
+
+
+def test_three_controllers_elect_one_leader_and_replicate(quorum):
+    view = wait_until(lambda: leader_view(quorum), "a leader with a committed offset", 60)
+    leader, epoch = view["leader_id"], view["leader_epoch"]
+    assert sorted(v["replica_id"] for v in view["current_voters"]) == list(IDS) and view["observers"] == []
+    assert [n["node_id"] for n in view["nodes"]] == list(IDS)
+    # Every voter's quorum-state names that leader and epoch (Kafka's JSON, data_version 1).
+    wait_until(lambda: all(n.quorum_state()["leaderId"] == leader and n.quorum_state()["leaderEpoch"] == epoch
+                           for n in quorum.values()), "every quorum-state to name the leader", 30)
+    assert set(quorum[leader].quorum_state()) == {"leaderId", "leaderEpoch", "votedId", "votedDirectoryId",
+                                                  "data_version"}
+    # Non-leaders answer DescribeQuorum with NOT_LEADER_OR_FOLLOWER (6), as Kafka's do.
+    other = next(i for i in IDS if i != leader)
+    assert describe_quorum(quorum[other].port)["error_code"] == 6
+    # The leader's batches reach every voter byte for byte: the bootstrap records, the LeaderChange
+    # control batch of its epoch, NoOps; followers' logs are a prefix of the leader's.
+    hw = view["high_watermark"]
+
+    def replicated():
+        lead = [b for b in quorum[leader].batches() if b[1] < hw]
+        return lead if all([b for b in n.batches() if b[1] < hw] == lead for n in quorum.values()) else None
+    batches = wait_until(replicated, "the committed batches on every voter", 30)
+    assert any(control and e == epoch for _, _, e, _, control in batches)   # LeaderChange
+    assert any(not control for *_, control in batches)                     # bootstrap records
+    # and the log keeps growing (NoOpRecord every metadata.max.idle.interval.ms)
+    wait_until(lambda: leader_view(quorum)["high_watermark"] > hw, "the high watermark to move on", 30)
+
+
+def _kafka():
+    if os.environ.get("SAMSA_DIFF_SIDE", "both") == "samsa":
+        pytest.skip("SAMSA_DIFF_SIDE=samsa: Kafka's side is not run")
+    import kafka_process
+    if not kafka_process.available():
+        pytest.skip("java or Kafka 4.4.0's jars missing")
+    return kafka_process
+
+
+def test_kafkas_metadata_quorum_tool_describes_the_quorum(quorum):
+    kp = _kafka()
+    view = wait_until(lambda: leader_view(quorum), "a leader", 60)
+    follower = next(i for i in IDS if i != view["leader_id"])
+    tool = "org.apache.kafka.tools.MetadataQuorumCommand"
+    r = kp.run_tool(tool, "--bootstrap-controller", f"127.0.0.1:{quorum[follower].port}", "describe", "--status")
+    assert r.returncode == 0, r.stderr
+    status = dict(line.split(":", 1) for line in r.stdout.splitlines() if line.strip())
+    status = {k.strip(): v.strip() for k, v in status.items()}
+    assert list(status) == ["ClusterId", "LeaderId", "LeaderEpoch", "HighWatermark", "MaxFollowerLag",
+                            "MaxFollowerLagTimeMs", "CurrentVoters", "CurrentObservers"]
+    assert status["ClusterId"] == CLUSTER_ID and int(status["LeaderId"]) in IDS
+    assert int(status["LeaderEpoch"]) >= view["leader_epoch"] and int(status["HighWatermark"]) > 0
+    voters = json.loads(status["CurrentVoters"])
+    assert [v["id"] for v in voters] == list(IDS)
+    assert [v["endpoints"] for v in voters] == [[f"CONTROLLER://127.0.0.1:{quorum[i].port}"] for i in IDS]
+    assert json.loads(status["CurrentObservers"]) == []
+
+    r = kp.run_tool(tool, "--bootstrap-controller", f"127.0.0.1:{quorum[follower].port}", "describe",
+                    "--replication")
+    assert r.returncode == 0, r.stderr
+    rows = [line.split() for line in r.stdout.splitlines() if line.strip()]
+    assert rows[0] == ["NodeId", "DirectoryId", "LogEndOffset", "Lag", "LastFetchTimestamp",
+                       "LastCaughtUpTimestamp", "Status"]
+    assert sorted(int(row[0]) for row in rows[1:]) == list(IDS)
+    statuses = {int(row[0]): row[6] for row in rows[1:]}
+    assert sorted(statuses.values()) == ["Follower", "Follower", "Leader"]
+    for row in rows[1:]:
+        assert int(row[2]) > 0 and int(row[3]) >= 0 and int(row[4]) > 1_600_000_000_000
+
+
+def test_leader_killed_a_new_one_is_elected_and_the_old_one_rejoins(quorum):
+    view = wait_until(lambda: leader_view(quorum), "a leader", 60)
+    old, epoch = view["leader_id"], view["leader_epoch"]
+    committed = view["high_watermark"]
+    quorum[old].kill()
+    rest = [i for i in IDS if i != old]
+    new = wait_until(lambda: (lambda v: v if v and v["leader_epoch"] > epoch else None)(leader_view(quorum, rest)),
+                     "a new leader in a higher epoch", 60)
+    assert new["leader_id"] in rest
+    # The committed prefix is kept: every batch below the old high watermark, on each survivor,
+    # is the one the killed leader wrote (same offsets, epoch, CRC).
+    before = [b for b in quorum[old].batches() if b[1] < committed]
+    assert before and before[-1][1] == committed - 1
+    for i in rest:
+        assert [b for b in quorum[i].batches() if b[1] < committed] == before
+    # Restarted, the old leader follows the new one and catches up.
+    quorum[old].start()
+
+    def caught_up():
+        v = leader_view(quorum, rest)
+        if v is None or v["leader_epoch"] <= epoch:
+            return None
+        row = next(r for r in v["current_voters"] if r["replica_id"] == old)
+        return v if row["log_end_offset"] >= v["high_watermark"] > committed else None
+    after = wait_until(caught_up, "the restarted node to catch up with the new leader", 60)
+    state = quorum[old].quorum_state()
+    assert state["leaderId"] == after["leader_id"] and state["leaderEpoch"] == after["leader_epoch"]
+    mine = [b for b in quorum[old].batches() if b[1] < after["high_watermark"]]
+    lead = [b for b in quorum[after["leader_id"]].batches() if b[1] < after["high_watermark"]]
+    assert mine == lead
