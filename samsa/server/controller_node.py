@@ -31,6 +31,18 @@ from samsa.storage.dir_lock import LogDirLocks
 log = logging.getLogger(__name__)
 
 CONTROLLER = 2   # DescribeCluster EndpointType (KIP-919)
+# The messages Kafka's Errors carry for the codes DescribeQuorum answers with.
+_MESSAGES = {
+    errors.E_UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
+    errors.E_NOT_LEADER_OR_FOLLOWER: "For requests intended only for the leader, this error indicates that the broker "
+                                     "is not the current leader. For requests intended for any replica, this error "
+                                     "indicates that the broker is not a replica of the topic partition.",
+}
+
+
+def _quorum_error(partition: int, code: int) -> dict:
+    return {"partition_index": partition, "error_code": code, "error_message": _MESSAGES.get(code, ""),
+            "leader_id": 0, "leader_epoch": 0, "high_watermark": 0, "current_voters": [], "observers": []}
 
 
 class ControllerServer:
@@ -182,13 +194,23 @@ class ControllerServer:
         return to_wire_response(key, msg, records)
 
     def _describe_quorum(self, key: int, version: int, body: dict) -> dict:
+        """As Kafka's KafkaRaftClient answers: each partition asked for other than
+        __cluster_metadata-0 with UNKNOWN_TOPIC_OR_PARTITION, a non-leader with
+        NOT_LEADER_OR_FOLLOWER (its leader, epoch and high watermark zero), the leader its view."""
         topics = body.get("topics") or []
         if (len(topics) != 1 or topics[0]["topic_name"] != METADATA_TOPIC
                 or [p["partition_index"] for p in topics[0]["partitions"]] != [0]):
-            return {"error_code": errors.E_UNKNOWN_TOPIC_OR_PARTITION, "topics": []}
+            return {"error_code": 0, "error_message": "", "topics": [
+                {"topic_name": t["topic_name"], "partitions": [_quorum_error(p["partition_index"],
+                                                                             errors.E_UNKNOWN_TOPIC_OR_PARTITION)
+                                                               for p in t["partitions"]]} for t in topics]}
         part = self.driver.describe_quorum()
-        out = {"error_code": 0, "topics": [{"topic_name": METADATA_TOPIC, "partitions": [part]}]}
-        if version >= 2:
+        if part["error_code"]:
+            part = _quorum_error(0, part["error_code"])
+        else:
+            part["error_message"] = ""
+        out = {"error_code": 0, "error_message": "", "topics": [{"topic_name": METADATA_TOPIC, "partitions": [part]}]}
+        if version >= 2 and not part["error_code"]:
             out["nodes"] = [{"node_id": i, "listeners": [{"name": self.listener_name, "host": h, "port": p}]}
                             for i, h, p in kraft_mode.voters(self.config)]
         return out

@@ -321,7 +321,6 @@ class RaftDriver:
             for k in ("last_fetch_timestamp", "last_caught_up_timestamp"):
                 if row[k] >= 0:
                     row[k] += shift
-        part["error_message"] = None
         return part
 
     def read_records(self, rng: m.RecordsRange, max_bytes: int) -> bytes:
