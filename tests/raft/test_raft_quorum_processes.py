@@ -176,6 +176,18 @@ def test_kafkas_metadata_quorum_tool_describes_the_quorum(quorum):
         assert int(row[2]) > 0 and int(row[3]) >= 0 and int(row[4]) > 1_600_000_000_000
 
 
+def test_kafkas_dump_log_reads_a_followers_replicated_log(quorum):
+    kp = _kafka()
+    view = wait_until(lambda: leader_view(quorum), "a leader", 60)
+    follower = quorum[next(i for i in IDS if i != view["leader_id"])]
+    segment = follower.partition_dir / "00000000000000000000.log"
+    r = kp.run_tool(kp.TOOLS["kafka-dump-log"], "--cluster-metadata-decoder", "--files", str(segment))
+    assert r.returncode == 0 and "Exception" not in r.stdout + r.stderr, r.stdout + r.stderr
+    assert 'LeaderChange: {"version":0,"leaderId":' in r.stdout and '"voters":[{"voterId":1},' in r.stdout
+    assert '{"type":"FEATURE_LEVEL_RECORD","version":0,"data":{"name":"metadata.version"' in r.stdout
+    assert '{"type":"NO_OP_RECORD","version":0,"data":{}}' in r.stdout
+
+
 def test_leader_killed_a_new_one_is_elected_and_the_old_one_rejoins(quorum):
     view = wait_until(lambda: leader_view(quorum), "a leader", 60)
     old, epoch = view["leader_id"], view["leader_epoch"]
