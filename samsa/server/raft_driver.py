@@ -33,7 +33,7 @@ from samsa.protocol.batch import CONTROL_BIT, iter_headers
 from samsa.protocol.records import build_batch, iter_batches
 from samsa.raft import messages as m
 from samsa.raft.consensus import LogState, RaftConfig, RaftNode, RaftState
-from samsa.raft.quorum_state import QuorumStateData
+from samsa.raft.quorum_state import QuorumStateData, uuid_to_str
 from samsa.storage.config import LogConfig
 from samsa.storage.files import write_atomically
 from samsa.storage.kraft import METADATA_PARTITION_DIR, bootstrap_snapshot, decode_snapshot
@@ -45,6 +45,7 @@ METADATA_TOPIC = mr.METADATA_TOPIC
 #: Kafka's Uuid.METADATA_TOPIC_ID: the reserved id 0-1 ("AAAAAAAAAAAAAAAAAAAAAQ").
 METADATA_TOPIC_ID = bytes(15) + b"\x01"
 QUORUM_STATE = "quorum-state"
+PARTITION_METADATA = "partition.metadata"
 #: The versions this driver speaks to the other voters (Kafka 4.4's).
 VERSIONS = {ApiKey.VOTE: 2, ApiKey.BEGIN_QUORUM_EPOCH: 1, ApiKey.END_QUORUM_EPOCH: 1, ApiKey.FETCH: 17}
 
@@ -66,6 +67,9 @@ class MetadataLog:
     def __init__(self, metadata_dir: Path):
         self.dir = metadata_dir / METADATA_PARTITION_DIR
         self.log = PartitionLog.open(self.dir, LogConfig(), recover=True)
+        meta = self.dir / PARTITION_METADATA
+        if not meta.exists():   # the topic id, as Kafka's log keeps it beside the segments
+            write_atomically(meta, f"version: 0\ntopic_id: {uuid_to_str(METADATA_TOPIC_ID)}".encode())
         self.data_batches = sum(1 for h in self._headers(self.log.log_start_offset) if not h.is_control)
 
     def _headers(self, offset: int):
@@ -203,7 +207,8 @@ class RaftDriver:
     def _run(self, outputs: list) -> None:
         for out in outputs:
             if isinstance(out, m.PersistQuorumState):
-                write_atomically(self.quorum_state_path, out.state.to_json().encode())
+                # static voters (controller.quorum.voters, kraft.version 0): version 0, as Kafka writes it
+                write_atomically(self.quorum_state_path, out.state.to_json(0, self.voters).encode())
             elif isinstance(out, m.AppendToLog):
                 self.log.append(out.batches, sorted(self.node.voters))
             elif isinstance(out, m.TruncateTo):

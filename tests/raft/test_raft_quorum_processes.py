@@ -9,73 +9,16 @@ old one restarted rejoins and catches up. Processes are stopped by their pid.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from broker_process import ROOT, ChildProcess, free_port, wait_for_port
+from broker_process import free_port
+from raft_processes import CLUSTER_ID, Controller, describe_quorum, format_controller, leader_view
 from waiting import wait_until
-from samsa.client.connection import BrokerConnection
-from samsa.protocol.api_keys import ApiKey
-from samsa.protocol.batch import iter_headers
 
-CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
-SAMSA = [sys.executable, "-m", "samsa.cli.main"]
 IDS = (1, 2, 3)
-
-
-class Controller(ChildProcess):
-    def __init__(self, d: Path, node_id: int, port: int, voters: str):
-        self.dir, self.node_id, self.port = d, node_id, port
-        self.log_path = d / "controller.log"
-        self.conf = d / "server.properties"
-        d.mkdir(parents=True, exist_ok=True)
-        self.conf.write_text("".join(f"{k}={v}\n" for k, v in {
-            "process.roles": "controller", "node.id": node_id,
-            "listeners": f"CONTROLLER://127.0.0.1:{port}", "controller.listener.names": "CONTROLLER",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT", "controller.quorum.voters": voters,
-            "log.dirs": d / "metadata"}.items()))
-
-    @property
-    def partition_dir(self) -> Path:
-        return self.dir / "metadata" / "__cluster_metadata-0"
-
-    def start(self) -> "Controller":
-        self.proc = subprocess.Popen([*SAMSA, "server", "start", str(self.conf)], stdout=open(self.log_path, "ab"),
-                                     stderr=subprocess.STDOUT, cwd=ROOT)
-        wait_for_port(self.port, self.proc)
-        return self
-
-    def quorum_state(self) -> dict:
-        return json.loads((self.partition_dir / "quorum-state").read_text())
-
-    def batches(self) -> list[tuple[int, int, int, int, bool]]:
-        """(base offset, last offset, leader epoch, crc, control) of each batch in its log files."""
-        out = []
-        for f in sorted(self.partition_dir.glob("*.log")):
-            out += [(h.base_offset, h.last_offset, h.partition_leader_epoch, h.crc, h.is_control)
-                    for _, h in iter_headers(f.read_bytes())]
-        return out
-
-
-def describe_quorum(port: int) -> dict:
-    """DescribeQuorum v2 of __cluster_metadata-0 from the controller at ``port``: the partition."""
-    async def ask() -> dict:
-        conn = BrokerConnection("127.0.0.1", port, request_timeout_ms=5000, connect_timeout_ms=5000)
-        await conn.connect()
-        try:
-            resp = await conn.request(ApiKey.DESCRIBE_QUORUM, {"topics": [{
-                "topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]}, 2)
-        finally:
-            conn.close()
-        assert resp["error_code"] == 0, resp
-        return resp["topics"][0]["partitions"][0] | {"nodes": resp["nodes"]}
-    return asyncio.run(ask())
 
 
 @pytest.fixture(scope="module")
@@ -85,9 +28,7 @@ def quorum(tmp_path_factory):
     voters = ",".join(f"{i}@127.0.0.1:{ports[i]}" for i in IDS)
     nodes = {i: Controller(base / f"node{i}", i, ports[i], voters) for i in IDS}
     for n in nodes.values():
-        r = subprocess.run([*SAMSA, "storage", "format", "-t", CLUSTER_ID, "-c", str(n.conf)], capture_output=True,
-                           text=True, cwd=ROOT, timeout=60)
-        assert r.returncode == 0, r.stderr
+        format_controller(n.conf)
     try:
         for n in nodes.values():
             n.start()
@@ -95,18 +36,6 @@ def quorum(tmp_path_factory):
     finally:
         for n in nodes.values():
             n.stop(10)
-
-
-def leader_view(nodes: dict, among=IDS) -> dict | None:
-    """The DescribeQuorum answer of the node that says it is the leader (None when none does)."""
-    for i in among:
-        try:
-            part = describe_quorum(nodes[i].port)
-        except Exception:
-            continue
-        if part["error_code"] == 0 and part["leader_id"] == i and part["high_watermark"] > 0:
-            return part
-    return None
 
 
 def test_three_controllers_elect_one_leader_and_replicate(quorum):
@@ -117,8 +46,11 @@ def test_three_controllers_elect_one_leader_and_replicate(quorum):
     # Every voter's quorum-state names that leader and epoch (Kafka's JSON, data_version 1).
     wait_until(lambda: all(n.quorum_state()["leaderId"] == leader and n.quorum_state()["leaderEpoch"] == epoch
                            for n in quorum.values()), "every quorum-state to name the leader", 30)
-    assert set(quorum[leader].quorum_state()) == {"leaderId", "leaderEpoch", "votedId", "votedDirectoryId",
-                                                  "data_version"}
+    # static voters (kraft.version 0): version 0 of the file, as Kafka 4.4.0 writes it then
+    state = quorum[leader].quorum_state()
+    assert list(state) == ["clusterId", "leaderId", "leaderEpoch", "votedId", "appliedOffset", "currentVoters",
+                           "data_version"]
+    assert state["data_version"] == 0 and state["currentVoters"] == [{"voterId": i} for i in IDS]
     # Non-leaders answer DescribeQuorum with NOT_LEADER_OR_FOLLOWER (6), as Kafka's do.
     other = next(i for i in IDS if i != leader)
     assert describe_quorum(quorum[other].port)["error_code"] == 6

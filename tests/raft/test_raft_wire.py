@@ -80,3 +80,13 @@ def test_responses_cross_the_wire_unchanged():
                                                                                       (9, 9, 5, True)]
     assert got.records[0].data + got.records[1].data == data
     assert parse_batches(data[:-3]) == got.records[:1]   # a partial tail is not a batch
+
+
+def test_quorum_state_of_static_voters_is_kafkas_version_0():
+    from samsa.raft.quorum_state import QuorumStateData
+    qs = QuorumStateData(leader_id=1, leader_epoch=1, voted_id=-1)
+    # as Apache Kafka 4.4.0's controller writes it with controller.quorum.voters (kraft.version 0)
+    kafkas = ('{"clusterId":"","leaderId":1,"leaderEpoch":1,"votedId":-1,"appliedOffset":0,'
+              '"currentVoters":[{"voterId":1},{"voterId":2},{"voterId":3}],"data_version":0}')
+    assert qs.to_json(0, {3, 1, 2}) == kafkas
+    assert QuorumStateData.from_json(kafkas) == qs
