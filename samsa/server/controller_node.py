@@ -115,6 +115,8 @@ class ControllerServer:
             self.bound.append((name, host, server.sockets[0].getsockname()[1]))
 
     async def stop(self) -> None:
+        if hasattr(self, "driver") and hasattr(self.driver, "node"):
+            await self.driver.resign(self.config["controller.quorum.request.timeout.ms"])
         for server in self.servers:
             server.close()
         parked = [c.task for c in self.connections if c.task is not None]
@@ -183,6 +185,9 @@ class ControllerServer:
                 return {"throttle_time_ms": 0, "error_code": errors.E_INVALID_REQUEST, "session_id": 0, "responses": []}
             return {"error_code": errors.E_INVALID_REQUEST, "topics": []}
         source = msg.replica_id if isinstance(msg, (m.VoteRequest, m.FetchRequest)) else msg.leader_id
+        if isinstance(msg, m.EndQuorumEpochRequest):
+            log.info("[RaftManager id=%d] EndQuorumEpoch from %d: it ends epoch %d (preferred candidates %s)",
+                     self.broker_id, msg.leader_id, msg.leader_epoch, list(msg.preferred_candidates))
         fut = self.driver.request(source, msg)
         return self._answer(key, fut)
 

@@ -167,6 +167,14 @@ class RaftDriver:
                  self.log.log.log_start_offset, self.log.log.log_end_offset, qs.to_json() if qs else "(none)")
         self._run(self.node.start(_now()))
 
+    async def resign(self, timeout_ms: int = 1000) -> None:
+        """A leader going away gracefully tells the voters (EndQuorumEpoch), so they elect at once."""
+        if self.node.state != RaftState.LEADER:
+            return
+        self._handle(m.Resign())
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=timeout_ms / 1000)
+
     async def stop(self) -> None:
         self._closed = True
         for h in (self._timer, self._noop):
@@ -281,6 +289,12 @@ class RaftDriver:
             fut = self._answers.pop((out.destination, out.correlation_id), None)
             if fut is not None and not fut.done():
                 fut.set_result(out.message)
+            return
+        if not isinstance(out.message, (m.VoteRequest, m.BeginQuorumEpochRequest, m.EndQuorumEpochRequest,
+                                        m.FetchRequest)):
+            # FetchSnapshot (a leader whose log starts after this one's end): not yet
+            log.warning("[RaftManager id=%d] cannot send %s to %d yet", self.node_id, type(out.message).__name__,
+                        out.destination)
             return
         task = asyncio.ensure_future(self._request(out.destination, out.message, out.correlation_id))
         self._tasks.add(task)

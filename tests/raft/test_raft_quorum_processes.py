@@ -150,3 +150,17 @@ def test_leader_killed_a_new_one_is_elected_and_the_old_one_rejoins(quorum):
     mine = [b for b in quorum[old].batches() if b[1] < after["high_watermark"]]
     lead = [b for b in quorum[after["leader_id"]].batches() if b[1] < after["high_watermark"]]
     assert mine == lead
+
+
+def test_a_leader_stopped_gracefully_resigns(quorum):
+    view = wait_until(lambda: leader_view(quorum), "a leader", 60)
+    old, epoch = view["leader_id"], view["leader_epoch"]
+    quorum[old].stop(30)      # SIGTERM
+    assert quorum[old].proc.returncode == 0
+    rest = [i for i in IDS if i != old]
+    told = f"EndQuorumEpoch from {old}: it ends epoch {epoch}"
+    wait_until(lambda: all(told in quorum[i].log_text() for i in rest), "EndQuorumEpoch at the other voters", 30)
+    wait_until(lambda: (lambda v: v and v["leader_epoch"] > epoch)(leader_view(quorum, rest)), "a new leader", 60)
+    quorum[old].start()
+    wait_until(lambda: (lambda v: v and all(r["log_end_offset"] >= v["high_watermark"] for r in v["current_voters"]))(
+        leader_view(quorum)), "all three caught up again", 60)
