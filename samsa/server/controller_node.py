@@ -179,11 +179,16 @@ class ControllerServer:
                 "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in self._versions()]}
 
     def _raft(self, key: int, version: int, body: dict):
+        """As Kafka's KafkaRaftClient: another cluster's request is refused with a top-level
+        INCONSISTENT_CLUSTER_ID, one not about __cluster_metadata-0 alone with INVALID_REQUEST."""
+        cluster_id = body.get("cluster_id")
         msg = from_wire_request(key, version, body)
-        if msg is None:
+        code = (errors.E_INCONSISTENT_CLUSTER_ID if cluster_id is not None and cluster_id != self.cluster_id
+                else errors.E_INVALID_REQUEST if msg is None else 0)
+        if code:
             if key == ApiKey.FETCH:
-                return {"throttle_time_ms": 0, "error_code": errors.E_INVALID_REQUEST, "session_id": 0, "responses": []}
-            return {"error_code": errors.E_INVALID_REQUEST, "topics": []}
+                return {"throttle_time_ms": 0, "error_code": code, "session_id": 0, "responses": []}
+            return {"error_code": code, "topics": []}
         source = msg.replica_id if isinstance(msg, (m.VoteRequest, m.FetchRequest)) else msg.leader_id
         if isinstance(msg, m.EndQuorumEpochRequest):
             log.info("[RaftManager id=%d] EndQuorumEpoch from %d: it ends epoch %d (preferred candidates %s)",

@@ -1,5 +1,6 @@
 """DescribeQuorum (55) and DescribeCluster (60, controller endpoints) on a KRaft controller
-listener: Apache Kafka 4.4.0's controller and Samsa's (``process.roles=controller``, one voter),
+listener, and the Raft RPCs' answers to bad input (another cluster's id, another topic or
+partition): Apache Kafka 4.4.0's controller and Samsa's (``process.roles=controller``, one voter),
 the same requests, the answers compared after normalising what differs by run (epochs, offsets,
 times, ports)."""
 
@@ -116,6 +117,46 @@ CASES = {
     "describe-cluster-controllers": (ApiKey.DESCRIBE_CLUSTER, 1, {"include_cluster_authorized_operations": False,
                                                                   "endpoint_type": 2}),
 }
+
+
+def _vote(cluster_id="MkU3OEVBNTcwNTJENDM2Qg", topic="__cluster_metadata", partition=0) -> dict:
+    return {"cluster_id": cluster_id, "voter_id": 1, "topics": [{"topic_name": topic, "partitions": [{
+        "partition_index": partition, "replica_epoch": 0, "replica_id": 7, "replica_directory_id": bytes(16),
+        "voter_directory_id": bytes(16), "last_offset_epoch": 0, "last_offset": 0, "pre_vote": True}]}]}
+
+
+def _begin(cluster_id="MkU3OEVBNTcwNTJENDM2Qg", topic="__cluster_metadata") -> dict:
+    return {"cluster_id": cluster_id, "voter_id": 1, "topics": [{"topic_name": topic, "partitions": [{
+        "partition_index": 0, "voter_directory_id": bytes(16), "leader_id": 7, "leader_epoch": 0}]}],
+        "leader_endpoints": []}
+
+
+def _end(cluster_id="MkU3OEVBNTcwNTJENDM2Qg", topic="__cluster_metadata") -> dict:
+    return {"cluster_id": cluster_id, "topics": [{"topic_name": topic, "partitions": [{
+        "partition_index": 0, "leader_id": 7, "leader_epoch": 0, "preferred_candidates": []}]}],
+        "leader_endpoints": []}
+
+
+def _fetch(cluster_id="MkU3OEVBNTcwNTJENDM2Qg", topic_id=bytes(15) + b"\x01", replica_id=7) -> dict:
+    return {"cluster_id": cluster_id, "replica_state": {"replica_id": replica_id, "replica_epoch": -1},
+            "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0, "session_id": 0,
+            "session_epoch": -1, "topics": [{"topic_id": topic_id, "partitions": [{
+                "partition": 0, "current_leader_epoch": 0, "fetch_offset": 0, "last_fetched_epoch": -1,
+                "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}], "forgotten_topics_data": [], "rack_id": ""}
+
+
+# Bad input on the Raft RPCs: refused before any state changes, with Kafka's error codes.
+CASES.update({
+    "vote-other-cluster": (ApiKey.VOTE, 2, _vote(cluster_id="other")),
+    "vote-other-topic": (ApiKey.VOTE, 2, _vote(topic="other")),
+    "vote-other-partition": (ApiKey.VOTE, 2, _vote(partition=3)),
+    "begin-other-cluster": (ApiKey.BEGIN_QUORUM_EPOCH, 1, _begin(cluster_id="other")),
+    "begin-other-topic": (ApiKey.BEGIN_QUORUM_EPOCH, 1, _begin(topic="other")),
+    "end-other-cluster": (ApiKey.END_QUORUM_EPOCH, 1, _end(cluster_id="other")),
+    "end-other-topic": (ApiKey.END_QUORUM_EPOCH, 1, _end(topic="other")),
+    "fetch-other-cluster": (ApiKey.FETCH, 17, _fetch(cluster_id="other")),
+    "fetch-other-topic": (ApiKey.FETCH, 17, _fetch(topic_id=bytes(15) + b"\x07")),
+})
 
 
 @pytest.mark.parametrize("case", list(CASES))
