@@ -29,8 +29,8 @@ from samsa.client.connection import BrokerConnection
 from samsa.protocol import errors
 from samsa.protocol import metadata_records as mr
 from samsa.protocol.api_keys import ApiKey
-from samsa.protocol.batch import CONTROL_BIT, iter_headers
-from samsa.protocol.records import build_batch, iter_batches
+from samsa.protocol.batch import iter_headers
+from samsa.protocol.records import build_batch
 from samsa.raft import messages as m
 from samsa.raft.consensus import LogState, RaftConfig, RaftNode, RaftState
 from samsa.raft.quorum_state import QuorumStateData, uuid_to_str
@@ -70,12 +70,20 @@ class MetadataLog:
         meta = self.dir / PARTITION_METADATA
         if not meta.exists():   # the topic id, as Kafka's log keeps it beside the segments
             write_atomically(meta, f"version: 0\ntopic_id: {uuid_to_str(METADATA_TOPIC_ID)}".encode())
-        self.data_batches = sum(1 for h in self._headers(self.log.log_start_offset) if not h.is_control)
+        self.has_records = self._any_records()
 
-    def _headers(self, offset: int):
-        buf = self.log.read(offset, 1 << 62, min_one_batch=True) if offset < self.log.log_end_offset else b""
-        for _, h in iter_headers(buf):
-            yield h
+    def _any_records(self) -> bool:
+        """Whether the log holds a batch of metadata records (not only control batches), read a
+        megabyte at a time from its start."""
+        offset = self.log.log_start_offset
+        while offset < self.log.log_end_offset:
+            headers = [h for _, h in iter_headers(self.log.read(offset, 1 << 20, min_one_batch=True))]
+            if not headers:
+                return False
+            if any(not h.is_control for h in headers):
+                return True
+            offset = headers[-1].next_offset
+        return False
 
     def state(self) -> LogState:
         return LogState(start_offset=self.log.log_start_offset, end_offset=self.log.log_end_offset,
@@ -99,12 +107,12 @@ class MetadataLog:
         headers = list(iter_headers(buf, strict=True))
         self.log.append_as_follower(buf, headers)
         self.log.flush()   # durable before the core counts it (a follower's next fetch, the leader's end)
-        self.data_batches += sum(1 for _, h in headers if not h.attributes & CONTROL_BIT)
+        self.has_records = self.has_records or any(not h.is_control for _, h in headers)
 
     def truncate(self, offset: int) -> None:
         self.log.truncate_to(offset)
         self.log.flush()
-        self.data_batches = sum(1 for h in self._headers(self.log.log_start_offset) if not h.is_control)
+        self.has_records = self._any_records()
 
     def read(self, start: int, end: int, max_bytes: int) -> bytes:
         return self.log.read(start, max_bytes, max_offset=end, min_one_batch=True)
@@ -261,7 +269,7 @@ class RaftDriver:
         """The active controller's first records: the bootstrap records when the log has none."""
         if self.node.state != RaftState.LEADER or self.node.epoch != epoch:
             return
-        if self.log.data_batches == 0:
+        if not self.log.has_records:
             path = bootstrap_snapshot(self.metadata_dir)
             records = decode_snapshot(path.read_bytes()).records if path is not None else []
             values = [mr.encode(n, v, d) for n, v, d in records] or [mr.encode("NoOpRecord", 0, {})]
