@@ -156,7 +156,7 @@ class RaftDriver:
         self._conns: dict[int, BrokerConnection] = {}
         self._tasks: set[asyncio.Task] = set()
         self._closed = False
-        self._leader: m.LeaderIdAndEpoch | None = None
+        self._leader: tuple | None = None    # (leader and epoch, state) last logged
 
     # ---- lifecycle
 
@@ -244,10 +244,10 @@ class RaftDriver:
             else:
                 log.warning("[RaftManager id=%d] %s is not supported yet (no snapshots)", self.node_id,
                             type(out).__name__)
-        leader = self.node.leader
-        if leader != self._leader:
-            self._leader = leader
-            self._leader_changed(leader)
+        seen = (self.node.leader, self.node.state)
+        if seen != self._leader:
+            self._leader = seen
+            self._leader_changed(seen[0])
 
     def _set_timer(self, deadline_ms: int) -> None:
         if self._timer is not None:

@@ -164,3 +164,44 @@ def test_a_leader_stopped_gracefully_resigns(quorum):
     quorum[old].start()
     wait_until(lambda: (lambda v: v and all(r["log_end_offset"] >= v["high_watermark"] for r in v["current_voters"]))(
         leader_view(quorum)), "all three caught up again", 60)
+
+
+def test_a_deposed_leaders_uncommitted_records_are_truncated(quorum):
+    """The followers paused (SIGSTOP), the leader's NoOps stay uncommitted until it resigns (check
+    quorum); it is killed, the followers resumed elect one of them, and the old leader restarted
+    finds its log diverging (Fetch's DivergingEpoch), truncates it and takes the new leader's."""
+    import signal
+    view = wait_until(lambda: leader_view(quorum), "a leader", 60)
+    old, epoch, hw = view["leader_id"], view["leader_epoch"], view["high_watermark"]
+    rest = [i for i in IDS if i != old]
+    for i in rest:
+        quorum[i].proc.send_signal(signal.SIGSTOP)
+    try:
+        wait_until(lambda: quorum[old].batches()[-1][1] >= hw + 2, "uncommitted NoOps on the lone leader", 30)
+        wait_until(lambda: _resigned_in(quorum[old], epoch), "the lone leader to resign (check quorum)", 30)
+        quorum[old].kill()
+    finally:
+        for i in rest:
+            quorum[i].proc.send_signal(signal.SIGCONT)
+    uncommitted = [b for b in quorum[old].batches() if b[1] >= hw]
+    assert uncommitted and all(e == epoch for _, _, e, _, _ in uncommitted)
+    new = wait_until(lambda: (lambda v: v if v and v["leader_epoch"] > epoch else None)(leader_view(quorum, rest)),
+                     "a new leader among the resumed", 60)
+    quorum[old].start()
+
+    def caught_up():
+        v = leader_view(quorum, rest)
+        if v is None or v["leader_epoch"] != new["leader_epoch"]:
+            return None
+        row = next(r for r in v["current_voters"] if r["replica_id"] == old)
+        return v if row["log_end_offset"] >= v["high_watermark"] else None
+    after = wait_until(caught_up, "the old leader to catch up", 60)
+    assert "truncating the metadata log to" in quorum[old].log_text()
+    top = after["high_watermark"]
+    mine = [b for b in quorum[old].batches() if b[1] < top]
+    assert mine == [b for b in quorum[after["leader_id"]].batches() if b[1] < top]
+    assert not any(b in mine for b in uncommitted if b[0] >= hw)   # its uncommitted batches are gone
+
+
+def _resigned_in(node, epoch: int) -> bool:
+    return f"leader {node.node_id} in epoch {epoch} (this node: Resigned)" in node.log_text()
