@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import random
 import time
 from dataclasses import dataclass
@@ -154,6 +155,7 @@ class RaftDriver:
         self._answers: dict[tuple[int, int], asyncio.Future] = {}
         self._inbound_cid = 0
         self._conns: dict[int, BrokerConnection] = {}
+        self._connecting: dict[int, asyncio.Lock] = {}
         self._tasks: set[asyncio.Task] = set()
         self._closed = False
         self._leader: tuple | None = None    # (leader and epoch, state) last logged
@@ -203,7 +205,15 @@ class RaftDriver:
     def _handle(self, event) -> None:
         if self._closed:
             return
-        self._run(self.node.handle(event, _now()))
+        try:
+            self._run(self.node.handle(event, _now()))
+        except Exception:
+            # A broken rule of Raft (RaftInvariantError) or a metadata log that cannot be written:
+            # going on could lose committed records, so the process stops, as Kafka's does.
+            log.critical("[RaftManager id=%d] fatal error handling %s; halting", self.node_id, type(event).__name__,
+                         exc_info=True)
+            logging.shutdown()
+            os._exit(1)
 
     def request(self, source: int, message) -> asyncio.Future:
         """A request from another replica: the future of the core's answer."""
@@ -309,16 +319,20 @@ class RaftDriver:
         task.add_done_callback(self._tasks.discard)
 
     async def _connection(self, dest: int) -> BrokerConnection:
-        conn = self._conns.get(dest)
-        if conn is not None and conn.connected:
+        lock = self._connecting.setdefault(dest, asyncio.Lock())
+        async with lock:      # one connection per voter, however many requests wait for it
+            conn = self._conns.get(dest)
+            if conn is not None and conn.connected:
+                return conn
+            if conn is not None:
+                conn.close()
+            voter = self.voters[dest]
+            timeout = self.config.request_timeout_ms
+            conn = BrokerConnection(voter.host, voter.port, client_id=f"raft-client-{self.node_id}",
+                                    request_timeout_ms=timeout, connect_timeout_ms=timeout)
+            self._conns[dest] = conn
+            await conn.connect()
             return conn
-        voter = self.voters[dest]
-        timeout = self.config.request_timeout_ms
-        conn = BrokerConnection(voter.host, voter.port, client_id=f"raft-client-{self.node_id}",
-                                request_timeout_ms=timeout, connect_timeout_ms=timeout)
-        self._conns[dest] = conn
-        await conn.connect()
-        return conn
 
     async def _request(self, dest: int, message, cid: int) -> None:
         key, body = to_wire(message, self.cluster_id, self.fetch_max_bytes)
@@ -333,7 +347,12 @@ class RaftDriver:
             if conn is not None:
                 conn.close()
             return      # the core's request timeout retries it
-        answer = from_wire_response(key, resp)
+        try:
+            answer = from_wire_response(key, resp)
+        except (KeyError, TypeError, ValueError) as e:
+            log.warning("[RaftManager id=%d] dropping a malformed %s answer from %d: %s", self.node_id,
+                        type(message).__name__, dest, e)
+            return
         if answer is not None:
             self._handle(m.Received(dest, answer, cid))
 
