@@ -68,6 +68,26 @@ def test_three_controllers_elect_one_leader_and_replicate(quorum):
     wait_until(lambda: leader_view(quorum)["high_watermark"] > hw, "the high watermark to move on", 30)
 
 
+def _closed_after(port: int, frame: bytes) -> bool:
+    """Send one request frame; True when the controller closes the connection without an answer."""
+    import socket
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(frame)
+        return s.recv(4) == b""
+
+
+def test_bad_input_closes_that_connection_only(quorum):
+    from samsa.protocol import api
+    port = quorum[1].port
+    produce = b"".join(bytes(c) for c in api.encode_request(0, 9, 1, "t", {
+        "transactional_id": None, "acks": 1, "timeout_ms": 1000, "topic_data": []}))
+    assert _closed_after(port, produce)                                   # not a controller API
+    assert _closed_after(port, (10).to_bytes(4, "big") + b"\x03\xe7" + bytes(8))   # unknown API key 999
+    assert _closed_after(port, (6).to_bytes(4, "big") + b"\x00\x34\x00\x63\x00\x00")   # Vote v99
+    assert "not served on a KRaft controller listener" in quorum[1].log_text()
+    wait_until(lambda: leader_view(quorum), "the quorum still serving", 30)
+
+
 def _kafka():
     if os.environ.get("SAMSA_DIFF_SIDE", "both") == "samsa":
         pytest.skip("SAMSA_DIFF_SIDE=samsa: Kafka's side is not run")
