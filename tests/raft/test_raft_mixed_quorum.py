@@ -6,6 +6,7 @@ UnsupportedVersionException and goes on following). Then Kafka's controller lead
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -68,6 +69,11 @@ def test_a_kafka_controller_votes_and_replicates_in_a_samsa_quorum(mixed):
     def same_prefix():
         return all([b for b in batches(_dir(n)) if b[1] < hw] == lead for n in mixed.values())
     wait_until(same_prefix, "the same batches below the high watermark on Kafka's and Samsa's disks", 60)
+    # the quorum-state file and partition.metadata as Kafka's controller writes them beside its log
+    kafkas = json.loads((_dir(mixed[3]) / "quorum-state").read_text())
+    ours = json.loads((_dir(mixed[1]) / "quorum-state").read_text())
+    assert list(ours) == list(kafkas) and ours["currentVoters"] == kafkas["currentVoters"]
+    assert ((_dir(mixed[1]) / "partition.metadata").read_bytes() == (_dir(mixed[3]) / "partition.metadata").read_bytes())
 
 
 def test_samsa_controllers_follow_a_kafka_leader(mixed):
