@@ -6,8 +6,11 @@ with the schema's camelCase names and the version beside them as ``data_version`
 
     {"leaderId":-1,"leaderEpoch":3,"votedId":2,"votedDirectoryId":"AAAAAAAAAAAAAAAAAAAAAA","data_version":1}
 
-Version 0 files (Kafka 3.x before KIP-853) also carry clusterId, appliedOffset and currentVoters,
-which are read and dropped. Reading and writing the file itself is the I/O layer's job.
+Version 0 files (Kafka 3.x before KIP-853, and Kafka 4 with static voters, kraft.version 0) also
+carry clusterId, appliedOffset and currentVoters, which are read and dropped:
+
+    {"clusterId":"","leaderId":1,"leaderEpoch":1,"votedId":-1,"appliedOffset":0,"currentVoters":[{"voterId":1},{"voterId":2},{"voterId":3}],"data_version":0}
+ Reading and writing the file itself is the I/O layer's job.
 """
 
 from __future__ import annotations
@@ -40,7 +43,15 @@ class QuorumStateData:
     voted_id: int = NO_ID
     voted_directory_id: bytes = ZERO_UUID
 
-    def to_json(self) -> str:
+    def to_json(self, version: int = DATA_VERSION, voters=()) -> str:
+        """Version 1 as Kafka 4 writes it with kraft.version 1 (KIP-853); version 0 as it writes it
+        with a static voter set (kraft.version 0): ``clusterId`` empty, ``appliedOffset`` 0 and
+        ``currentVoters`` the static voters."""
+        if version == 0:
+            return json.dumps({"clusterId": "", "leaderId": self.leader_id, "leaderEpoch": self.leader_epoch,
+                               "votedId": self.voted_id, "appliedOffset": 0,
+                               "currentVoters": [{"voterId": v} for v in sorted(voters)], "data_version": 0},
+                              separators=(",", ":"))
         return json.dumps({"leaderId": self.leader_id, "leaderEpoch": self.leader_epoch,
                            "votedId": self.voted_id, "votedDirectoryId": uuid_to_str(self.voted_directory_id),
                            "data_version": DATA_VERSION}, separators=(",", ":"))

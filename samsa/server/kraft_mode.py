@@ -1,8 +1,13 @@
 """A KRaft configuration (``process.roles``) at start: what Samsa serves of it today.
 
-Until Samsa's controller quorum exists, a KRaft node is served only when it is a whole
-cluster by itself: ``process.roles=broker,controller`` with itself as the only voter, its
-directories formatted by ``samsa storage format``. Anything that needs other nodes is
+Two kinds of KRaft node start, their directories formatted by ``samsa storage format``:
+
+* ``process.roles=broker,controller`` with itself as the only voter: a whole cluster by itself;
+* ``process.roles=controller`` with static voters (``controller.quorum.voters``) naming it: one
+  voter of a controller quorum (``samsa.server.controller_node``), which elects a leader and
+  replicates the metadata log with the other voters.
+
+Anything else needs brokers that follow the metadata log (not yet) or dynamic voters, and is
 refused with one line, never served alone as an unrelated single broker.
 """
 
@@ -18,6 +23,20 @@ def voter_ids(config: BrokerConfig) -> list[int]:
     return [int(v.split("@", 1)[0]) for v in config["controller.quorum.voters"]]
 
 
+def voters(config: BrokerConfig) -> list[tuple[int, str, int]]:
+    """``controller.quorum.voters`` as (node id, host, port)."""
+    out = []
+    for v in config["controller.quorum.voters"]:
+        node, address = v.split("@", 1)
+        host, port = address.rsplit(":", 1)
+        out.append((int(node), host.strip("[]"), int(port)))
+    return out
+
+
+def controller_only(config: BrokerConfig) -> bool:
+    return list(config["process.roles"]) == ["controller"]
+
+
 def check_start(config: BrokerConfig) -> str | None:
     """The cluster id of a KRaft node that may start (None: not KRaft); ConfigError otherwise."""
     roles = config["process.roles"]
@@ -31,13 +50,21 @@ def check_start(config: BrokerConfig) -> str | None:
         cluster_id = check_formatted(dirs, node_id)
     except KRaftStorageError as e:
         raise ConfigError(str(e)) from None
+    if roles == ["controller"] and config["controller.quorum.voters"] and node_id in voter_ids(config):
+        names = config["controller.listener.names"]
+        listeners = {ln.split("://", 1)[0] for ln in config.listeners}
+        if not names or names[0] not in listeners:
+            raise ConfigError(f"controller.listener.names ({','.join(names) or '(none)'}) must name a listener in "
+                              f"listeners ({','.join(config.listeners)})")
+        return cluster_id
     alone = (sorted(roles) == ["broker", "controller"]
              and (voter_ids(config) == [node_id] if config["controller.quorum.voters"]
                   else _snapshot_voters(config) == [node_id]))
     if not alone:
         raise ConfigError(
-            "KRaft multi-node quorums are not supported yet: Samsa serves process.roles=broker,controller with "
-            f"itself as the only voter (process.roles={','.join(roles)}, "
+            "KRaft: Samsa cannot serve this node yet: it serves process.roles=broker,controller with itself as the "
+            "only voter, and process.roles=controller voters named in controller.quorum.voters (a controller quorum; "
+            f"brokers that follow it and dynamic voters are not supported yet) (process.roles={','.join(roles)}, "
             f"controller.quorum.voters={','.join(config['controller.quorum.voters']) or '(none)'}, "
             f"controller.quorum.bootstrap.servers={','.join(config['controller.quorum.bootstrap.servers']) or '(none)'}); "
             "use zookeeper.connect for a cluster of several brokers")

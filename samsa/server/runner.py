@@ -28,7 +28,11 @@ def setup_logging(log_file: Path | None = None, level: str | None = None) -> Non
 
 
 async def serve(config: BrokerConfig, ready_message: str | None = None) -> None:
-    broker = BrokerServer(config)
+    if kraft_mode.controller_only(config):
+        from samsa.server.controller_node import ControllerServer
+        broker: BrokerServer | ControllerServer = ControllerServer(config)
+    else:
+        broker = BrokerServer(config)
     await broker.start()
     if ready_message:
         print(ready_message.format(broker=broker), flush=True)

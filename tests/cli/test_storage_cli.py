@@ -184,12 +184,12 @@ def test_start_refuses_a_multi_node_quorum_never_serving_alone(tmp_path):
     for args in ([], ["-daemon"]):
         r = run("server", "start", *args, str(conf))
         assert r.returncode == 1
-        assert r.stderr.startswith("samsa server: KRaft multi-node quorums are not supported yet")
+        assert r.stderr.startswith("samsa server: KRaft: Samsa cannot serve this node yet")
         assert len(r.stderr.strip().splitlines()) == 1
     # a broker-only node (its controllers elsewhere) and initial controllers of three: refused too
     broker_only = dict(p, **{"process.roles": "broker", "listeners": p["listeners"].split(",")[0]})
     r = run("server", "start", str(write_props(tmp_path / "b", broker_only)))
-    assert r.returncode == 1 and "KRaft multi-node quorums are not supported yet" in r.stderr
+    assert r.returncode == 1 and "KRaft: Samsa cannot serve this node yet" in r.stderr
     dyn = tmp_path / "dyn"
     conf = write_props(dyn, kraft_props(dyn, bootstrap=True))
     ids = [run("storage", "random-uuid").stdout.strip() for _ in range(3)]
@@ -198,7 +198,7 @@ def test_start_refuses_a_multi_node_quorum_never_serving_alone(tmp_path):
     assert r.returncode == 0, r.stderr
     assert meta(dyn / "logs")["directory.id"] == ids[0]
     r = run("server", "start", str(conf))
-    assert r.returncode == 1 and "KRaft multi-node quorums are not supported yet" in r.stderr
+    assert r.returncode == 1 and "KRaft: Samsa cannot serve this node yet" in r.stderr
 
 
 def _serve_one_node(d: Path, conf_props: dict[str, str]) -> None:

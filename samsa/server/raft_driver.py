@@ -1,0 +1,511 @@
+"""KRaft's I/O layer: runs the sans-I/O consensus (``samsa.raft.consensus``) between processes.
+
+The driver owns the three things the core leaves out:
+
+* **the metadata log** ``<metadata.log.dir>/__cluster_metadata-0``, in Kafka's log format on
+  samsa's own segment code (:class:`~samsa.storage.log.PartitionLog`; the leader's batches are
+  built here with the offsets and epoch the core gave, a follower's are the fetched bytes), and
+  the ``quorum-state`` file beside it (QuorumStateData JSON, written durably before what follows);
+* **time**: one asyncio timer for the core's ``SetTimer``, on the monotonic clock;
+* **the wire**: requests from the other voters arrive through the controller listener
+  (:meth:`RaftDriver.request`, answered when the core says), and the core's own requests go out on
+  one connection per voter (``controller.quorum.voters``), their answers fed back to the core.
+
+As Kafka's active controller does, a new leader whose log holds no metadata records yet writes
+the bootstrap records ``samsa storage format`` left (``bootstrap.checkpoint``), and the leader
+appends a NoOpRecord every ``metadata.max.idle.interval.ms``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from samsa.client.connection import BrokerConnection
+from samsa.protocol import errors
+from samsa.protocol import metadata_records as mr
+from samsa.protocol.api_keys import ApiKey
+from samsa.protocol.batch import iter_headers
+from samsa.protocol.records import build_batch
+from samsa.raft import messages as m
+from samsa.raft.consensus import LogState, RaftConfig, RaftNode, RaftState
+from samsa.raft.quorum_state import QuorumStateData, uuid_to_str
+from samsa.storage.config import LogConfig
+from samsa.storage.files import write_atomically
+from samsa.storage.kraft import METADATA_PARTITION_DIR, bootstrap_snapshot, decode_snapshot
+from samsa.storage.log import PartitionLog
+
+log = logging.getLogger(__name__)
+
+METADATA_TOPIC = mr.METADATA_TOPIC
+#: Kafka's Uuid.METADATA_TOPIC_ID: the reserved id 0-1 ("AAAAAAAAAAAAAAAAAAAAAQ").
+METADATA_TOPIC_ID = bytes(15) + b"\x01"
+QUORUM_STATE = "quorum-state"
+PARTITION_METADATA = "partition.metadata"
+#: The versions this driver speaks to the other voters (Kafka 4.4's).
+VERSIONS = {ApiKey.VOTE: 2, ApiKey.BEGIN_QUORUM_EPOCH: 1, ApiKey.END_QUORUM_EPOCH: 1, ApiKey.FETCH: 17}
+
+
+@dataclass(frozen=True)
+class Voter:
+    node_id: int
+    host: str
+    port: int
+
+
+def _now() -> int:
+    return int(time.monotonic() * 1000)
+
+
+class MetadataLog:
+    """``__cluster_metadata-0`` on samsa's log: the core's batches in, record bytes out."""
+
+    def __init__(self, metadata_dir: Path):
+        self.dir = metadata_dir / METADATA_PARTITION_DIR
+        self.log = PartitionLog.open(self.dir, LogConfig(), recover=True)
+        meta = self.dir / PARTITION_METADATA
+        if not meta.exists():   # the topic id, as Kafka's log keeps it beside the segments
+            write_atomically(meta, f"version: 0\ntopic_id: {uuid_to_str(METADATA_TOPIC_ID)}".encode())
+        self.has_records = self._any_records()
+
+    def _any_records(self) -> bool:
+        """Whether the log holds a batch of metadata records (not only control batches), read a
+        megabyte at a time from its start."""
+        offset = self.log.log_start_offset
+        while offset < self.log.log_end_offset:
+            headers = [h for _, h in iter_headers(self.log.read(offset, 1 << 20, min_one_batch=True))]
+            if not headers:
+                return False
+            if any(not h.is_control for h in headers):
+                return True
+            offset = headers[-1].next_offset
+        return False
+
+    def state(self) -> LogState:
+        return LogState(start_offset=self.log.log_start_offset, end_offset=self.log.log_end_offset,
+                        epochs=tuple(self.log.leader_epochs.entries))
+
+    def append(self, batches: tuple[m.Batch, ...], voters: list[int]) -> None:
+        buf = bytearray()
+        for b in batches:
+            if isinstance(b.data, (bytes, bytearray, memoryview)):   # fetched from the leader
+                buf += b.data
+            elif isinstance(b.data, tuple) and b.data[0] == "LeaderChange":
+                key, value = mr.encode_control(mr.LEADER_CHANGE, {
+                    "leader_id": b.data[1], "voters": [{"voter_id": v} for v in voters], "granting_voters": []})
+                buf += build_batch([(key, value, _wall())], base_offset=b.base_offset, is_control=True,
+                                   partition_leader_epoch=b.epoch)
+            elif isinstance(b.data, list):                             # metadata records (values)
+                buf += build_batch([(None, v, _wall()) for v in b.data], base_offset=b.base_offset,
+                                   partition_leader_epoch=b.epoch)
+            else:
+                raise ValueError(f"cannot write {b.data!r} to the metadata log")
+        headers = list(iter_headers(buf, strict=True))
+        self.log.append_as_follower(buf, headers)
+        self.log.flush()   # durable before the core counts it (a follower's next fetch, the leader's end)
+        self.has_records = self.has_records or any(not h.is_control for _, h in headers)
+
+    def truncate(self, offset: int) -> None:
+        self.log.truncate_to(offset)
+        self.log.flush()
+        self.has_records = self._any_records()
+
+    def read(self, start: int, end: int, max_bytes: int) -> bytes:
+        return self.log.read(start, max_bytes, max_offset=end, min_one_batch=True)
+
+    def close(self) -> None:
+        self.log.close()
+
+
+def _wall() -> int:
+    return int(time.time() * 1000)
+
+
+def parse_batches(records: bytes) -> tuple[m.Batch, ...]:
+    """A Fetch answer's record bytes as the core's batches (offsets, epoch, control; data: the bytes)."""
+    out = []
+    for pos, h in iter_headers(records):
+        out.append(m.Batch(h.base_offset, h.last_offset, h.partition_leader_epoch, data=bytes(records[pos:pos + h.size]),
+                           control=h.is_control))
+    return tuple(out)
+
+
+class RaftDriver:
+    """One voter of the metadata quorum, on this process's event loop."""
+
+    def __init__(self, node_id: int, voters: list[Voter], cluster_id: str, metadata_dir: Path,
+                 config: RaftConfig, *, idle_interval_ms: int = 500, fetch_max_bytes: int = 1048576):
+        self.node_id = node_id
+        self.voters = {v.node_id: v for v in voters}
+        self.cluster_id = cluster_id
+        self.metadata_dir = metadata_dir
+        self.config = config
+        self.idle_interval_ms = idle_interval_ms
+        self.fetch_max_bytes = fetch_max_bytes
+        self.node: RaftNode
+        self.log: MetadataLog
+        self.high_watermark = -1
+        self._timer: asyncio.TimerHandle | None = None
+        self._noop: asyncio.TimerHandle | None = None
+        self._answers: dict[tuple[int, int], asyncio.Future] = {}
+        self._inbound_cid = 0
+        self._conns: dict[int, BrokerConnection] = {}
+        self._connecting: dict[int, asyncio.Lock] = {}
+        self._tasks: set[asyncio.Task] = set()
+        self._closed = False
+        self._leader: tuple | None = None    # (leader and epoch, state) last logged
+
+    # ---- lifecycle
+
+    @property
+    def quorum_state_path(self) -> Path:
+        return self.log.dir / QUORUM_STATE
+
+    def start(self) -> None:
+        self.log = MetadataLog(self.metadata_dir)
+        qs = None
+        if self.quorum_state_path.exists():
+            qs = QuorumStateData.from_json(self.quorum_state_path.read_text())
+        self.node = RaftNode(self.node_id, frozenset(self.voters), cluster_id=self.cluster_id, config=self.config,
+                             quorum_state=qs, log=self.log.state(), rng=random.Random())
+        log.info("[RaftManager id=%d] metadata log %s: offsets %d..%d, quorum state %s", self.node_id, self.log.dir,
+                 self.log.log.log_start_offset, self.log.log.log_end_offset, qs.to_json() if qs else "(none)")
+        self._run(self.node.start(_now()))
+
+    async def resign(self, timeout_ms: int = 1000) -> None:
+        """A leader going away gracefully tells the voters (EndQuorumEpoch), so they elect at once."""
+        if self.node.state != RaftState.LEADER:
+            return
+        self._handle(m.Resign())
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=timeout_ms / 1000)
+
+    async def stop(self) -> None:
+        self._closed = True
+        for h in (self._timer, self._noop):
+            if h is not None:
+                h.cancel()
+        for t in list(self._tasks):
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for c in self._conns.values():
+            c.close()
+        for fut in self._answers.values():
+            if not fut.done():
+                fut.cancel()
+        self.log.close()
+
+    # ---- events into the core
+
+    def _handle(self, event) -> None:
+        if self._closed:
+            return
+        try:
+            self._run(self.node.handle(event, _now()))
+        except Exception:
+            # A broken rule of Raft (RaftInvariantError) or a metadata log that cannot be written:
+            # going on could lose committed records, so the process stops, as Kafka's does.
+            log.critical("[RaftManager id=%d] fatal error handling %s; halting", self.node_id, type(event).__name__,
+                         exc_info=True)
+            logging.shutdown()
+            os._exit(1)
+
+    def request(self, source: int, message) -> asyncio.Future:
+        """A request from another replica: the future of the core's answer."""
+        self._inbound_cid += 1
+        cid = self._inbound_cid
+        fut = asyncio.get_running_loop().create_future()
+        self._answers[(source, cid)] = fut
+        self._handle(m.Received(source, message, cid))
+        return fut
+
+    def append(self, values: list[bytes]) -> None:
+        """Metadata records to append (on the leader; refused elsewhere)."""
+        self._handle(m.Append(values, len(values)))
+
+    # ---- outputs of the core
+
+    def _run(self, outputs: list) -> None:
+        for out in outputs:
+            if isinstance(out, m.PersistQuorumState):
+                # static voters (controller.quorum.voters, kraft.version 0): version 0, as Kafka writes it
+                write_atomically(self.quorum_state_path, out.state.to_json(0, self.voters).encode())
+            elif isinstance(out, m.AppendToLog):
+                self.log.append(out.batches, sorted(self.node.voters))
+            elif isinstance(out, m.TruncateTo):
+                log.info("[RaftManager id=%d] truncating the metadata log to %d", self.node_id, out.offset)
+                self.log.truncate(out.offset)
+            elif isinstance(out, m.Send):
+                self._send(out)
+            elif isinstance(out, m.Committed):
+                self.high_watermark = out.high_watermark
+                self.log.log.set_high_watermark(out.high_watermark)
+            elif isinstance(out, m.LeaderChanged):
+                pass    # the leader is looked at after the outputs (a follower's move is not always reported)
+            elif isinstance(out, m.SetTimer):
+                self._set_timer(out.deadline_ms)
+            elif isinstance(out, (m.Appended, m.AppendRefused)):
+                pass
+            else:
+                log.warning("[RaftManager id=%d] %s is not supported yet (no snapshots)", self.node_id,
+                            type(out).__name__)
+        seen = (self.node.leader, self.node.state)
+        if seen != self._leader:
+            self._leader = seen
+            self._leader_changed(seen[0])
+
+    def _set_timer(self, deadline_ms: int) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        delay = max(deadline_ms - _now(), 0) / 1000
+        self._timer = asyncio.get_running_loop().call_later(delay, self._handle, m.TimerExpired())
+
+    def _leader_changed(self, leader: m.LeaderIdAndEpoch) -> None:
+        log.info("[RaftManager id=%d] leader %s in epoch %d (this node: %s)", self.node_id,
+                 leader.leader_id if leader.leader_id >= 0 else "unknown", leader.leader_epoch,
+                 self.node.state.value)
+        if self._noop is not None:
+            self._noop.cancel()
+            self._noop = None
+        if leader.leader_id == self.node_id and self.node.state == RaftState.LEADER:
+            asyncio.get_running_loop().call_soon(self._became_leader, leader.leader_epoch)
+
+    def _became_leader(self, epoch: int) -> None:
+        """The active controller's first records: the bootstrap records when the log has none."""
+        if self.node.state != RaftState.LEADER or self.node.epoch != epoch:
+            return
+        if not self.log.has_records:
+            path = bootstrap_snapshot(self.metadata_dir)
+            records = decode_snapshot(path.read_bytes()).records if path is not None else []
+            values = [mr.encode(n, v, d) for n, v, d in records] or [mr.encode("NoOpRecord", 0, {})]
+            log.info("[QuorumController id=%d] writing %d bootstrap records", self.node_id, len(values))
+            self.append(values)
+        self._schedule_noop(epoch)
+
+    def _schedule_noop(self, epoch: int) -> None:
+        if self.idle_interval_ms <= 0:
+            return
+
+        def tick() -> None:
+            if self._closed or self.node.state != RaftState.LEADER or self.node.epoch != epoch:
+                return
+            self.append([mr.encode("NoOpRecord", 0, {})])
+            self._schedule_noop(epoch)
+        self._noop = asyncio.get_running_loop().call_later(self.idle_interval_ms / 1000, tick)
+
+    # ---- the wire
+
+    def _send(self, out: m.Send) -> None:
+        if isinstance(out.message, (m.VoteResponse, m.BeginQuorumEpochResponse, m.EndQuorumEpochResponse,
+                                    m.FetchResponse, m.FetchSnapshotResponse, m.AddRaftVoterResponse,
+                                    m.RemoveRaftVoterResponse)):
+            fut = self._answers.pop((out.destination, out.correlation_id), None)
+            if fut is not None and not fut.done():
+                fut.set_result(out.message)
+            return
+        if not isinstance(out.message, (m.VoteRequest, m.BeginQuorumEpochRequest, m.EndQuorumEpochRequest,
+                                        m.FetchRequest)):
+            # FetchSnapshot (a leader whose log starts after this one's end): not yet
+            log.warning("[RaftManager id=%d] cannot send %s to %d yet", self.node_id, type(out.message).__name__,
+                        out.destination)
+            return
+        task = asyncio.ensure_future(self._request(out.destination, out.message, out.correlation_id))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _connection(self, dest: int) -> BrokerConnection:
+        lock = self._connecting.setdefault(dest, asyncio.Lock())
+        async with lock:      # one connection per voter, however many requests wait for it
+            conn = self._conns.get(dest)
+            if conn is not None and conn.connected:
+                return conn
+            if conn is not None:
+                conn.close()
+            voter = self.voters[dest]
+            timeout = self.config.request_timeout_ms
+            conn = BrokerConnection(voter.host, voter.port, client_id=f"raft-client-{self.node_id}",
+                                    request_timeout_ms=timeout, connect_timeout_ms=timeout)
+            self._conns[dest] = conn
+            await conn.connect()
+            return conn
+
+    async def _request(self, dest: int, message, cid: int) -> None:
+        key, body = to_wire(message, self.cluster_id, self.fetch_max_bytes)
+        try:
+            conn = await self._connection(dest)
+            version = conn.pick_version(key, max_version=VERSIONS[key])
+            timeout = self.config.request_timeout_ms + (message.max_wait_ms if key == ApiKey.FETCH else 0)
+            resp = await conn.request(key, body, version, timeout_ms=timeout)
+        except (errors.KafkaError, OSError, asyncio.TimeoutError) as e:
+            log.debug("[RaftManager id=%d] %s to %d failed: %s", self.node_id, type(message).__name__, dest, e)
+            conn = self._conns.pop(dest, None)
+            if conn is not None:
+                conn.close()
+            return      # the core's request timeout retries it
+        try:
+            answer = from_wire_response(key, resp)
+        except (KeyError, TypeError, ValueError) as e:
+            log.warning("[RaftManager id=%d] dropping a malformed %s answer from %d: %s", self.node_id,
+                        type(message).__name__, dest, e)
+            return
+        if answer is not None:
+            self._handle(m.Received(dest, answer, cid))
+
+    # ---- what the controller listener reads
+
+    def describe_quorum(self) -> dict:
+        """DescribeQuorum's partition: the core's view, its times on the wall clock."""
+        part = self.node.describe_quorum()
+        shift = _wall() - _now()
+        for row in part["current_voters"] + part["observers"]:
+            row["replica_directory_id"] = m.ZERO_UUID     # static voters (controller.quorum.voters) have none
+            for k in ("last_fetch_timestamp", "last_caught_up_timestamp"):
+                if row[k] >= 0:
+                    row[k] += shift
+        return part
+
+    def read_records(self, rng: m.RecordsRange, max_bytes: int) -> bytes:
+        return self.log.read(rng.start_offset, rng.end_offset, max_bytes)
+
+
+# ---------------------------------------------------------------- wire <-> core messages
+
+def _one_partition(body: dict, topics_key: str = "topics") -> dict | None:
+    topics = body.get(topics_key) or []
+    if len(topics) != 1 or len(topics[0]["partitions"]) != 1:
+        return None
+    return topics[0]["partitions"][0]
+
+
+def to_wire(msg, cluster_id: str, fetch_max_bytes: int) -> tuple[int, dict]:
+    """A core request as the Kafka request body (one topic, one partition)."""
+    if isinstance(msg, m.VoteRequest):
+        return ApiKey.VOTE, {"cluster_id": cluster_id, "voter_id": msg.voter_id, "topics": [{
+            "topic_name": METADATA_TOPIC, "partitions": [{
+                "partition_index": 0, "replica_epoch": msg.replica_epoch, "replica_id": msg.replica_id,
+                "replica_directory_id": m.ZERO_UUID, "voter_directory_id": m.ZERO_UUID,
+                "last_offset_epoch": msg.last_offset_epoch, "last_offset": msg.last_offset,
+                "pre_vote": msg.pre_vote}]}]}
+    if isinstance(msg, m.BeginQuorumEpochRequest):
+        return ApiKey.BEGIN_QUORUM_EPOCH, {"cluster_id": cluster_id, "voter_id": msg.voter_id, "topics": [{
+            "topic_name": METADATA_TOPIC, "partitions": [{
+                "partition_index": 0, "voter_directory_id": m.ZERO_UUID, "leader_id": msg.leader_id,
+                "leader_epoch": msg.leader_epoch}]}], "leader_endpoints": []}
+    if isinstance(msg, m.EndQuorumEpochRequest):
+        return ApiKey.END_QUORUM_EPOCH, {"cluster_id": cluster_id, "topics": [{
+            "topic_name": METADATA_TOPIC, "partitions": [{
+                "partition_index": 0, "leader_id": msg.leader_id, "leader_epoch": msg.leader_epoch,
+                "preferred_successors": list(msg.preferred_candidates),
+                "preferred_candidates": [{"candidate_id": c, "candidate_directory_id": m.ZERO_UUID}
+                                         for c in msg.preferred_candidates]}]}], "leader_endpoints": []}
+    if isinstance(msg, m.FetchRequest):
+        return ApiKey.FETCH, {
+            "cluster_id": cluster_id, "replica_id": msg.replica_id,
+            "replica_state": {"replica_id": msg.replica_id, "replica_epoch": msg.replica_epoch},
+            "max_wait_ms": msg.max_wait_ms, "min_bytes": 0, "max_bytes": fetch_max_bytes, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "topics": [{
+                "topic": METADATA_TOPIC, "topic_id": METADATA_TOPIC_ID, "partitions": [{
+                    "partition": 0, "current_leader_epoch": msg.current_leader_epoch,
+                    "fetch_offset": msg.fetch_offset, "last_fetched_epoch": msg.last_fetched_epoch,
+                    "log_start_offset": msg.log_start_offset, "partition_max_bytes": fetch_max_bytes,
+                    "replica_directory_id": m.ZERO_UUID}]}],
+            "forgotten_topics_data": [], "rack_id": ""}
+    raise TypeError(f"the driver does not send {type(msg).__name__}")
+
+
+def from_wire_response(key: int, body: dict):
+    """A Kafka response body as the core's response (None when it is not about the metadata partition)."""
+    if key == ApiKey.FETCH:
+        topics = body.get("responses") or []
+        if body.get("error_code"):
+            return m.FetchResponse(body["error_code"], -1, -1, m.LeaderIdAndEpoch(-1, -1))
+        if len(topics) != 1 or len(topics[0]["partitions"]) != 1:
+            return None
+        p = topics[0]["partitions"][0]
+        div, snap, leader = p.get("diverging_epoch"), p.get("snapshot_id"), p.get("current_leader") or {}
+        return m.FetchResponse(
+            p["error_code"], p["high_watermark"], p["log_start_offset"],
+            m.LeaderIdAndEpoch(leader.get("leader_id", -1), leader.get("leader_epoch", -1)),
+            diverging_epoch=(m.EpochEndOffset(div["epoch"], div["end_offset"])
+                             if div and div.get("epoch", -1) >= 0 and div.get("end_offset", -1) >= 0 else None),
+            snapshot_id=(m.SnapshotId(snap["end_offset"], snap["epoch"])
+                         if snap and snap.get("end_offset", -1) >= 0 and snap.get("epoch", -1) >= 0 else None),
+            records=parse_batches(p.get("records") or b""))
+    p = _one_partition(body)
+    top = body.get("error_code", 0)
+    if key == ApiKey.VOTE:
+        if p is None:
+            return m.VoteResponse(top or errors.E_INVALID_REQUEST, -1, -1, False)
+        return m.VoteResponse(top or p["error_code"], p["leader_id"], p["leader_epoch"], p["vote_granted"])
+    if key == ApiKey.BEGIN_QUORUM_EPOCH:
+        if p is None:
+            return m.BeginQuorumEpochResponse(top or errors.E_INVALID_REQUEST, -1, -1)
+        return m.BeginQuorumEpochResponse(top or p["error_code"], p["leader_id"], p["leader_epoch"])
+    if key == ApiKey.END_QUORUM_EPOCH:
+        if p is None:
+            return m.EndQuorumEpochResponse(top or errors.E_INVALID_REQUEST, -1, -1)
+        return m.EndQuorumEpochResponse(top or p["error_code"], p["leader_id"], p["leader_epoch"])
+    return None
+
+
+def from_wire_request(key: int, version: int, body: dict):
+    """A Kafka request body as the core's request; None when it is not one partition of the
+    metadata topic (the caller answers with the error Kafka gives)."""
+    cluster_id = body.get("cluster_id")
+    if key == ApiKey.FETCH:
+        topics = body.get("topics") or []
+        if len(topics) != 1 or len(topics[0]["partitions"]) != 1:
+            return None
+        t = topics[0]
+        if (t.get("topic_id") != METADATA_TOPIC_ID) if version >= 13 else (t.get("topic") != METADATA_TOPIC):
+            return None
+        p = t["partitions"][0]
+        if p["partition"] != 0:
+            return None
+        replica_id = (body.get("replica_state") or {}).get("replica_id", -1) if version >= 15 else body["replica_id"]
+        replica_epoch = (body.get("replica_state") or {}).get("replica_epoch", -1) if version >= 15 else -1
+        return m.FetchRequest(cluster_id, replica_id, p["current_leader_epoch"], p["fetch_offset"],
+                              p["last_fetched_epoch"], p["log_start_offset"], max_wait_ms=body["max_wait_ms"],
+                              replica_epoch=replica_epoch)
+    topics = body.get("topics") or []
+    if len(topics) != 1 or topics[0]["topic_name"] != METADATA_TOPIC or len(topics[0]["partitions"]) != 1:
+        return None
+    p = topics[0]["partitions"][0]
+    if p["partition_index"] != 0:
+        return None
+    if key == ApiKey.VOTE:
+        return m.VoteRequest(cluster_id, body.get("voter_id", -1), p["replica_epoch"], p["replica_id"],
+                             p["last_offset_epoch"], p["last_offset"], pre_vote=p.get("pre_vote", False))
+    if key == ApiKey.BEGIN_QUORUM_EPOCH:
+        return m.BeginQuorumEpochRequest(cluster_id, body.get("voter_id", -1), p["leader_id"], p["leader_epoch"])
+    if key == ApiKey.END_QUORUM_EPOCH:
+        cands = ([c["candidate_id"] for c in p.get("preferred_candidates") or []] if version >= 1
+                 else list(p.get("preferred_successors") or []))
+        return m.EndQuorumEpochRequest(cluster_id, p["leader_id"], p["leader_epoch"], tuple(cands))
+    return None
+
+
+def to_wire_response(key: int, msg, records: bytes | None = None) -> dict:
+    """The core's answer as the Kafka response body."""
+    if isinstance(msg, m.FetchResponse):
+        part = {"partition_index": 0, "error_code": msg.error_code, "high_watermark": msg.high_watermark,
+                "last_stable_offset": msg.high_watermark, "log_start_offset": msg.log_start_offset,
+                "current_leader": {"leader_id": msg.current_leader.leader_id,
+                                   "leader_epoch": msg.current_leader.leader_epoch},
+                "aborted_transactions": [], "preferred_read_replica": -1, "records": records or b""}
+        if msg.diverging_epoch is not None:
+            part["diverging_epoch"] = {"epoch": msg.diverging_epoch.epoch, "end_offset": msg.diverging_epoch.end_offset}
+        if msg.snapshot_id is not None:
+            part["snapshot_id"] = {"end_offset": msg.snapshot_id.end_offset, "epoch": msg.snapshot_id.epoch}
+        return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": [{
+            "topic": METADATA_TOPIC, "topic_id": METADATA_TOPIC_ID, "partitions": [part]}]}
+    part = {"partition_index": 0, "error_code": msg.error_code, "leader_id": msg.leader_id,
+            "leader_epoch": msg.leader_epoch}
+    if isinstance(msg, m.VoteResponse):
+        part["vote_granted"] = msg.vote_granted
+    return {"error_code": 0, "topics": [{"topic_name": METADATA_TOPIC, "partitions": [part]}]}
