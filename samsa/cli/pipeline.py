@@ -88,6 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="with --real-time: how long a Real-Time Mode batch runs between checkpoints; each end of a "
                      "batch holds the decisions a few hundred ms, and a restart decides up to a batch again "
                      "(default: 300000)")
+    run.add_argument("--real-time-warm-up-ms", type=int, default=10_000, metavar="MS",
+                     help="with --real-time: the first batch this long, then the query starts again with "
+                     "--real-time-batch-ms; the first end of a batch holds the decisions longest, so it falls in "
+                     "the cold start (0: no warm-up batch; default: 10000)")
     run.add_argument("--queries", choices=("all", "real-time", "background"), default="all",
                      help="with --real-time: all the pipeline's queries (the real-time one and its relay here, the "
                      "micro-batch ones in a child process at a lower CPU priority, nice 19, that this one starts "
@@ -214,6 +218,7 @@ def _run(opts: argparse.Namespace, argv: list[str]) -> int:
                          schema_registry_url=opts.schema_registry_url,
                          urgent=getattr(module, "URGENT", frozenset()),
                          source=opts.source, realtime_batch_ms=opts.real_time_batch_ms,
+                         realtime_warm_up_ms=opts.real_time_warm_up_ms,
                          realtime=getattr(module, "REALTIME", frozenset())
                          if opts.real_time else frozenset(),
                          queries="real-time" if opts.real_time and opts.queries == "all" else opts.queries)
@@ -228,6 +233,8 @@ def _run(opts: argparse.Namespace, argv: list[str]) -> int:
         raise UsageError("--queries needs --real-time (it splits the real-time query from the others)")
     if opts.real_time_batch_ms <= 0:
         raise UsageError(f"--real-time-batch-ms must be positive, got {opts.real_time_batch_ms}")
+    if opts.real_time_warm_up_ms < 0:
+        raise UsageError(f"--real-time-warm-up-ms must not be negative, got {opts.real_time_warm_up_ms}")
     if opts.postgres and opts.pipeline != "payments":
         raise UsageError("--postgres is an option of the payments pipeline")
     if opts.schema_registry_url and opts.pipeline != "activity":

@@ -71,6 +71,11 @@ class PipelineConfig:
     # Real-Time Mode reads only with Spark's Kafka source; a "batch" is how often it checkpoints.
     realtime: frozenset[str] = frozenset()
     realtime_batch_ms: int = 300_000
+    # A Real-Time Mode query's first batch, this long; then the query starts again from its
+    # checkpoint with realtime_batch_ms. A batch's end stops the decisions for a moment, the first
+    # one in a JVM for longest (seconds: code run for the first time); so it falls in the cold
+    # start, not in the steady state (0: no warm-up batch).
+    realtime_warm_up_ms: int = 10_000
     # Which of them this process runs: "all"; "real-time" (those in Real-Time Mode) or "background"
     # (the others): two processes, the background one at a lower CPU priority (nice), so that its
     # micro-batches do not hold up the real-time decisions on a machine with few cores.
@@ -175,9 +180,11 @@ def dead_letters(validated: DataFrame) -> DataFrame:
 Query = Callable[[], DataStreamWriter]
 
 
-def start(name: str, writer: DataStreamWriter, cfg: PipelineConfig, conf: dict[str, str] | None = None) -> StreamingQuery:
+def start(name: str, writer: DataStreamWriter, cfg: PipelineConfig, conf: dict[str, str] | None = None,
+          warm_up: bool = False) -> StreamingQuery:
     """``conf``: session settings for this query alone (a query runs in a copy of the session
-    made as it starts)."""
+    made as it starts). ``warm_up``: a Real-Time Mode query's batches are
+    ``cfg.realtime_warm_up_ms`` long (see :func:`warmed_up`)."""
     writer = writer.queryName(name).option("checkpointLocation", cfg.checkpoint(name))
     if cfg.available_now:
         writer = writer.trigger(availableNow=True)
@@ -185,7 +192,8 @@ def start(name: str, writer: DataStreamWriter, cfg: PipelineConfig, conf: dict[s
         if cfg.source != "kafka":
             raise ValueError(f"{name} runs in Spark's Real-Time Mode, which reads only with Spark's Kafka source "
                              "(source 'kafka')")
-        writer = writer.trigger(realTime=f"{cfg.realtime_batch_ms} milliseconds")
+        batch_ms = cfg.realtime_warm_up_ms if warm_up else cfg.realtime_batch_ms
+        writer = writer.trigger(realTime=f"{batch_ms} milliseconds")
     else:
         every = cfg.trigger_ms if name in cfg.urgent else max(cfg.trigger_ms, cfg.background_trigger_ms)
         writer = writer.trigger(processingTime=f"{every} milliseconds")
@@ -225,7 +233,13 @@ def run_queries(queries: list[tuple[str, Query]], cfg: PipelineConfig, spark: Sp
             start(name, build(), cfg, (conf or {}).get(name)).awaitTermination()
         return
     spark.streams.resetTerminated()  # queries this session ran before would end the wait at once
-    running = [start(name, build(), cfg, (conf or {}).get(name)) for name, build in queries]
+    warm = 0 < cfg.realtime_warm_up_ms < cfg.realtime_batch_ms
+    running = [start(name, build(), cfg, (conf or {}).get(name), warm_up=warm) for name, build in queries]
+    if warm:
+        running = [warmed_up(q, build, cfg, spark, (conf or {}).get(q.name)) if q.name in cfg.realtime else q
+                   for q, (_, build) in zip(running, queries)]
+        if all(q.isActive for q in running):
+            spark.streams.resetTerminated()  # the warm-up's stop is not an end
 
     def ended() -> bool:
         if not cfg.progress_s:
@@ -247,6 +261,21 @@ def run_queries(queries: list[tuple[str, Query]], cfg: PipelineConfig, spark: Sp
             for q in running:
                 if q.exception() is not None:
                     raise q.exception()  # type: ignore[misc]
+
+
+def warmed_up(q: StreamingQuery, build: Query, cfg: PipelineConfig, spark: SparkSession,
+              conf: dict[str, str] | None = None) -> StreamingQuery:
+    """A Real-Time Mode query started with short batches (``cfg.realtime_warm_up_ms``): once its
+    first batch has ended, it is stopped and started again from its checkpoint with
+    ``cfg.realtime_batch_ms``. The second batch starts again from where the first one ended; what
+    it had written already is written again, as after any restart (the relay copies it once)."""
+    while q.isActive and not cfg.stop.is_set() and not (q.lastProgress or {}).get("durationMs"):
+        q.awaitTermination(0.05)
+    if not q.isActive or cfg.stop.is_set():
+        return q  # failed (run_queries raises its error) or stopped on request
+    q.stop()
+    log.info("%s: first batch done; started again with %d ms batches", q.name, cfg.realtime_batch_ms)
+    return start(q.name, build(), cfg, conf)
 
 
 def progress_line(q: StreamingQuery) -> str:
