@@ -236,7 +236,7 @@ def run_queries(queries: list[tuple[str, Query]], cfg: PipelineConfig, spark: Sp
     warm = 0 < cfg.realtime_warm_up_ms < cfg.realtime_batch_ms
     running = [start(name, build(), cfg, (conf or {}).get(name), warm_up=warm) for name, build in queries]
     if warm:
-        running = [warmed_up(q, build, cfg, spark, (conf or {}).get(q.name)) if q.name in cfg.realtime else q
+        running = [warmed_up(q, build, cfg, (conf or {}).get(q.name)) if q.name in cfg.realtime else q
                    for q, (_, build) in zip(running, queries)]
         if all(q.isActive for q in running):
             spark.streams.resetTerminated()  # the warm-up's stop is not an end
@@ -263,7 +263,7 @@ def run_queries(queries: list[tuple[str, Query]], cfg: PipelineConfig, spark: Sp
                     raise q.exception()  # type: ignore[misc]
 
 
-def warmed_up(q: StreamingQuery, build: Query, cfg: PipelineConfig, spark: SparkSession,
+def warmed_up(q: StreamingQuery, build: Query, cfg: PipelineConfig,
               conf: dict[str, str] | None = None) -> StreamingQuery:
     """A Real-Time Mode query started with short batches (``cfg.realtime_warm_up_ms``): once its
     first batch has ended, it is stopped and started again from its checkpoint with
