@@ -392,24 +392,10 @@ class AsyncAdmin(SecurityAdmin, ShareAdmin, StreamsAdmin):
         only groups in those states (needs ListGroups v4+). Groups of other protocol types
         (Kafka Connect workers ...) are left out, as in Kafka's admin client."""
         states = [s for s in states or [] if s]
-
-        async def attempt() -> list[ConsumerGroupListing]:
-            cluster = await self._ready()
-            await cluster.refresh([])
-            found: dict[str, ConsumerGroupListing] = {}
-            for node_id in sorted(cluster.brokers):
-                conn = await cluster.node(node_id)
-                resp = await conn.request(ApiKey.LIST_GROUPS, {"states_filter": states, "types_filter": []},
-                                          min_version=4 if states else None)
-                assert resp is not None
-                _check(resp["error_code"], None, f"Listing the groups of broker {node_id}")
-                for g in resp["groups"]:
-                    if g["protocol_type"] not in ("consumer", ""):
-                        continue
-                    found[g["group_id"]] = ConsumerGroupListing(g["group_id"], g["protocol_type"] == "",
-                                                                g.get("group_state"), g.get("group_type"))
-            return [found[k] for k in sorted(found)]
-        return await self._call(attempt)
+        return await self._list_groups(
+            states, [], 4 if states else None,
+            lambda g: ConsumerGroupListing(g["group_id"], g["protocol_type"] == "", g.get("group_state"),
+                                           g.get("group_type")) if g["protocol_type"] in ("consumer", "") else None)
 
     async def describe_consumer_groups(self, group_ids: Iterable[str]) -> dict[str, ConsumerGroupDescription]:
         """Group id -> description (DescribeGroups on each coordinator). A group that does not

@@ -305,10 +305,10 @@ class RequestDriver:
             await attempts.wait()
         return results
 
-    async def _list_groups_of_type(self, group_type: str, states: Iterable[str] | None,
-                                   listing: Callable[[str, str | None], L]) -> list[L]:
-        """The groups of ``group_type`` on every broker (ListGroups v5 with the type filter),
-        one ``listing(group_id, state)`` each, sorted by id."""
+    async def _list_groups(self, states: Iterable[str] | None, types: list[str], min_version: int | None,
+                           listing: Callable[[dict[str, Any]], L | None]) -> list[L]:
+        """ListGroups on every broker with these state and type filters: ``listing(group)`` of
+        each group it does not make None, sorted by id."""
         states = [s for s in states or [] if s]
 
         async def attempt() -> list[L]:
@@ -317,14 +317,24 @@ class RequestDriver:
             found: dict[str, L] = {}
             for node_id in sorted(cluster.brokers):
                 conn = await cluster.node(node_id)
-                resp = await conn.request(ApiKey.LIST_GROUPS, {"states_filter": states, "types_filter": [group_type]},
-                                          min_version=5)
+                resp = await conn.request(ApiKey.LIST_GROUPS, {"states_filter": states, "types_filter": types},
+                                          min_version=min_version)
+                assert resp is not None
                 check(resp["error_code"], None, f"Listing the groups of broker {node_id}")
                 for g in resp["groups"]:
-                    if g.get("group_type", group_type) == group_type:
-                        found[g["group_id"]] = listing(g["group_id"], g.get("group_state"))
+                    item = listing(g)
+                    if item is not None:
+                        found[g["group_id"]] = item
             return [found[k] for k in sorted(found)]
         return await self._call(attempt)
+
+    async def _list_groups_of_type(self, group_type: str, states: Iterable[str] | None,
+                                   listing: Callable[[str, str | None], L]) -> list[L]:
+        """The groups of ``group_type`` on every broker (ListGroups v5 with the type filter),
+        one ``listing(group_id, state)`` each, sorted by id."""
+        return await self._list_groups(
+            states, [group_type], 5, lambda g: listing(g["group_id"], g.get("group_state"))
+            if g.get("group_type", group_type) == group_type else None)
 
     async def _describe_groups_of_type(self, group_ids: Iterable[str], api: ApiKey, what: str,
                                        description: Callable[[dict[str, Any], Node], D]) -> dict[str, D]:
