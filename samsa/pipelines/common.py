@@ -197,9 +197,9 @@ def start(name: str, writer: DataStreamWriter, cfg: PipelineConfig, conf: dict[s
     else:
         every = cfg.trigger_ms if name in cfg.urgent else max(cfg.trigger_ms, cfg.background_trigger_ms)
         writer = writer.trigger(processingTime=f"{every} milliseconds")
-    spark = writer._spark
-    before = {k: spark.conf.get(k, None) for k in conf or {}}
-    for k, v in (conf or {}).items():
+    spark, conf = writer._spark, conf or {}
+    before = {k: spark.conf.get(k, None) for k in conf}
+    for k, v in conf.items():
         spark.conf.set(k, v)
     try:
         return writer.start()
@@ -225,18 +225,19 @@ def run_queries(queries: list[tuple[str, Query]], cfg: PipelineConfig, spark: Sp
     read what earlier ones wrote); otherwise all run until one fails or the process is stopped,
     printing every ``progress_s`` a line per query and the pipeline's own ``status``. ``conf``:
     session settings of some queries alone, by name."""
+    conf = conf or {}
     if cfg.available_now:
         for name, build in queries:
             if cfg.stop.is_set():
                 return
             log.info("running %s to the end of its input", name)
-            start(name, build(), cfg, (conf or {}).get(name)).awaitTermination()
+            start(name, build(), cfg, conf.get(name)).awaitTermination()
         return
     spark.streams.resetTerminated()  # queries this session ran before would end the wait at once
     warm = 0 < cfg.realtime_warm_up_ms < cfg.realtime_batch_ms
-    running = [start(name, build(), cfg, (conf or {}).get(name), warm_up=warm) for name, build in queries]
+    running = [start(name, build(), cfg, conf.get(name), warm_up=warm) for name, build in queries]
     if warm:
-        running = [warmed_up(q, build, cfg, (conf or {}).get(q.name)) if q.name in cfg.realtime else q
+        running = [warmed_up(q, build, cfg, conf.get(q.name)) if q.name in cfg.realtime else q
                    for q, (_, build) in zip(running, queries)]
         if all(q.isActive for q in running):
             spark.streams.resetTerminated()  # the warm-up's stop is not an end

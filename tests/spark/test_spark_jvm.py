@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+from samsa.pipelines import payments
 from samsa.spark import jvm
 
 
@@ -29,11 +30,12 @@ def test_velocity_in_micro_batches_keeps_each_cards_own_window(spark, tmp_path):
         (inbox / f"{i:02d}.json").write_text("".join(f'{{"card": "{c}", "ms": {t}}}\n' for c, t in rows))
         os.utime(inbox / f"{i:02d}.json", (1_000_000 + i, 1_000_000 + i))  # the file source reads oldest first
     txs = spark.readStream.schema("card string, ms long").option("maxFilesPerTrigger", 1).json(str(inbox))
-    # as the payments pipeline runs it (payments.QUERY_CONF): else availableNow never ends
-    spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
+    # as the payments pipeline runs it: else availableNow never ends
+    [(key, value)] = payments.QUERY_CONF["payments-decide"].items()
+    spark.conf.set(key, value)
     query = (jvm.velocity(txs, "card", "ms", 5, 60_000, 600_000).writeStream.outputMode("update").format("memory").queryName("velocity_out")
              .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start())
-    spark.conf.unset("spark.sql.streaming.noDataMicroBatches.enabled")  # the query has its own copy
+    spark.conf.unset(key)  # the query has its own copy
     query.awaitTermination(300)
     assert query.exception() is None
     seen = [(r.card, r.ms, r.velocity) for r in spark.table("velocity_out").collect()]
