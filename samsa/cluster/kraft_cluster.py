@@ -1,0 +1,426 @@
+"""How a broker takes part in a KRaft cluster: it follows the metadata log and talks to the
+active controller (KIP-500, KIP-631).
+
+:class:`KRaftCluster` registers the broker with the controller (BrokerRegistration), sends
+its heartbeats (BrokerHeartbeat: how far it has read the log, whether it wants to shut down),
+applies every change of the metadata image to the broker (lead, follow, stop hosting, configs),
+proposes the ISR changes of the partitions it leads (AlterPartition) and asks the controller
+for elections and reassignments. :class:`KRaftMetadataStore` is the broker's metadata store in
+such a cluster: it reads the image and sends each write to the controller, which decides it
+and writes it to the log. Nothing here watches anything: the image is the only source.
+
+The channel (``samsa.server.kraft_node.MetadataNode``) runs on its own thread; the broker's
+loop waits on it, never the other way round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import uuid
+from typing import Any, Callable, Protocol
+
+from samsa.broker_config import BrokerConfig
+from samsa.cluster.kraft_image import BROKER, TOPIC, Registration, protocol_code
+from samsa.cluster.metadata import BrokerInfo, PartitionState, TopicExistsError, TopicInfo, describe_error
+from samsa.cluster.replica_manager import ReplicaManager
+from samsa.protocol import errors
+from samsa.protocol.api_keys import ApiKey
+
+log = logging.getLogger(__name__)
+
+Advertised = Callable[[], BrokerInfo]
+
+
+class Channel(Protocol):
+    """The metadata side of the node, as the broker uses it (``MetadataNode``)."""
+    node_id: int
+
+    @property
+    def applied_offset(self) -> int: ...
+    @property
+    def leader_id(self) -> int: ...
+    async def wait_caught_up(self) -> None: ...
+    def subscribe(self, loop: asyncio.AbstractEventLoop, callback: Callable[[Any], None]) -> Any: ...
+    def read_image(self, fn: Callable[[Any], Any]) -> Any: ...
+    async def request(self, api_key: int, body: dict, timeout_ms: int = 30000) -> dict: ...
+    def request_sync(self, api_key: int, body: dict, timeout_ms: int = 30000) -> dict: ...
+
+
+def _raise(code: int, message: str | None) -> None:
+    if code:
+        raise errors.error_for(code, message or "")
+
+
+class KRaftMetadataStore:
+    """The metadata store of a KRaft broker: reads from the image, writes through the controller."""
+
+    def __init__(self, channel: Channel, cluster_id: str, timeout_ms: int = 30000):
+        self.channel = channel
+        self.cluster_id = cluster_id
+        self.timeout_ms = timeout_ms
+        self.broker_epoch: Callable[[], int] = lambda: -1
+
+    def _image(self, fn: Callable[[Any], Any]) -> Any:
+        return self.channel.read_image(fn)
+
+    def topics(self) -> dict[str, TopicInfo]:
+        return self._image(lambda im: copy.deepcopy(im.topics))
+
+    def _send(self, key: int, body: dict) -> dict:
+        return self.channel.request_sync(key, body, self.timeout_ms)
+
+    def create_topic(self, topic: TopicInfo) -> None:
+        resp = self._send(ApiKey.CREATE_TOPICS, {"topics": [{
+            "name": topic.name, "num_partitions": -1, "replication_factor": -1,
+            "assignments": [{"partition_index": p, "broker_ids": list(s.replicas)}
+                            for p, s in sorted(topic.partitions.items())],
+            "configs": [{"name": k, "value": v} for k, v in topic.configs.items()]}],
+            "timeout_ms": self.timeout_ms, "validate_only": False})
+        t = resp["topics"][0]
+        if t["error_code"] == errors.E_TOPIC_ALREADY_EXISTS:
+            raise TopicExistsError(topic.name)
+        _raise(t["error_code"], t.get("error_message"))
+        topic.topic_id = t["topic_id"]          # the controller's
+
+    def put_assignment(self, topic: TopicInfo) -> None:
+        """More partitions (CreatePartitions with their assignments)."""
+        current = self._image(lambda im: len(im.topics[topic.name].partitions) if topic.name in im.topics else 0)
+        added = [list(topic.partitions[p].replicas) for p in sorted(topic.partitions) if p >= current]
+        resp = self._send(ApiKey.CREATE_PARTITIONS, {"topics": [{
+            "name": topic.name, "count": len(topic.partitions),
+            "assignments": [{"broker_ids": r} for r in added]}], "timeout_ms": self.timeout_ms,
+            "validate_only": False})
+        r = resp["results"][0]
+        _raise(r["error_code"], r.get("error_message"))
+
+    def _put_configs(self, rtype: int, rname: str, configs: dict[str, str]) -> None:
+        """Replace a resource's overrides: SET the new ones, DELETE those left out."""
+        old = self._image(lambda im: dict(im.configs.get((rtype, rname), {})))
+        ops = [{"name": k, "config_operation": 0, "value": v} for k, v in configs.items() if old.get(k) != v]
+        ops += [{"name": k, "config_operation": 1, "value": None} for k in old if k not in configs]
+        if not ops:
+            return
+        resp = self._send(ApiKey.INCREMENTAL_ALTER_CONFIGS, {"resources": [
+            {"resource_type": rtype, "resource_name": rname, "configs": ops}], "validate_only": False})
+        r = resp["responses"][0]
+        _raise(r["error_code"], r.get("error_message"))
+
+    def put_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        self._put_configs(TOPIC, name, configs)
+
+    def update_partition_state(self, topic: str, partition: int, state: PartitionState) -> bool:
+        raise NotImplementedError("a KRaft broker proposes ISR changes with AlterPartition (KRaftCluster)")
+
+    def delete_topic(self, name: str) -> None:
+        resp = self._send(ApiKey.DELETE_TOPICS, {"topic_names": [name], "topics": [{"name": name, "topic_id": bytes(16)}],
+                                                 "timeout_ms": self.timeout_ms})
+        r = resp["responses"][0]
+        _raise(r["error_code"], r.get("error_message"))
+
+    def broker_configs(self, broker_id: int | None) -> dict[str, str]:
+        return self._image(lambda im: im.broker_configs(broker_id))
+
+    def put_broker_configs(self, broker_id: int | None, configs: dict[str, str]) -> None:
+        self._put_configs(BROKER, "" if broker_id is None else str(broker_id), configs)
+
+    def next_producer_id_block(self, size: int) -> int:
+        resp = self._send(ApiKey.ALLOCATE_PRODUCER_IDS, {"broker_id": self.channel.node_id,
+                                                         "broker_epoch": self.broker_epoch()})
+        _raise(resp["error_code"], None)
+        if resp["producer_id_len"] < size:
+            raise errors.UnknownServerError(f"the controller gave {resp['producer_id_len']} producer ids, {size} wanted")
+        return resp["producer_id_start"]
+
+    # Quotas, SCRAM users, group configs and ACLs are not in a KRaft cluster's metadata yet (GAPS.md).
+    def entity_configs(self, entity: str) -> dict[str, str]:
+        return {}
+
+    def put_entity_configs(self, entity: str, configs: dict[str, str]) -> None:
+        raise errors.UnsupportedVersionError("client quotas, SCRAM credentials and group configs are not supported "
+                                             "in a Samsa KRaft cluster of several nodes yet")
+
+    def entities(self) -> dict[str, dict[str, str]]:
+        return {}
+
+    def acls(self) -> list[dict]:
+        return []
+
+    def put_acls(self, resource: tuple[str, str, str], acls: list[dict]) -> None:
+        raise errors.SecurityDisabledError("ACLs are not supported in a Samsa KRaft cluster of several nodes yet")
+
+    def watch_acl_changes(self, callback: Callable[[], None]) -> None:
+        pass
+
+    def watch_config_changes(self, callback: Callable[[], None]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class KRaftCluster:
+    replicated = True
+
+    def __init__(self, config: BrokerConfig, channel: Channel, store: KRaftMetadataStore, replicas: ReplicaManager,
+                 advertised: Advertised):
+        self.config = config
+        self.broker_id = config.broker_id
+        self.channel = channel
+        self.store = store
+        self.replicas = replicas
+        self.advertised = advertised
+        replicas.isr_writer = self.write_state
+        replicas.on_offline = self._partitions_offline
+        store.broker_epoch = lambda: self.epoch
+        self.alive: dict[int, BrokerInfo] = {}
+        self.epoch = -1
+        self.fenced = True
+        self.incarnation = uuid.uuid4().bytes
+        self._views: list[Any] = []
+        self._wake = asyncio.Event()
+        self._unfenced = asyncio.Event()
+        self._tasks: list[asyncio.Task] = []
+        self._want_shut_down = False
+        self._stopping = False
+
+    # ---------------------------------------------------------------- lifecycle
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        log.info("[BrokerLifecycleManager id=%d] waiting for the metadata log to catch up with the quorum",
+                 self.broker_id)
+        await self.channel.wait_caught_up()
+        full = self.channel.subscribe(loop, self._on_view)
+        await self._apply(full, full=True)
+        await self._register()
+        self._tasks = [asyncio.ensure_future(self._reconcile_forever()),
+                       asyncio.ensure_future(self._heartbeats()),
+                       asyncio.ensure_future(self._every(self.config["replica.lag.time.max.ms"] / 2,
+                                                         self.replicas.shrink_isrs))]
+        try:
+            await asyncio.wait_for(self._unfenced.wait(), self.config["broker.session.timeout.ms"] / 1000 * 3)
+            log.info("[BrokerLifecycleManager id=%d] the controller unfenced this broker (epoch %d)", self.broker_id,
+                     self.epoch)
+        except asyncio.TimeoutError:
+            log.warning("[BrokerLifecycleManager id=%d] still fenced after %d ms; serving anyway, the controller "
+                        "unfences it once it has caught up", self.broker_id,
+                        self.config["broker.session.timeout.ms"] * 3)
+
+    async def stop(self) -> None:
+        self._stopping = True
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _every(self, interval_ms: float, fn: Callable) -> None:
+        while True:
+            await asyncio.sleep(max(interval_ms, 50) / 1000)
+            try:
+                await fn()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("cluster task %s failed", getattr(fn, "__name__", fn))
+
+    # ---------------------------------------------------------------- registration and heartbeats
+
+    def _registration(self) -> dict:
+        me = self.advertised()
+        return {"broker_id": self.broker_id, "cluster_id": self.store.cluster_id, "incarnation_id": self.incarnation,
+                "listeners": [{"name": name, "host": host, "port": port,
+                               "security_protocol": protocol_code(me.protocols.get(name, "PLAINTEXT"))}
+                              for name, (host, port) in me.endpoints.items()],
+                "features": [], "rack": me.rack, "is_migrating_zk_broker": False, "log_dirs": [],
+                "previous_broker_epoch": self.epoch}
+
+    async def _register(self) -> None:
+        while not self._stopping:
+            try:
+                resp = await self.channel.request(ApiKey.BROKER_REGISTRATION, self._registration())
+                if resp["error_code"] == 0:
+                    self.epoch = resp["broker_epoch"]
+                    self.fenced = True
+                    self._unfenced.clear()
+                    log.info("[BrokerLifecycleManager id=%d] registered with the controller, broker epoch %d",
+                             self.broker_id, self.epoch)
+                    return
+                log.warning("[BrokerLifecycleManager id=%d] the controller refused the registration: %s",
+                            self.broker_id, errors.error_name(resp["error_code"]))
+            except errors.KafkaError as e:
+                log.warning("[BrokerLifecycleManager id=%d] registration failed: %s", self.broker_id, describe_error(e))
+            await asyncio.sleep(self.config["broker.heartbeat.interval.ms"] / 1000)
+
+    async def _heartbeat(self) -> dict:
+        return await self.channel.request(ApiKey.BROKER_HEARTBEAT, {
+            "broker_id": self.broker_id, "broker_epoch": self.epoch,
+            "current_metadata_offset": self.channel.applied_offset, "want_fence": False,
+            "want_shut_down": self._want_shut_down, "offline_log_dirs": []},
+            self.config["broker.session.timeout.ms"])
+
+    async def _heartbeats(self) -> None:
+        interval = self.config["broker.heartbeat.interval.ms"] / 1000
+        while True:
+            try:
+                resp = await self._heartbeat()
+                if resp["error_code"] in (errors.E_STALE_BROKER_EPOCH, errors.E_BROKER_ID_NOT_REGISTERED):
+                    log.warning("[BrokerLifecycleManager id=%d] heartbeat answered %s: registering again",
+                                self.broker_id, errors.error_name(resp["error_code"]))
+                    await self._register()
+                    continue
+                if resp["error_code"] == 0:
+                    self._heard(resp)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                log.warning("[BrokerLifecycleManager id=%d] heartbeat failed: %s", self.broker_id, describe_error(e))
+            # a fenced broker asks again soon: it is unfenced as soon as it has caught up
+            await asyncio.sleep(interval if not self.fenced else min(interval, 0.2))
+
+    def _heard(self, resp: dict) -> None:
+        was = self.fenced
+        self.fenced = resp["is_fenced"]
+        if self.fenced:
+            self._unfenced.clear()
+        else:
+            self._unfenced.set()
+        if was != self.fenced:
+            log.info("[BrokerLifecycleManager id=%d] the controller %s this broker", self.broker_id,
+                     "fenced" if self.fenced else "unfenced")
+
+    # ---------------------------------------------------------------- the image, applied
+
+    def _on_view(self, view: Any) -> None:
+        self._views.append(view)
+        self._wake.set()
+
+    async def _reconcile_forever(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            views, self._views = self._views, []
+            for view in views:
+                try:
+                    await self._apply(view)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("applying metadata up to offset %d failed", view.offset)
+
+    async def _apply(self, view: Any, full: bool = False) -> None:
+        if view.brokers is not None:
+            self._brokers(view.brokers)
+        if view.broker_configs is not None:
+            self.config.apply_dynamic(view.broker_configs.get(None, {}), view.broker_configs.get(self.broker_id, {}))
+            if not full:
+                self.replicas.update_log_configs()
+        gone = set(view.removed)
+        if full:
+            gone |= set(self.replicas.cache.topics) - set(view.topics)
+        for name in sorted(gone):
+            if name in self.replicas.cache.topics:
+                await self.replicas.remove_topic_off_loop(name)
+        for name, topic in sorted(view.topics.items()):
+            before = self.replicas.cache.topics.get(name)
+            configs_changed = before is not None and before.configs != topic.configs
+            await self.replicas.apply_topic_off_loop(topic)
+            if configs_changed:
+                self.replicas.update_log_configs([name])
+
+    def _brokers(self, registrations: list[Registration]) -> None:
+        inter = self.config.inter_broker_listener
+        alive = {r.id: r.info(inter) for r in registrations if not r.fenced}
+        if set(alive) != set(self.alive):
+            log.info("live (unfenced) brokers: %s", sorted(alive))
+        self.alive = alive
+
+    # ---------------------------------------------------------------- the view
+
+    def alive_brokers(self) -> list[BrokerInfo]:
+        return sorted(self.alive.values(), key=lambda b: b.id)
+
+    def broker_info(self, broker_id: int) -> BrokerInfo | None:
+        return self.alive.get(broker_id)
+
+    @property
+    def controller_id(self) -> int:
+        """The active controller, as brokers' Metadata answers name it: Kafka 4 names a random
+        live broker to clients (they send admin requests to brokers, which forward them)."""
+        return self.broker_id
+
+    # ---------------------------------------------------------------- writes through the controller
+
+    async def write_state(self, topic: str, index: int, state: PartitionState) -> bool:
+        """AlterPartition: propose the ISR of a partition led here; applied here at once when accepted."""
+        info = self.replicas.cache.topics.get(topic)
+        if info is None:
+            return False
+        try:
+            resp = await self.channel.request(ApiKey.ALTER_PARTITION, {
+                "broker_id": self.broker_id, "broker_epoch": self.epoch,
+                "topics": [{"topic_name": topic, "topic_id": info.topic_id, "partitions": [{
+                    "partition_index": index, "leader_epoch": state.leader_epoch,
+                    "new_isr": list(state.isr),
+                    "new_isr_with_epochs": [{"broker_id": b, "broker_epoch": -1} for b in state.isr],
+                    "leader_recovery_state": 0, "partition_epoch": state.partition_epoch}]}]},
+                self.config["controller.quorum.request.timeout.ms"] * 5)
+        except errors.KafkaError as e:
+            log.warning("AlterPartition of %s-%d failed: %s", topic, index, describe_error(e))
+            return False
+        if resp["error_code"]:
+            return False
+        p = resp["topics"][0]["partitions"][0]
+        if p["error_code"]:
+            log.info("AlterPartition of %s-%d refused: %s", topic, index, errors.error_name(p["error_code"]))
+            return False
+        state.isr = list(p["isr"])
+        state.partition_epoch = p["partition_epoch"]
+        state.leader, state.leader_epoch = p["leader_id"], p["leader_epoch"]
+        info = self.replicas.cache.topics.get(topic)
+        if info is not None and index in info.partitions and info.partitions[index].partition_epoch < state.partition_epoch:
+            info.partitions[index] = state
+            self.replicas.apply_partition(topic, index, state)
+        return True
+
+    async def elect_leaders(self, partitions: list[tuple[str, int]], preferred: bool) -> dict[tuple[str, int], int]:
+        by_topic: dict[str, list[int]] = {}
+        for t, i in partitions:
+            by_topic.setdefault(t, []).append(i)
+        resp = await self.channel.request(ApiKey.ELECT_LEADERS, {
+            "election_type": 0 if preferred else 1,
+            "topic_partitions": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()], "timeout_ms": 30000})
+        _raise(resp["error_code"], None)
+        return {(r["topic"], p["partition_id"]): p["error_code"]
+                for r in resp["replica_election_results"] for p in r["partition_result"]}
+
+    async def reassign(self, topic: str, index: int, target: list[int] | None) -> None:
+        resp = await self.channel.request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, {
+            "timeout_ms": 30000, "topics": [{"name": topic, "partitions": [
+                {"partition_index": index, "replicas": target}]}]})
+        _raise(resp["error_code"], resp.get("error_message"))
+        p = resp["responses"][0]["partitions"][0]
+        _raise(p["error_code"], p.get("error_message"))
+
+    # ---------------------------------------------------------------- controlled shutdown
+
+    async def controlled_shutdown(self) -> None:
+        """Heartbeats that want to shut down, until the controller has moved leadership off this
+        broker (``should_shut_down``), bounded as Kafka bounds it."""
+        self._want_shut_down = True
+        attempts = self.config["controlled.shutdown.max.retries"] + 1
+        backoff_s = self.config["controlled.shutdown.retry.backoff.ms"] / 1000
+        for _ in range(attempts * 5):
+            try:
+                resp = await self._heartbeat()
+                if resp["error_code"] == 0 and resp["should_shut_down"]:
+                    log.info("controlled shutdown of broker %d: leadership moved", self.broker_id)
+                    return
+            except errors.KafkaError as e:
+                log.warning("controlled shutdown of broker %d: %s", self.broker_id, describe_error(e))
+            await asyncio.sleep(backoff_s / 5)
+        log.warning("controlled shutdown of broker %d did not complete; shutting down anyway", self.broker_id)
+
+    def _partitions_offline(self, keys: list[tuple[str, int]]) -> None:
+        log.warning("partitions %s went offline here (their log dir failed); the controller moves them once this "
+                    "broker is fenced", keys)
