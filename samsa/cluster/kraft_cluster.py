@@ -164,7 +164,7 @@ class KRaftCluster:
     replicated = True
 
     def __init__(self, config: BrokerConfig, channel: Channel, store: KRaftMetadataStore, replicas: ReplicaManager,
-                 advertised: Advertised):
+                 advertised: Advertised, previous_epoch: int = -1):
         self.config = config
         self.broker_id = config.broker_id
         self.channel = channel
@@ -176,6 +176,7 @@ class KRaftCluster:
         store.broker_epoch = lambda: self.epoch
         self.alive: dict[int, BrokerInfo] = {}
         self.epoch = -1
+        self.previous_epoch = previous_epoch   # of the last clean shutdown (KIP-966), or -1
         self.fenced = True
         self.incarnation = uuid.uuid4().bytes
         self._views: list[Any] = []
@@ -233,7 +234,7 @@ class KRaftCluster:
                                "security_protocol": protocol_code(me.protocols.get(name, "PLAINTEXT"))}
                               for name, (host, port) in me.endpoints.items()],
                 "features": [], "rack": me.rack, "is_migrating_zk_broker": False, "log_dirs": [],
-                "previous_broker_epoch": self.epoch}
+                "previous_broker_epoch": self.epoch if self.epoch >= 0 else self.previous_epoch}
 
     async def _register(self) -> None:
         while not self._stopping:
@@ -406,20 +407,26 @@ class KRaftCluster:
 
     async def controlled_shutdown(self) -> None:
         """Heartbeats that want to shut down, until the controller has moved leadership off this
-        broker (``should_shut_down``), bounded as Kafka bounds it."""
+        broker (``should_shut_down``); bounded by ``broker.session.timeout.ms`` in all (after that
+        the controller fences it anyway: a quorum that cannot commit cannot move anything)."""
         self._want_shut_down = True
-        attempts = self.config["controlled.shutdown.max.retries"] + 1
-        backoff_s = self.config["controlled.shutdown.retry.backoff.ms"] / 1000
-        for _ in range(attempts * 5):
+        if not set(self.alive) - {self.broker_id}:
+            log.info("controlled shutdown of broker %d: no other live broker to move leadership to", self.broker_id)
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config["broker.session.timeout.ms"] / 1000
+        interval = self.config["broker.heartbeat.interval.ms"] / 1000
+        while loop.time() < deadline:
             try:
-                resp = await self._heartbeat()
+                resp = await asyncio.wait_for(self._heartbeat(), max(deadline - loop.time(), 0.01))
                 if resp["error_code"] == 0 and resp["should_shut_down"]:
                     log.info("controlled shutdown of broker %d: leadership moved", self.broker_id)
                     return
-            except errors.KafkaError as e:
+            except (errors.KafkaError, asyncio.TimeoutError) as e:
                 log.warning("controlled shutdown of broker %d: %s", self.broker_id, describe_error(e))
-            await asyncio.sleep(backoff_s / 5)
-        log.warning("controlled shutdown of broker %d did not complete; shutting down anyway", self.broker_id)
+            await asyncio.sleep(min(interval, 0.2))
+        log.warning("controlled shutdown of broker %d did not complete within broker.session.timeout.ms (%d ms); "
+                    "shutting down anyway", self.broker_id, self.config["broker.session.timeout.ms"])
 
     def _partitions_offline(self, keys: list[tuple[str, int]]) -> None:
         log.warning("partitions %s went offline here (their log dir failed); the controller moves them once this "

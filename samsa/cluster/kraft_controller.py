@@ -97,6 +97,7 @@ class ControllerLogic:
             return Decision([], {"error_code": errors.E_INCONSISTENT_CLUSTER_ID, "broker_epoch": -1})
         old = self.image.brokers.get(bid)
         if (old is not None and old.incarnation != body["incarnation_id"] and not old.fenced
+                and body.get("previous_broker_epoch", -1) != old.epoch    # KIP-966: its own clean shutdown
                 and now - self.last_heartbeat.get(bid, 0) < self.session_timeout_ms):
             return Decision([], {"error_code": errors.E_DUPLICATE_BROKER_REGISTRATION, "broker_epoch": -1})
         epoch = max([self.image.offset, *(b.epoch for b in self.image.brokers.values())]) + 1

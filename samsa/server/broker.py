@@ -145,7 +145,8 @@ class BrokerServer:
         self.replicas.listeners.append(self.shares)
         self.dispatcher.on_connection_closed.append(self.shares.connection_closed)
         if self.kraft is not None:
-            self.cluster = KRaftCluster(self.config, self.kraft, self.store, self.replicas, self.advertised)
+            self.cluster = KRaftCluster(self.config, self.kraft, self.store, self.replicas, self.advertised,
+                                        previous_epoch=self.logs.previous_broker_epoch)
         elif zookeeper:
             self.cluster = ZooKeeperCluster(self.config, self.store, self.replicas, self.advertised)
         else:
@@ -315,7 +316,7 @@ class BrokerServer:
         for server in self.servers:
             await server.wait_closed()
         if hasattr(self, "logs"):
-            self.logs.close()
+            self.logs.close(broker_epoch=getattr(self.cluster, "epoch", -1) if self.kraft is not None else -1)
         if hasattr(self, "store"):
             self.store.close()
         if self.kraft is not None:

@@ -87,8 +87,12 @@ def test_a_second_live_incarnation_is_a_duplicate_registration():
     d = w.logic.register({"broker_id": 1, "cluster_id": CLUSTER, "incarnation_id": uuid.uuid4().bytes,
                           "listeners": []}, 1000)
     assert d.answer["error_code"] == errors.E_DUPLICATE_BROKER_REGISTRATION
-    # once its session is over, the new incarnation takes over with a higher epoch
+    # after a clean shutdown it names the epoch it had (KIP-966's PreviousBrokerEpoch): taken at once
     old = w.image.brokers[1].epoch
+    again = w.logic.register({"broker_id": 1, "cluster_id": CLUSTER, "incarnation_id": uuid.uuid4().bytes,
+                              "listeners": [], "previous_broker_epoch": old}, 1000)
+    assert again.answer["error_code"] == 0
+    # and without it, once its session is over, the new incarnation takes over with a higher epoch
     assert w.register(1, now=5000) > old
 
 
