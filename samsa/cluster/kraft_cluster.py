@@ -22,11 +22,14 @@ import uuid
 from typing import Any, Callable, Protocol
 
 from samsa.broker_config import BrokerConfig
-from samsa.cluster.kraft_image import BROKER, TOPIC, Registration, protocol_code
+from samsa.cluster.kraft_image import BROKER, GROUP, NOT_SET, TOPIC, MetadataImage, Registration, protocol_code
 from samsa.cluster.metadata import BrokerInfo, PartitionState, TopicExistsError, TopicInfo, describe_error
 from samsa.cluster.replica_manager import ReplicaManager
 from samsa.protocol import errors
 from samsa.protocol.api_keys import ApiKey
+from samsa.security.acl import PATTERN_NAMES, RESOURCE_NAMES, AclBinding
+from samsa.security.quotas import DEFAULT, QUOTA_KEYS, entity_path, parse_entity_path
+from samsa.security.scram import MECHANISM_TYPES, ScramCredential
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +64,9 @@ class KRaftMetadataStore:
         self.cluster_id = cluster_id
         self.timeout_ms = timeout_ms
         self.broker_epoch: Callable[[], int] = lambda: -1
+        # Called (on the broker's loop) when the image's ACLs, or its quotas and credentials, changed.
+        self.on_acls: list[Callable[[], None]] = []
+        self.on_entities: list[Callable[[], None]] = []
 
     def _image(self, fn: Callable[[Any], Any]) -> Any:
         return self.channel.read_image(fn)
@@ -133,31 +139,105 @@ class KRaftMetadataStore:
             raise errors.UnknownServerError(f"the controller gave {resp['producer_id_len']} producer ids, {size} wanted")
         return resp["producer_id_start"]
 
-    # Quotas, SCRAM users, group configs and ACLs are not in a KRaft cluster's metadata yet (GAPS.md).
-    def entity_configs(self, entity: str) -> dict[str, str]:
-        return {}
+    # ---------------------------------------------------------------- quotas, SCRAM users, group configs
 
-    def put_entity_configs(self, entity: str, configs: dict[str, str]) -> None:
-        raise errors.UnsupportedVersionError("client quotas, SCRAM credentials and group configs are not supported "
-                                             "in a Samsa KRaft cluster of several nodes yet")
+    def entity_configs(self, entity: str) -> dict[str, str]:
+        return self.entities().get(entity, {})
 
     def entities(self) -> dict[str, dict[str, str]]:
-        return {}
+        """users/<u>, clients/<c>, users/<u>/clients/<c> (quotas, SCRAM credentials) and groups/<g>
+        (group configs), as the other stores name them."""
+        return self._image(_entities)
+
+    def put_entity_configs(self, entity: str, configs: dict[str, str]) -> None:
+        if entity.startswith("groups/"):
+            self._put_configs(GROUP, entity[len("groups/"):], configs)
+            return
+        old = self.entity_configs(entity)
+        ops = [{"key": k, "value": float(v), "remove": False} for k, v in configs.items()
+               if k in QUOTA_KEYS and old.get(k) != v]
+        ops += [{"key": k, "value": 0.0, "remove": True} for k in old if k in QUOTA_KEYS and k not in configs]
+        if not ops:
+            return      # SCRAM credentials change through AlterUserScramCredentials, decided by the controller
+        user, client = parse_entity_path(entity)
+        parts = []
+        if user is not None:
+            parts.append({"entity_type": "user", "entity_name": None if user == DEFAULT else user})
+        if client is not None:
+            parts.append({"entity_type": "client-id", "entity_name": None if client == DEFAULT else client})
+        resp = self._send(ApiKey.ALTER_CLIENT_QUOTAS, {"entries": [{"entity": parts, "ops": ops}], "validate_only": False})
+        r = resp["entries"][0]
+        _raise(r["error_code"], r.get("error_message"))
+
+    # ---------------------------------------------------------------- ACLs
 
     def acls(self) -> list[dict]:
-        return []
+        return self._image(_acls)
 
     def put_acls(self, resource: tuple[str, str, str], acls: list[dict]) -> None:
-        raise errors.SecurityDisabledError("ACLs are not supported in a Samsa KRaft cluster of several nodes yet")
+        """Make one resource's ACLs ``acls``: CreateAcls for the new ones, DeleteAcls for those gone."""
+        kind, pattern, name = resource
+        want = {AclBinding.from_entry(kind, pattern, name, e) for e in acls}
+        have = {AclBinding.from_entry(r["resource_type"], r["pattern_type"], r["name"], e)
+                for r in self.acls() if (r["resource_type"], r["pattern_type"], r["name"]) == resource
+                for e in r["acls"]}
+        added, gone = sorted(want - have, key=repr), sorted(have - want, key=repr)
+        if added:
+            resp = self._send(ApiKey.CREATE_ACLS, {"creations": [
+                {"resource_type": b.resource_type, "resource_name": b.name, "resource_pattern_type": b.pattern_type,
+                 "principal": b.principal, "host": b.host, "operation": b.operation,
+                 "permission_type": b.permission} for b in added]})
+            for r in resp["results"]:
+                _raise(r["error_code"], r.get("error_message"))
+        if gone:
+            resp = self._send(ApiKey.DELETE_ACLS, {"filters": [
+                {"resource_type_filter": b.resource_type, "resource_name_filter": b.name,
+                 "pattern_type_filter": b.pattern_type, "principal_filter": b.principal, "host_filter": b.host,
+                 "operation": b.operation, "permission_type": b.permission} for b in gone]})
+            for r in resp["filter_results"]:
+                _raise(r["error_code"], r.get("error_message"))
 
     def watch_acl_changes(self, callback: Callable[[], None]) -> None:
-        pass
+        self.on_acls.append(callback)
 
     def watch_config_changes(self, callback: Callable[[], None]) -> None:
-        pass
+        self.on_entities.append(callback)
 
     def close(self) -> None:
         pass
+
+
+def _number(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else str(v)
+
+
+def _entities(im: MetadataImage) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
+    for (user, client), quotas in im.quotas.items():
+        path = entity_path(None if user is NOT_SET else (DEFAULT if user is None else user),
+                           None if client is NOT_SET else (DEFAULT if client is None else client))
+        out.setdefault(path, {}).update({k: _number(v) for k, v in quotas.items()})
+    names = {v: k for k, v in MECHANISM_TYPES.items()}
+    for (user, mech), d in im.scram.items():
+        if mech in names:
+            out.setdefault(f"users/{user}", {})[names[mech]] = ScramCredential(
+                d["salt"], d["stored_key"], d["server_key"], d["iterations"]).to_text()
+    for (rtype, name), configs in im.configs.items():
+        if rtype == GROUP:
+            out[f"groups/{name}"] = dict(configs)
+    return out
+
+
+def _acls(im: MetadataImage) -> list[dict]:
+    by_resource: dict[tuple[str, str, str], list[dict]] = {}
+    for d in im.acls.values():
+        b = AclBinding(d["resource_type"], d["resource_name"], d["pattern_type"], d["principal"], d["host"],
+                       d["operation"], d["permission_type"])
+        if b.pattern_type not in PATTERN_NAMES or b.resource_type not in RESOURCE_NAMES:
+            continue
+        by_resource.setdefault(b.resource_key, []).append(b.entry_json())
+    return [{"resource_type": k, "pattern_type": p, "name": n, "acls": acls}
+            for (k, p, n), acls in sorted(by_resource.items())]
 
 
 class KRaftCluster:
@@ -316,6 +396,10 @@ class KRaftCluster:
             self.config.apply_dynamic(view.broker_configs.get(None, {}), view.broker_configs.get(self.broker_id, {}))
             if not full:
                 self.replicas.update_log_configs()
+        for changed, callbacks in ((view.acls, self.store.on_acls), (view.entities, self.store.on_entities)):
+            if changed and not full:
+                for fn in callbacks:
+                    fn()
         gone = set(view.removed)
         if full:
             gone |= set(self.replicas.cache.topics) - set(view.topics)

@@ -20,9 +20,11 @@ import uuid
 from dataclasses import dataclass, field
 
 from samsa.cluster import controller as rules
-from samsa.cluster.kraft_image import BROKER, TOPIC, MetadataImage
+from samsa.cluster.kraft_image import BROKER, GROUP, TOPIC, MetadataImage
 from samsa.cluster.metadata import PartitionState
 from samsa.protocol import errors
+from samsa.security.acl import AclBinding, AclFilter
+from samsa.security.scram import MECHANISM_TYPES, plan_alterations
 
 Record = tuple[str, int, dict]          # (schema name, version, data), as metadata_records encodes it
 PRODUCER_ID_BLOCK = 1000                # Kafka's controller hands out blocks of 1000
@@ -410,7 +412,7 @@ class ControllerLogic:
             code, message = 0, None
             if rtype == TOPIC and rname not in self.image.topics:
                 code, message = errors.E_UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{rname}' does not exist."
-            elif rtype not in (TOPIC, BROKER):
+            elif rtype not in (TOPIC, BROKER, GROUP):
                 code, message = errors.E_INVALID_REQUEST, f"Unsupported resource type {rtype}"
             elif not body.get("validate_only"):
                 for c in r["configs"]:
@@ -432,3 +434,72 @@ class ControllerLogic:
                         {"throttle_time_ms": 0, "error_code": 0, "producer_id_start": start,
                          "producer_id_len": PRODUCER_ID_BLOCK})
 
+
+    # ---------------------------------------------------------------- ACLs, quotas, SCRAM
+
+    def _binding(self, d: dict) -> AclBinding:
+        return AclBinding(d["resource_type"], d["resource_name"], d["pattern_type"], d["principal"], d["host"],
+                          d["operation"], d["permission_type"])
+
+    def create_acls(self, body: dict) -> Decision:
+        """CreateAcls of bindings already checked by the broker: one record each, none for one held."""
+        held = {self._binding(d) for d in self.image.acls.values()}
+        records: list[Record] = []
+        for c in body["creations"]:
+            b = AclBinding(c["resource_type"], c["resource_name"], c["resource_pattern_type"], c["principal"],
+                           c["host"], c["operation"], c["permission_type"])
+            if b not in held:
+                held.add(b)
+                records.append(("AccessControlEntryRecord", 0, {
+                    "id": uuid.uuid4().bytes, "resource_type": b.resource_type, "resource_name": b.name,
+                    "pattern_type": b.pattern_type, "principal": b.principal, "host": b.host,
+                    "operation": b.operation, "permission_type": b.permission}))
+        return Decision(records, {"throttle_time_ms": 0, "results": [
+            {"error_code": 0, "error_message": None} for _ in body["creations"]]})
+
+    def delete_acls(self, body: dict) -> Decision:
+        records: list[Record] = []
+        removed: set[bytes] = set()
+        results = []
+        for f in body["filters"]:
+            flt = AclFilter(f["resource_type_filter"], f["resource_name_filter"], f["pattern_type_filter"],
+                            f["principal_filter"], f["host_filter"], f["operation"], f["permission_type"])
+            matching = []
+            for aid, d in sorted(self.image.acls.items()):
+                b = self._binding(d)
+                if aid not in removed and flt.matches(b):
+                    removed.add(aid)
+                    records.append(("RemoveAccessControlEntryRecord", 0, {"id": aid}))
+                    matching.append({"error_code": 0, "error_message": None, "resource_type": b.resource_type,
+                                     "resource_name": b.name, "pattern_type": b.pattern_type,
+                                     "principal": b.principal, "host": b.host, "operation": b.operation,
+                                     "permission_type": b.permission})
+            results.append({"error_code": 0, "error_message": None, "matching_acls": matching})
+        return Decision(records, {"throttle_time_ms": 0, "filter_results": results})
+
+    def alter_client_quotas(self, body: dict) -> Decision:
+        """AlterClientQuotas of quotas already checked by the broker: one ClientQuotaRecord per change."""
+        records: list[Record] = [("ClientQuotaRecord", 0, {
+            "entity": [{"entity_type": x["entity_type"], "entity_name": x["entity_name"]} for x in e["entity"]],
+            "key": op["key"], "value": float(op["value"] or 0), "remove": bool(op["remove"])})
+            for e in body["entries"] for op in e["ops"]]
+        return Decision(records, {"throttle_time_ms": 0, "entries": [
+            {"error_code": 0, "error_message": None, "entity": e["entity"]} for e in body["entries"]]})
+
+    def alter_scram(self, body: dict) -> Decision:
+        """AlterUserScramCredentials, checked by the same rules as on a broker."""
+        types = MECHANISM_TYPES
+        results, changes = plan_alterations(body, lambda user, mech: (user, types[mech]) in self.image.scram)
+        records: list[Record] = []
+        for user, change in changes.items():
+            if user in results:
+                continue
+            for mech, cred in change.items():
+                if cred is None:
+                    records.append(("RemoveUserScramCredentialRecord", 0, {"name": user, "mechanism": types[mech]}))
+                else:
+                    records.append(("UserScramCredentialRecord", 0, {
+                        "name": user, "mechanism": types[mech], "salt": cred.salt, "stored_key": cred.stored_key,
+                        "server_key": cred.server_key, "iterations": cred.iterations}))
+            results[user] = {"user": user, "error_code": 0, "error_message": None}
+        return Decision(records, {"throttle_time_ms": 0, "results": list(results.values())})

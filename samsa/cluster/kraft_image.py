@@ -17,6 +17,9 @@ from samsa.cluster.metadata import BrokerInfo, PartitionState, TopicInfo
 # ConfigRecord's resource types (Kafka's ConfigResource.Type)
 TOPIC, BROKER, GROUP = 2, 4, 32
 NO_LEADER_CHANGE = -2
+# A ClientQuotaRecord's entity without that part (a user quota has no client-id); a part whose
+# name is None is the default entity.
+NOT_SET = ("not set",)
 
 
 @dataclass
@@ -57,9 +60,12 @@ class Changes:
     brokers: bool = False
     broker_configs: bool = False
     features: bool = False
+    acls: bool = False
+    entities: bool = False       # client quotas, SCRAM credentials, group configs
 
     def __bool__(self) -> bool:
-        return bool(self.topics or self.removed or self.brokers or self.broker_configs or self.features)
+        return bool(self.topics or self.removed or self.brokers or self.broker_configs or self.features
+                    or self.acls or self.entities)
 
 
 class MetadataImage:
@@ -71,6 +77,9 @@ class MetadataImage:
         self.configs: dict[tuple[int, str], dict[str, str]] = {}
         self.features: dict[str, int] = {}
         self.next_producer_id = 0
+        self.acls: dict[bytes, dict] = {}                  # id -> AccessControlEntryRecord's fields
+        self.quotas: dict[tuple[str | None, str | None], dict[str, float]] = {}   # (user, client) -> key -> value
+        self.scram: dict[tuple[str, int], dict] = {}       # (user, mechanism) -> UserScramCredentialRecord's fields
 
     # ---------------------------------------------------------------- views
 
@@ -152,6 +161,8 @@ class MetadataImage:
             ch.topics.add(key[1])
         elif key[0] == BROKER:
             ch.broker_configs = True
+        elif key[0] == GROUP:
+            ch.entities = True
 
     def _RegisterBrokerRecord(self, d: dict, ch: Changes) -> None:
         self.brokers[d["broker_id"]] = Registration(
@@ -187,6 +198,35 @@ class MetadataImage:
         fenced = {1: True, -1: False}.get(d["fenced"])
         shutdown = {1: True, 0: None}.get(d.get("in_controlled_shutdown", 0), None)
         self._fence(d["broker_id"], d["broker_epoch"], fenced, shutdown, ch)
+
+    def _AccessControlEntryRecord(self, d: dict, ch: Changes) -> None:
+        self.acls[d["id"]] = {k: v for k, v in d.items() if k != "id"}
+        ch.acls = True
+
+    def _RemoveAccessControlEntryRecord(self, d: dict, ch: Changes) -> None:
+        if self.acls.pop(d["id"], None) is not None:
+            ch.acls = True
+
+    def _ClientQuotaRecord(self, d: dict, ch: Changes) -> None:
+        kinds = {e["entity_type"]: e["entity_name"] for e in d["entity"]}
+        key = (kinds["user"] if "user" in kinds else NOT_SET,
+               kinds["client-id"] if "client-id" in kinds else NOT_SET)
+        quotas = self.quotas.setdefault(key, {})
+        if d["remove"]:
+            quotas.pop(d["key"], None)
+        else:
+            quotas[d["key"]] = d["value"]
+        if not quotas:
+            del self.quotas[key]
+        ch.entities = True
+
+    def _UserScramCredentialRecord(self, d: dict, ch: Changes) -> None:
+        self.scram[(d["name"], d["mechanism"])] = dict(d)
+        ch.entities = True
+
+    def _RemoveUserScramCredentialRecord(self, d: dict, ch: Changes) -> None:
+        if self.scram.pop((d["name"], d["mechanism"]), None) is not None:
+            ch.entities = True
 
     def _FeatureLevelRecord(self, d: dict, ch: Changes) -> None:
         if d["feature_level"] == 0:

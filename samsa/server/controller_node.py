@@ -95,6 +95,10 @@ class ControllerServer:
             ApiKey.ELECT_LEADERS: (w, 0, 2),
             ApiKey.ALTER_PARTITION_REASSIGNMENTS: (w, 0, 0),
             ApiKey.ALLOCATE_PRODUCER_IDS: (w, 0, 0),
+            ApiKey.CREATE_ACLS: (w, 1, 3),
+            ApiKey.DELETE_ACLS: (w, 1, 3),
+            ApiKey.ALTER_CLIENT_QUOTAS: (w, 0, 1),
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (w, 0, 0),
             ApiKey.API_VERSIONS: (self._api_versions, 0, api.api(ApiKey.API_VERSIONS).max_version),
             ApiKey.VOTE: (self._raft, 0, 2),
             ApiKey.BEGIN_QUORUM_EPOCH: (self._raft, 0, 1),
@@ -416,6 +420,10 @@ class ControllerServer:
             ApiKey.ELECT_LEADERS: lambda: logic.elect_leaders(body),
             ApiKey.ALTER_PARTITION_REASSIGNMENTS: lambda: logic.reassign(body),
             ApiKey.ALLOCATE_PRODUCER_IDS: lambda: logic.allocate_producer_ids(body),
+            ApiKey.CREATE_ACLS: lambda: logic.create_acls(body),
+            ApiKey.DELETE_ACLS: lambda: logic.delete_acls(body),
+            ApiKey.ALTER_CLIENT_QUOTAS: lambda: logic.alter_client_quotas(body),
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS: lambda: logic.alter_scram(body),
         }[key]
 
         async def answer() -> dict:
@@ -458,4 +466,17 @@ def _refusal(key: int, body: dict, code: int) -> dict:
         return {"throttle_time_ms": 0, "error_code": code, "replica_election_results": []}
     if key == ApiKey.ALTER_PARTITION_REASSIGNMENTS:
         return {"throttle_time_ms": 0, "error_code": code, "error_message": None, "responses": []}
+    if key == ApiKey.CREATE_ACLS:
+        return {"throttle_time_ms": 0, "results": [{"error_code": code, "error_message": None}
+                                                   for _ in body["creations"]]}
+    if key == ApiKey.DELETE_ACLS:
+        return {"throttle_time_ms": 0, "filter_results": [{"error_code": code, "error_message": None,
+                                                           "matching_acls": []} for _ in body["filters"]]}
+    if key == ApiKey.ALTER_CLIENT_QUOTAS:
+        return {"throttle_time_ms": 0, "entries": [{"error_code": code, "error_message": None, "entity": e["entity"]}
+                                                   for e in body["entries"]]}
+    if key == ApiKey.ALTER_USER_SCRAM_CREDENTIALS:
+        users = dict.fromkeys(x["name"] for x in [*body["deletions"], *body["upsertions"]])
+        return {"throttle_time_ms": 0, "results": [{"user": u, "error_code": code, "error_message": None}
+                                                   for u in users]}
     return {"throttle_time_ms": 0, "error_code": code, "topics": []}        # AlterPartition

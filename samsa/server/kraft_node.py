@@ -30,7 +30,7 @@ from samsa.server.controller_node import ControllerServer
 log = logging.getLogger(__name__)
 
 # The highest version of each controller API the broker sends (what Samsa's controller answers).
-VERSIONS = {62: 4, 63: 1, 56: 3, 19: 7, 20: 6, 37: 3, 44: 1, 43: 2, 45: 0, 67: 0, 55: 2}
+VERSIONS = {62: 4, 63: 1, 56: 3, 19: 7, 20: 6, 37: 3, 44: 1, 43: 2, 45: 0, 67: 0, 55: 2, 30: 3, 31: 3, 49: 1, 51: 0}
 
 
 class MetadataView:
@@ -38,13 +38,15 @@ class MetadataView:
 
     def __init__(self, offset: int, topics: dict[str, TopicInfo], removed: set[str],
                  brokers: list[Registration] | None, broker_configs: dict[str | None, dict[str, str]] | None,
-                 leader_id: int):
+                 leader_id: int, acls: bool = False, entities: bool = False):
         self.offset = offset
         self.topics = topics
         self.removed = removed
         self.brokers = brokers
         self.broker_configs = broker_configs
         self.leader_id = leader_id
+        self.acls = acls            # whether ACLs changed
+        self.entities = entities    # whether quotas, SCRAM credentials or group configs changed
 
 
 def _not_controller(resp: dict) -> bool:
@@ -125,7 +127,9 @@ class MetadataNode:
         configs = None
         if changes is None or changes.broker_configs:
             configs = {None: image.broker_configs(None), self.node_id: image.broker_configs(self.node_id)}
-        return MetadataView(image.offset, topics, removed, brokers, configs, self.server.leader_id)
+        return MetadataView(image.offset, topics, removed, brokers, configs, self.server.leader_id,
+                            acls=changes is not None and changes.acls,
+                            entities=changes is not None and changes.entities)
 
     def subscribe(self, loop: asyncio.AbstractEventLoop, callback: Callable[[MetadataView], None]) -> MetadataView:
         """Every later change, as views, on ``loop``; returns the whole image now (in the same order)."""

@@ -18,8 +18,10 @@ import time
 from collections import defaultdict
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
+                                   NewTopic, ResourcePatternType, ResourceType, ScramCredentialInfo, ScramMechanism,
+                                   UserScramCredentialUpsertion)
 
 from kafka_process import TOOLS, run_tool
 from kraft_nodes import KRaftCluster
@@ -31,7 +33,10 @@ QUIET = {"log_level": 0}
 
 @pytest.fixture(scope="module")
 def combined(tmp_path_factory):
-    c = KRaftCluster(tmp_path_factory.mktemp("kraft-combined"), combined=3)
+    # with an authorizer: nobody is refused until a resource has ACLs (allow.everyone.if.no.acl.found)
+    c = KRaftCluster(tmp_path_factory.mktemp("kraft-combined"), combined=3, **{
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "allow.everyone.if.no.acl.found": "true"})
     try:
         yield c.start()
     finally:
@@ -54,7 +59,7 @@ def _whole(c: KRaftCluster, topic: str, replicas: int = 3) -> bool:
 
 def test_three_combined_nodes_are_one_cluster(combined):
     c = combined
-    assert c.registered() == [1, 2, 3]
+    wait_until(lambda: c.registered() == [1, 2, 3], "three brokers registered and unfenced", 30)
     view = wait_until(c.quorum, "an active controller", 30)
     assert sorted(v["replica_id"] for v in view["current_voters"]) == [1, 2, 3]
     _create(c.nodes[1].bootstrap, "kr-one", 6, 3)
@@ -235,3 +240,59 @@ def test_controllers_apart_from_brokers(tmp_path):
         assert sorted(row[-1] for row in rows) == ["Follower", "Follower", "Leader", "Observer", "Observer"]
     finally:
         c.stop()
+
+
+def test_acls_quotas_and_scram_users_are_cluster_metadata(combined):
+    """Written through one broker, decided by the active controller, in force on every broker."""
+    c = combined
+    _create(c.bootstrap, "kr-secret", 1, 3)
+    admin1 = AdminClient({"bootstrap.servers": c.nodes[1].bootstrap, **QUIET})
+    alice = AclBinding(ResourceType.TOPIC, "kr-secret", ResourcePatternType.LITERAL, "User:alice", "*",
+                       AclOperation.WRITE, AclPermissionType.ALLOW)
+    for f in admin1.create_acls([alice]).values():
+        f.result(30)
+
+    admins = {i: AdminClient({"bootstrap.servers": n.bootstrap, **QUIET}) for i, n in c.nodes.items()}
+
+    def acls_on(node: int) -> list:
+        return admins[node].describe_acls(AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+                                                AclOperation.ANY, AclPermissionType.ANY)).result(30)
+    wait_until(lambda: acls_on(3) == [alice], "the ACL on broker 3", 30)
+    # in force on another broker: ANONYMOUS may not write kr-secret any more (it has ACLs now)
+    refused = []
+    p = Producer({"bootstrap.servers": c.nodes[2].bootstrap, "message.timeout.ms": 10000, **QUIET})
+
+    def produced():
+        refused.clear()
+        p.produce("kr-secret", b"x", on_delivery=lambda err, _: refused.append(err))
+        p.flush(15)
+        return refused and refused[0] is not None and refused[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    wait_until(produced, "broker 2 to refuse ANONYMOUS on kr-secret", 30)
+    deleted = admins[3].delete_acls([AclBindingFilter(
+        ResourceType.TOPIC, "kr-secret", ResourcePatternType.LITERAL, None, None, AclOperation.ANY,
+        AclPermissionType.ANY)])
+    assert [b for f in deleted.values() for b in f.result(30)] == [alice]
+    wait_until(lambda: acls_on(1) == [], "the ACL gone on broker 1", 30)
+
+    # client quotas through broker 2, seen through broker 3
+    with c.admin(c.nodes[2].bootstrap) as admin:
+        admin.alter_client_quotas([({"user": "alice"}, {"producer_byte_rate": 1048576.0}),
+                                   ({"client-id": None}, {"request_percentage": 200.0})])
+
+    def quotas():
+        with c.admin(c.nodes[3].bootstrap) as admin:
+            return sorted((sorted(e.items(), key=str), q) for e, q in admin.describe_client_quotas())
+    wait_until(lambda: quotas() == [([("client-id", None)], {"request_percentage": 200.0}),
+                                    ([("user", "alice")], {"producer_byte_rate": 1048576.0})],
+               "the quotas on broker 3", 30)
+
+    # a SCRAM user through broker 3, described through broker 1
+    admin3 = AdminClient({"bootstrap.servers": c.nodes[3].bootstrap, **QUIET})
+    up = UserScramCredentialUpsertion("bob", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192), b"secret")
+    for f in admin3.alter_user_scram_credentials([up]).values():
+        f.result(30)
+
+    def scram_users():
+        d = admin1.describe_user_scram_credentials().result(30)
+        return {u: [(i.mechanism, i.iterations) for i in desc.scram_credential_infos] for u, desc in d.items()}
+    wait_until(lambda: scram_users() == {"bob": [(ScramMechanism.SCRAM_SHA_256, 8192)]}, "bob on broker 1", 30)
