@@ -244,7 +244,8 @@ class KRaftCluster:
     replicated = True
 
     def __init__(self, config: BrokerConfig, channel: Channel, store: KRaftMetadataStore, replicas: ReplicaManager,
-                 advertised: Advertised, previous_epoch: int = -1):
+                 advertised: Advertised, previous_epoch: int = -1,
+                 supported_features: dict[str, tuple[int, int]] | None = None):
         self.config = config
         self.broker_id = config.broker_id
         self.channel = channel
@@ -257,6 +258,7 @@ class KRaftCluster:
         self.alive: dict[int, BrokerInfo] = {}
         self.epoch = -1
         self.previous_epoch = previous_epoch   # of the last clean shutdown (KIP-966), or -1
+        self.supported_features = supported_features or {}   # declared at registration: name -> (min, max)
         self.fenced = True
         self.incarnation = uuid.uuid4().bytes
         self._views: list[Any] = []
@@ -313,7 +315,9 @@ class KRaftCluster:
                 "listeners": [{"name": name, "host": host, "port": port,
                                "security_protocol": protocol_code(me.protocols.get(name, "PLAINTEXT"))}
                               for name, (host, port) in me.endpoints.items()],
-                "features": [], "rack": me.rack, "is_migrating_zk_broker": False, "log_dirs": [],
+                "features": [{"name": n, "min_supported_version": lo, "max_supported_version": hi}
+                             for n, (lo, hi) in sorted(self.supported_features.items())],
+                "rack": me.rack, "is_migrating_zk_broker": False, "log_dirs": [],
                 "previous_broker_epoch": self.epoch if self.epoch >= 0 else self.previous_epoch}
 
     async def _register(self) -> None:

@@ -97,6 +97,18 @@ class ControllerLogic:
         bid = body["broker_id"]
         if body.get("cluster_id") != self.cluster_id:
             return Decision([], {"error_code": errors.E_INCONSISTENT_CLUSTER_ID, "broker_epoch": -1})
+        if any(d[:8] == bytes(8) and int.from_bytes(d[8:], "big") < 100 for d in body.get("log_dirs") or []):
+            # Kafka reserves these directory ids (unassigned, lost, migrating, ...)
+            return Decision([], {"error_code": errors.E_INVALID_REGISTRATION, "broker_epoch": -1})
+        mv = self.image.features.get("metadata.version")
+        declared = {f["name"]: (f["min_supported_version"], f["max_supported_version"])
+                    for f in body.get("features") or []}
+        if "metadata.version" not in declared:       # Kafka: "Request features do not contain 'metadata.version'"
+            return Decision([], {"error_code": errors.E_INVALID_REGISTRATION, "broker_epoch": -1})
+        lo, hi = declared["metadata.version"]
+        if mv is not None and not lo <= mv <= hi:
+            # as Kafka: a broker must support the finalized metadata.version (Samsa checks no other feature yet)
+            return Decision([], {"error_code": errors.E_UNSUPPORTED_VERSION, "broker_epoch": -1})
         old = self.image.brokers.get(bid)
         if (old is not None and old.incarnation != body["incarnation_id"] and not old.fenced
                 and body.get("previous_broker_epoch", -1) != old.epoch    # KIP-966: its own clean shutdown
@@ -122,9 +134,7 @@ class ControllerLogic:
         bid, epoch = body["broker_id"], body["broker_epoch"]
         b = self.image.brokers.get(bid)
         no = {"is_caught_up": False, "is_fenced": True, "should_shut_down": False}
-        if b is None:
-            return Decision([], {"error_code": errors.E_BROKER_ID_NOT_REGISTERED, **no})
-        if b.epoch != epoch:
+        if b is None or b.epoch != epoch:    # Kafka answers both with STALE_BROKER_EPOCH
             return Decision([], {"error_code": errors.E_STALE_BROKER_EPOCH, **no})
         self.last_heartbeat[bid] = now
         caught_up = body["current_metadata_offset"] >= self.registered_at.get(bid, -1)

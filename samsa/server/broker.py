@@ -146,7 +146,8 @@ class BrokerServer:
         self.dispatcher.on_connection_closed.append(self.shares.connection_closed)
         if self.kraft is not None:
             self.cluster = KRaftCluster(self.config, self.kraft, self.store, self.replicas, self.advertised,
-                                        previous_epoch=self.logs.previous_broker_epoch)
+                                        previous_epoch=self.logs.previous_broker_epoch,
+                                        supported_features=kraft_mode.supported_features())
         elif zookeeper:
             self.cluster = ZooKeeperCluster(self.config, self.store, self.replicas, self.advertised)
         else:

@@ -94,3 +94,14 @@ def _snapshot_voters(config: BrokerConfig) -> list[int] | None:
         return None
     voters = decode_snapshot(path.read_bytes()).voters
     return None if voters is None else [v["voter_id"] for v in voters]
+
+
+def supported_features() -> dict[str, tuple[int, int]]:
+    """What a Samsa broker declares when it registers with a KRaft controller: every
+    metadata.version of Kafka 4.4 (3.3-IV3 on), kraft.version 0-1, and the features its
+    ApiVersions advertises."""
+    from samsa.server.handlers.api_versions import FEATURES
+    from samsa.storage.kraft import FIRST_LEVEL, METADATA_VERSIONS
+    out = {"metadata.version": (FIRST_LEVEL, FIRST_LEVEL + len(METADATA_VERSIONS) - 1), "kraft.version": (0, 1)}
+    out.update({name: (lo, hi) for name, (lo, hi, _) in FEATURES.items()})
+    return out

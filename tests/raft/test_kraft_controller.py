@@ -14,6 +14,7 @@ from samsa.protocol import errors
 from samsa.protocol import metadata_records as mr
 
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
+MV = [{"name": "metadata.version", "min_supported_version": 7, "max_supported_version": 33}]
 
 
 class World:
@@ -35,7 +36,8 @@ class World:
     def register(self, bid: int, now: int = 0) -> int:
         d = self.apply(self.logic.register({"broker_id": bid, "cluster_id": CLUSTER, "incarnation_id": uuid.uuid4().bytes,
                                             "listeners": [{"name": "PLAINTEXT", "host": "h", "port": 9000 + bid,
-                                                           "security_protocol": 0}], "rack": None}, now))
+                                                           "security_protocol": 0}], "rack": None,
+                                            "features": MV}, now))
         assert d.answer["error_code"] == 0
         self.logic.registered(bid, d.offset)
         return d.answer["broker_epoch"]
@@ -76,7 +78,7 @@ def test_registration_fenced_until_caught_up_then_unfenced():
     assert w.logic.heartbeat({"broker_id": 1, "broker_epoch": epoch - 1, "current_metadata_offset": 9}, 0).answer[
         "error_code"] == errors.E_STALE_BROKER_EPOCH
     assert w.logic.heartbeat({"broker_id": 7, "broker_epoch": 0, "current_metadata_offset": 9}, 0).answer[
-        "error_code"] == errors.E_BROKER_ID_NOT_REGISTERED
+        "error_code"] == errors.E_STALE_BROKER_EPOCH    # as Kafka 4.4.0 answers an unknown broker
     bad = w.logic.register({"broker_id": 2, "cluster_id": "other", "incarnation_id": bytes(16), "listeners": []}, 0)
     assert bad.answer["error_code"] == errors.E_INCONSISTENT_CLUSTER_ID and bad.records == []
 
@@ -85,12 +87,12 @@ def test_a_second_live_incarnation_is_a_duplicate_registration():
     w = World()
     w.brokers(1)
     d = w.logic.register({"broker_id": 1, "cluster_id": CLUSTER, "incarnation_id": uuid.uuid4().bytes,
-                          "listeners": []}, 1000)
+                          "listeners": [], "features": MV}, 1000)
     assert d.answer["error_code"] == errors.E_DUPLICATE_BROKER_REGISTRATION
     # after a clean shutdown it names the epoch it had (KIP-966's PreviousBrokerEpoch): taken at once
     old = w.image.brokers[1].epoch
     again = w.logic.register({"broker_id": 1, "cluster_id": CLUSTER, "incarnation_id": uuid.uuid4().bytes,
-                              "listeners": [], "previous_broker_epoch": old}, 1000)
+                              "listeners": [], "previous_broker_epoch": old, "features": MV}, 1000)
     assert again.answer["error_code"] == 0
     # and without it, once its session is over, the new incarnation takes over with a higher epoch
     assert w.register(1, now=5000) > old
@@ -212,3 +214,15 @@ def test_unclean_election_only_when_asked():
     e = w.apply(w.logic.elect_leaders({"election_type": 1, "topic_partitions": [{"topic": "t", "partitions": [0]}]}))
     assert e.answer["replica_election_results"][0]["partition_result"][0]["error_code"] == 0
     assert w.state("t").leader == 2 and w.state("t").isr == [2]
+
+
+def test_registration_needs_the_finalized_metadata_version():
+    w = World()
+    w.apply(Decision([("FeatureLevelRecord", 0, {"name": "metadata.version", "feature_level": 33})]))
+    body = {"broker_id": 1, "cluster_id": CLUSTER, "incarnation_id": uuid.uuid4().bytes, "listeners": []}
+    assert w.logic.register(body, 0).answer["error_code"] == errors.E_INVALID_REGISTRATION      # none declared
+    old = [{"name": "metadata.version", "min_supported_version": 7, "max_supported_version": 30}]
+    assert w.logic.register(body | {"features": old}, 0).answer["error_code"] == errors.E_UNSUPPORTED_VERSION
+    reserved = body | {"features": MV, "log_dirs": [bytes(15) + b"\x01"]}
+    assert w.logic.register(reserved, 0).answer["error_code"] == errors.E_INVALID_REGISTRATION
+    assert w.logic.register(body | {"features": MV}, 0).answer["error_code"] == 0
