@@ -296,3 +296,45 @@ def test_acls_quotas_and_scram_users_are_cluster_metadata(combined):
         d = admin1.describe_user_scram_credentials().result(30)
         return {u: [(i.mechanism, i.iterations) for i in desc.scram_credential_infos] for u, desc in d.items()}
     wait_until(lambda: scram_users() == {"bob": [(ScramMechanism.SCRAM_SHA_256, 8192)]}, "bob on broker 1", 30)
+
+
+def test_snapshots_let_the_log_go_and_a_lagging_node_fetches_one(tmp_path):
+    """KIP-630: each node writes snapshots of its image; the log before one is let go; a node that
+    was down meanwhile gets the snapshot with FetchSnapshot (its fetch offset is no longer in the
+    leader's log); a restarted node starts from its own snapshot; Kafka's kafka-dump-log reads one."""
+    c = KRaftCluster(tmp_path, combined=3, **{"metadata.log.max.record.bytes.between.snapshots": "4096"})
+    try:
+        c.start()
+        c.nodes[3].kill()
+        for i in range(8):   # metadata written while node 3 is down
+            _create(c.nodes[1].bootstrap, f"snap-{i}", 2, 2)
+
+        def snapshot_ends(node) -> list[int]:
+            return sorted(int(p.name.split("-")[0]) for p in (node.data_dir / "__cluster_metadata-0").glob("*.checkpoint")
+                          if int(p.name.split("-")[0]) > 0)
+        down_end = max(b[1] for b in batches(c.nodes[3].data_dir / "__cluster_metadata-0")) + 1
+        wait_until(lambda: all(snapshot_ends(c.nodes[i]) and snapshot_ends(c.nodes[i])[-1] > down_end
+                               for i in (1, 2)), "snapshots past node 3's log end on nodes 1 and 2", 60)
+        # the leader's log now starts at its snapshot: node 3's next fetch is answered with a SnapshotId
+        c.nodes[3].start()
+        c.nodes[3].wait_serving()
+        wait_until(lambda: "installed snapshot" in c.nodes[3].log_text(), "node 3 to install a fetched snapshot", 60)
+        wait_until(lambda: c.registered() == [1, 2, 3], "node 3 registered again", 60)
+        md = AdminClient({"bootstrap.servers": c.nodes[3].bootstrap, **QUIET}).list_topics(timeout=10)
+        assert {f"snap-{i}" for i in range(8)} <= set(md.topics)
+        # a restarted node starts from its own latest snapshot
+        c.nodes[1].stop(30)
+        c.nodes[1].start()
+        c.nodes[1].wait_serving()
+        assert "loaded snapshot" in c.nodes[1].log_text()
+        wait_until(lambda: c.registered() == [1, 2, 3], "node 1 registered again", 60)
+        md = AdminClient({"bootstrap.servers": c.nodes[1].bootstrap, **QUIET}).list_topics(timeout=10)
+        assert {f"snap-{i}" for i in range(8)} <= set(md.topics)
+        # Kafka's dump-log reads a Samsa snapshot
+        snap = sorted((c.nodes[2].data_dir / "__cluster_metadata-0").glob("*.checkpoint"))[-1]
+        r = run_tool(TOOLS["kafka-dump-log"], "--cluster-metadata-decoder", "--files", str(snap))
+        assert r.returncode == 0 and "Exception" not in r.stdout + r.stderr, r.stdout + r.stderr
+        assert '"type":"TOPIC_RECORD"' in r.stdout and '"name":"snap-7"' in r.stdout
+        assert "SnapshotHeader" in r.stdout and "SnapshotFooter" in r.stdout
+    finally:
+        c.stop()
