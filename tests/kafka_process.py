@@ -180,6 +180,7 @@ class KafkaProcess(ChildProcess):
             "group.share.min.session.timeout.ms": "6000",
         }
         self.props.update({k: str(v) for k, v in overrides.items()})
+        self.format_args: tuple[str, ...] = ()   # more kafka-storage format flags (--feature ...)
         self.proc: subprocess.Popen | None = None
         self.log_path = self.data_dir / "server.log"
 
@@ -206,7 +207,7 @@ class KafkaProcess(ChildProcess):
             return
         # --cluster-id=ID: a random id may begin with "-", which argparse would take for an option
         r = run_tool(TOOLS["kafka-storage"], "format", f"--cluster-id={self.cluster_id}", "-c", str(conf),
-                     "--ignore-formatted")
+                     "--ignore-formatted", *self.format_args)
         if r.returncode != 0:
             raise RuntimeError(f"kafka-storage format failed ({r.returncode}): {r.stdout}{r.stderr}")
 

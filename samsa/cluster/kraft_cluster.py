@@ -245,7 +245,7 @@ class KRaftCluster:
 
     def __init__(self, config: BrokerConfig, channel: Channel, store: KRaftMetadataStore, replicas: ReplicaManager,
                  advertised: Advertised, previous_epoch: int = -1,
-                 supported_features: dict[str, tuple[int, int]] | None = None):
+                 supported_features: dict[str, tuple[int, int]] | None = None, log_dir_ids: list[bytes] | None = None):
         self.config = config
         self.broker_id = config.broker_id
         self.channel = channel
@@ -259,6 +259,7 @@ class KRaftCluster:
         self.epoch = -1
         self.previous_epoch = previous_epoch   # of the last clean shutdown (KIP-966), or -1
         self.supported_features = supported_features or {}   # declared at registration: name -> (min, max)
+        self.log_dir_ids = log_dir_ids or []                 # the directory ids of meta.properties (KIP-858)
         self.fenced = True
         self.incarnation = uuid.uuid4().bytes
         self._views: list[Any] = []
@@ -317,7 +318,7 @@ class KRaftCluster:
                               for name, (host, port) in me.endpoints.items()],
                 "features": [{"name": n, "min_supported_version": lo, "max_supported_version": hi}
                              for n, (lo, hi) in sorted(self.supported_features.items())],
-                "rack": me.rack, "is_migrating_zk_broker": False, "log_dirs": [],
+                "rack": me.rack, "is_migrating_zk_broker": False, "log_dirs": list(self.log_dir_ids),
                 "previous_broker_epoch": self.epoch if self.epoch >= 0 else self.previous_epoch}
 
     async def _register(self) -> None:

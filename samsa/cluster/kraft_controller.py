@@ -97,6 +97,8 @@ class ControllerLogic:
         bid = body["broker_id"]
         if body.get("cluster_id") != self.cluster_id:
             return Decision([], {"error_code": errors.E_INCONSISTENT_CLUSTER_ID, "broker_epoch": -1})
+        if not body.get("log_dirs"):    # Kafka: "No directories specified in request"
+            return Decision([], {"error_code": errors.E_INVALID_REGISTRATION, "broker_epoch": -1})
         if any(d[:8] == bytes(8) and int.from_bytes(d[8:], "big") < 100 for d in body.get("log_dirs") or []):
             # Kafka reserves these directory ids (unassigned, lost, migrating, ...)
             return Decision([], {"error_code": errors.E_INVALID_REGISTRATION, "broker_epoch": -1})

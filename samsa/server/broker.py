@@ -147,7 +147,8 @@ class BrokerServer:
         if self.kraft is not None:
             self.cluster = KRaftCluster(self.config, self.kraft, self.store, self.replicas, self.advertised,
                                         previous_epoch=self.logs.previous_broker_epoch,
-                                        supported_features=kraft_mode.supported_features())
+                                        supported_features=kraft_mode.supported_features(),
+                                        log_dir_ids=kraft_mode.log_dir_ids(self.config))
         elif zookeeper:
             self.cluster = ZooKeeperCluster(self.config, self.store, self.replicas, self.advertised)
         else:

@@ -90,7 +90,7 @@ class ControllerServer:
         w = self._controller_write
         self._handlers: dict[int, tuple[Callable, int, int]] = {
             ApiKey.BROKER_REGISTRATION: (w, 0, 4),
-            ApiKey.BROKER_HEARTBEAT: (w, 0, 1),
+            ApiKey.BROKER_HEARTBEAT: (w, 0, 2),
             ApiKey.ALTER_PARTITION: (w, 2, 3),
             ApiKey.CREATE_TOPICS: (w, 2, 7),
             ApiKey.DELETE_TOPICS: (w, 1, 6),
@@ -109,6 +109,7 @@ class ControllerServer:
             ApiKey.END_QUORUM_EPOCH: (self._raft, 0, 1),
             ApiKey.FETCH: (self._raft, 13, 17),
             ApiKey.FETCH_SNAPSHOT: (self._raft, 0, 1),
+            ApiKey.ENVELOPE: (self._envelope, 0, 0),
             ApiKey.DESCRIBE_QUORUM: (self._describe_quorum, 0, 2),
             ApiKey.DESCRIBE_CLUSTER: (self._describe_cluster, 1, 1),
         }
@@ -269,6 +270,25 @@ class ControllerServer:
         elif isinstance(msg, m.FetchSnapshotResponse) and isinstance(msg.unaligned_records, m.SnapshotChunk):
             records = self.driver.read_snapshot(msg.unaligned_records)
         return to_wire_response(key, msg, records)
+
+    def _envelope(self, key: int, version: int, body: dict):
+        """A request a Kafka broker forwards (KIP-590): the inner request decided as if sent here,
+        its answer returned inside. Samsa's brokers send the controller requests themselves."""
+        inner = bytes(body.get("request_data") or b"")
+        try:
+            api_key, inner_version, correlation_id = api.peek_request_header(inner)
+            entry = self._handlers.get(api_key)
+            if entry is None or entry[0] != self._controller_write or not entry[1] <= inner_version <= entry[2]:
+                return {"error_code": errors.E_UNSUPPORTED_VERSION, "response_data": None}
+            _, inner_body = api.decode_request(inner)
+        except (InvalidRequestError, KeyError, ValueError):
+            return {"error_code": errors.E_INVALID_REQUEST, "response_data": None}
+
+        async def answer() -> dict:
+            out = await self._controller_write(api_key, inner_version, inner_body)
+            frame = b"".join(bytes(c) for c in api.encode_response(api_key, inner_version, correlation_id, out))
+            return {"error_code": 0, "response_data": frame[4:]}    # without its size prefix
+        return answer()
 
     def _describe_quorum(self, key: int, version: int, body: dict) -> dict:
         """As Kafka's KafkaRaftClient answers: each partition asked for other than

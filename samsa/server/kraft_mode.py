@@ -105,3 +105,14 @@ def supported_features() -> dict[str, tuple[int, int]]:
     out = {"metadata.version": (FIRST_LEVEL, FIRST_LEVEL + len(METADATA_VERSIONS) - 1), "kraft.version": (0, 1)}
     out.update({name: (lo, hi) for name, (lo, hi, _) in FEATURES.items()})
     return out
+
+
+def log_dir_ids(config: BrokerConfig) -> list[bytes]:
+    """The directory ids ``format`` wrote in each log dir's meta.properties (sent at registration)."""
+    from samsa.storage.kraft import parse_uuid, read_meta_props
+    out = []
+    for d in config.log_dirs:
+        props = read_meta_props(Path(d)) or {}
+        if props.get("directory.id"):
+            out.append(parse_uuid(props["directory.id"]))
+    return out

@@ -187,6 +187,7 @@ CASES.update({
     "register-other-cluster": (ApiKey.BROKER_REGISTRATION, 4, _register(cluster_id="other")),
     "register-reserved-log-dir": (ApiKey.BROKER_REGISTRATION, 4, _register(log_dir=bytes(15) + b"\x05")),
     "register-no-metadata-version": (ApiKey.BROKER_REGISTRATION, 4, _register(features=False)),
+    "register-no-log-dirs": (ApiKey.BROKER_REGISTRATION, 4, {**_register(), "log_dirs": []}),
     "heartbeat-unregistered": (ApiKey.BROKER_HEARTBEAT, 1, _heartbeat()),
     "alter-partition-unregistered": (ApiKey.ALTER_PARTITION, 3, _alter_partition()),
 })

@@ -15,6 +15,7 @@ from samsa.protocol import metadata_records as mr
 
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
 MV = [{"name": "metadata.version", "min_supported_version": 7, "max_supported_version": 33}]
+DIRS = [b"\x5a" * 16]
 
 
 class World:
@@ -37,7 +38,7 @@ class World:
         d = self.apply(self.logic.register({"broker_id": bid, "cluster_id": CLUSTER, "incarnation_id": uuid.uuid4().bytes,
                                             "listeners": [{"name": "PLAINTEXT", "host": "h", "port": 9000 + bid,
                                                            "security_protocol": 0}], "rack": None,
-                                            "features": MV}, now))
+                                            "features": MV, "log_dirs": DIRS}, now))
         assert d.answer["error_code"] == 0
         self.logic.registered(bid, d.offset)
         return d.answer["broker_epoch"]
@@ -87,12 +88,13 @@ def test_a_second_live_incarnation_is_a_duplicate_registration():
     w = World()
     w.brokers(1)
     d = w.logic.register({"broker_id": 1, "cluster_id": CLUSTER, "incarnation_id": uuid.uuid4().bytes,
-                          "listeners": [], "features": MV}, 1000)
+                          "listeners": [], "features": MV, "log_dirs": DIRS}, 1000)
     assert d.answer["error_code"] == errors.E_DUPLICATE_BROKER_REGISTRATION
     # after a clean shutdown it names the epoch it had (KIP-966's PreviousBrokerEpoch): taken at once
     old = w.image.brokers[1].epoch
     again = w.logic.register({"broker_id": 1, "cluster_id": CLUSTER, "incarnation_id": uuid.uuid4().bytes,
-                              "listeners": [], "previous_broker_epoch": old, "features": MV}, 1000)
+                              "listeners": [], "previous_broker_epoch": old, "features": MV,
+                              "log_dirs": DIRS}, 1000)
     assert again.answer["error_code"] == 0
     # and without it, once its session is over, the new incarnation takes over with a higher epoch
     assert w.register(1, now=5000) > old
@@ -219,8 +221,11 @@ def test_unclean_election_only_when_asked():
 def test_registration_needs_the_finalized_metadata_version():
     w = World()
     w.apply(Decision([("FeatureLevelRecord", 0, {"name": "metadata.version", "feature_level": 33})]))
-    body = {"broker_id": 1, "cluster_id": CLUSTER, "incarnation_id": uuid.uuid4().bytes, "listeners": []}
+    body = {"broker_id": 1, "cluster_id": CLUSTER, "incarnation_id": uuid.uuid4().bytes, "listeners": [],
+            "log_dirs": DIRS}
     assert w.logic.register(body, 0).answer["error_code"] == errors.E_INVALID_REGISTRATION      # none declared
+    no_dirs = body | {"features": MV, "log_dirs": []}
+    assert w.logic.register(no_dirs, 0).answer["error_code"] == errors.E_INVALID_REGISTRATION   # no log dirs
     old = [{"name": "metadata.version", "min_supported_version": 7, "max_supported_version": 30}]
     assert w.logic.register(body | {"features": old}, 0).answer["error_code"] == errors.E_UNSUPPORTED_VERSION
     reserved = body | {"features": MV, "log_dirs": [bytes(15) + b"\x01"]}

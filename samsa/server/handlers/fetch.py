@@ -165,7 +165,7 @@ def check_leader_epoch(partition, epoch: int) -> None:
         f"leader epoch {epoch} of {partition} is newer than the current {partition.state.leader_epoch}")
 
 
-@handles(ApiKey.FETCH, 4, 17)
+@handles(ApiKey.FETCH, 4, 18)  # v18 (KIP-1166): a follower's high watermark, which the leader may ignore
 def fetch(ctx, req: dict):
     broker = ctx.broker
     version = ctx.version
