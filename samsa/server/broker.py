@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from samsa.broker_config import BrokerConfig, ConfigError, parse_listener
+from samsa.cluster.features import FinalizedFeatures, initial_levels
 from samsa.cluster.membership import LocalCluster, ZooKeeperCluster
 from samsa.clock import now_ms
 from samsa.cluster.metadata import BrokerInfo, LocalMetadataStore, MetadataStore, TopicInfo
@@ -88,6 +89,7 @@ class BrokerServer:
         self.loop_lag = None  # the event loop's lag probe (metrics/loop_lag), while metrics are on
         self.authorizer: Authorizer | None = None  # authorizer.class.name
         self.quotas: QuotaManager | None = None  # client quotas, from the metadata store
+        self.features = FinalizedFeatures()  # the cluster's finalized feature levels (KIP-584), from the store
         self.shares: SharePartitionManager
         # How share partitions read and write their state (KIP-932): the share coordinator's
         # persister unless this is set before start().
@@ -108,6 +110,7 @@ class BrokerServer:
         self.store = self._store or await self._open_store(Path(self.config["metadata.log.dir"] or dirs[0]), zookeeper,
                                                            kraft_cluster_id)
         self.config.apply_dynamic(self.store.broker_configs(None), self.store.broker_configs(self.broker_id))
+        self._load_features(kraft_mode.formatted_features(self.config) if kraft_cluster_id else None)
         if self.config["authorizer.class.name"]:
             self._start_authorizer(bool(zookeeper))
         self._start_quotas(bool(zookeeper))
@@ -226,6 +229,14 @@ class BrokerServer:
         registry.register(BrokerCollector(self, self.stats, self.dispatcher.times, busy, self.loop_lag))
         self.metrics_endpoint = MetricsEndpoint(registry, listener)
         await self.metrics_endpoint.start()
+
+    def _load_features(self, formatted: dict[str, int] | None) -> None:
+        """The finalized feature levels (a new cluster's: those ``storage format`` wrote, else
+        Samsa's defaults), then every change another broker writes (ZooKeeper's /feature)."""
+        self.features.update(*self.store.ensure_features(initial_levels(formatted)))
+        watch = getattr(self.store, "watch_features", None)
+        if watch is not None:
+            watch(self.features.update)
 
     async def _open_store(self, first_dir: Path, zookeeper: str, cluster_id: str | None = None) -> MetadataStore:
         if not zookeeper:

@@ -79,3 +79,13 @@ def _snapshot_voters(config: BrokerConfig) -> list[int] | None:
         return None
     voters = decode_snapshot(path.read_bytes()).voters
     return None if voters is None else [v["voter_id"] for v in voters]
+
+
+def formatted_features(config: BrokerConfig) -> dict[str, int] | None:
+    """The feature levels ``storage format`` finalized (``metadata.version`` among them), from the
+    bootstrap snapshot; None if there is none."""
+    path = bootstrap_snapshot(Path(config["metadata.log.dir"] or config.log_dirs[0]))
+    if path is None:
+        return None
+    return {d["name"]: d["feature_level"] for name, _, d in decode_snapshot(path.read_bytes()).records
+            if name == "FeatureLevelRecord"}

@@ -36,10 +36,6 @@ from samsa.protocol.txn_records import TRANSACTION_STATE_TOPIC
 log = logging.getLogger(__name__)
 
 MAX_EPOCH = 32767
-#: The transactions version this coordinator serves (the ``transaction.version`` feature):
-#: 2 is KIP-890 part 2 (EndTxn v5 bumps the epoch, Produce v12 and TxnOffsetCommit v5 add
-#: their partitions). Clients of version 1 (EndTxn up to v4) are served as before.
-TRANSACTION_VERSION = 2
 MARKER_RETRY_S = 0.1
 #: Every broker config the transaction coordinator reads.
 CONFIG_KEYS = ("transaction.state.log.num.partitions", "transaction.state.log.replication.factor",
