@@ -71,3 +71,42 @@ def test_api_versions_features(diff):
                         r["finalized_features_epoch"] >= 0))
         return out
     diff(run)
+
+
+def _heartbeats(side) -> dict:
+    """A first heartbeat of each modern group protocol (ConsumerGroupHeartbeat, ShareGroupHeartbeat,
+    StreamsGroupHeartbeat), error and message only."""
+    import uuid
+
+    from streams_wire import topology
+    consumer = side.fresh_call(68, {
+        "group_id": "diff-feat-cg", "member_id": str(uuid.uuid4()), "member_epoch": 0, "instance_id": None,
+        "rack_id": None, "rebalance_timeout_ms": 30000, "subscribed_topic_names": ["diff-feat-t"],
+        "subscribed_topic_regex": None, "server_assignor": None, "topic_partitions": []}, 1)
+    share = side.fresh_call(76, {"group_id": "diff-feat-sg", "member_id": str(uuid.uuid4()), "member_epoch": 0,
+                                 "rack_id": None, "subscribed_topic_names": ["diff-feat-t"]}, 1)
+    streams = side.fresh_call(88, {
+        "group_id": "diff-feat-st", "member_id": str(uuid.uuid4()), "member_epoch": 0,
+        "endpoint_information_epoch": 0, "instance_id": None, "rack_id": None, "rebalance_timeout_ms": 30000,
+        "topology": topology("diff-feat-t", "diff-feat-st"), "process_id": "p", "user_endpoint": None,
+        "client_tags": [], "task_offsets": [], "task_end_offsets": [], "shutdown_application": False,
+        "active_tasks": [], "standby_tasks": [], "warmup_tasks": []}, 0)
+    return {name: (r["error_code"], r["error_message"], r.get("member_id") if r["error_code"] == 35 else "-")
+            for name, r in (("consumer", consumer), ("share", share), ("streams", streams))}
+
+
+def test_group_protocols_off_at_level_0(diff):
+    """``group.version``, ``share.version`` and ``streams.version`` disabled: each protocol's
+    heartbeat is answered UNSUPPORTED_VERSION; the levels are restored after."""
+    features = ("group.version", "share.version", "streams.version")
+
+    def run(side):
+        r = side.call(18, {"client_software_name": "diff", "client_software_version": "1"}, 4)
+        before = {f["name"]: f["max_version_level"] for f in r["finalized_features"]}
+        down = _update(side, [(f, 0, SAFE) for f in features], 2)
+        try:
+            off = _heartbeats(side)
+        finally:
+            up = _update(side, [(f, before[f], UPGRADE) for f in features], 2)
+        return down["error_code"], off, up["error_code"]
+    diff(run)
