@@ -430,6 +430,9 @@ class TransactionCoordinatorHost(GroupCoordinatorHost):
     def allocate_producer_id(self) -> int:
         return self._server.admin.allocate_producer_id()
 
+    def transaction_version(self) -> int:
+        return self._server.features.level("transaction.version")
+
     async def write_txn_markers(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
                                 partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         return await self._server.markers.write(producer_id, producer_epoch, coordinator_epoch, commit, partitions)

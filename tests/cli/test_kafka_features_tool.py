@@ -46,10 +46,10 @@ def described(lines: list[str]) -> dict[str, tuple[str, str, str]]:
     return out
 
 
-def commit_one(bootstrap: str, topic: str) -> int:
+def commit_one(bootstrap: str, topic: str, txn_id: str | None = None) -> int:
     """One committed transaction of a Samsa producer: the producer epoch its coordinator holds
     after it (transactions version 2 bumps it at every commit; version 1 does not)."""
-    txn_id = f"feat-{uuid.uuid4().hex[:8]}"
+    txn_id = txn_id or f"feat-{uuid.uuid4().hex[:8]}"
     p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id})
     try:
         p.init_transactions(WAIT)
@@ -60,6 +60,18 @@ def commit_one(bootstrap: str, topic: str) -> int:
         p.close()
     with Admin({"bootstrap.servers": bootstrap}) as admin:
         return admin.describe_transactions([txn_id])[txn_id].producer_epoch
+
+
+def transaction_log(data_dir, txn_id: str) -> list:
+    """The values written for ``txn_id`` in the broker's ``__transaction_state`` segments."""
+    from samsa.protocol.txn_records import parse_txn_key, parse_txn_value
+    from samsa.storage.kraft import iter_batches
+    out = []
+    for seg in sorted(data_dir.rglob("__transaction_state-*/*.log")):
+        for header, records in iter_batches(seg.read_bytes()):
+            out += [parse_txn_value(bytes(r.value)) for r in records
+                    if not header.is_control and r.value is not None and parse_txn_key(bytes(r.key)) == txn_id]
+    return out
 
 
 def test_kafka_features_against_a_samsa_broker(tmp_path):
@@ -100,6 +112,9 @@ def test_kafka_features_against_a_samsa_broker(tmp_path):
             0, ["transaction.version was disabled."])
         levels, _ = finalized_features(bs)
         assert "transaction.version" not in levels  # level 0: not finalized, as Kafka leaves it out
+        assert commit_one(bs, "feat-t", "feat-tv0") == 0
+        # __transaction_state values of version 0 at level 0 (Kafka 4: version 1 from level 1)
+        assert {v.version for v in transaction_log(tmp_path / "b", "feat-tv0")} == {0}
     finally:
         broker.stop()
 

@@ -209,7 +209,7 @@ def test_describe_topic_partitions_and_update_features_with_acls(broker):
     assert carol_ops == sum(1 << op for op in (3, 8, 6, 10))  # READ, DESCRIBE (implied), DELETE, DESCRIBE_CONFIGS
     assert named["topics"][1]["topic_id"] == bytes(16)
     assert [t["name"] for t in everything["topics"]] == ["carol-t"]
-    assert (refused["error_code"], refused["error_message"]) == (errors.E_CLUSTER_AUTHORIZATION_FAILED,
-                                                               "Cluster authorization failed.")
+    assert refused["error_code"] == errors.E_CLUSTER_AUTHORIZATION_FAILED
+    assert refused["error_message"].endswith("principal=User:carol, listenerName=PLAINTEXT) needs ALTER permission.")
     (allowed,) = _calls("admin", broker.port, [update])
     assert allowed["error_code"] == 0

@@ -53,6 +53,10 @@ class TransactionHost(CoordinatorHost, Protocol):
 
     def allocate_producer_id(self) -> int: ...
 
+    def transaction_version(self) -> int:
+        """The cluster's finalized ``transaction.version``: the version of the values written."""
+        ...
+
     def write_txn_markers(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
                           partitions: list[TopicPartition]) -> Awaitable[dict[TopicPartition, int]]:
         """Write a commit or abort marker on each partition (at its leader, wherever that is);
@@ -220,7 +224,8 @@ class TransactionCoordinator:
         meta.pending = to
         try:
             await write_state(self.host, self.partition_of(meta.transactional_id), meta.coordinator_epoch,
-                              meta.transactional_id, target.to_log())
+                              meta.transactional_id, target.to_log(),
+                              1 if self.host.transaction_version() >= 1 else 0)
         finally:
             meta.pending = None
         if self.txns.get(meta.transactional_id) is not meta:

@@ -105,7 +105,11 @@ async def update_features(ctx, req: dict) -> dict:
         return out
 
     if not allowed_cluster(ctx, Op.ALTER):
-        return answer(errors.E_CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+        # Kafka's words ("Request <its request> needs ALTER permission."), with Samsa's view of the request
+        conn = ctx.connection
+        return answer(errors.E_CLUSTER_AUTHORIZATION_FAILED,
+                      f"Request(apiKey=UPDATE_FEATURES, apiVersion={ctx.version}, clientId={ctx.header.client_id}, "
+                      f"principal={conn.principal}, listenerName={conn.listener}) needs ALTER permission.")
     # v0's AllowDowngrade is not read: Kafka 4.4 takes a v0 update as an upgrade whatever it says
     updates = [(u["feature"], u["max_version_level"], u.get("upgrade_type", UPGRADE) if ctx.version >= 1 else UPGRADE)
                for u in req["feature_updates"]]
