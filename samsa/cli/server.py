@@ -14,16 +14,19 @@ from samsa.cli.common import Parser, run_tool
 from samsa.configdef import ConfigError, parse_properties
 
 USAGE = """usage: samsa server start [-daemon] server.properties [--override property=value]*
+       samsa server start --local-nodes N server.properties [--override property=value]*
        samsa server stop [--node-id id]
 
   start      run a broker with the given Kafka-format server.properties
   -daemon    run in the background, logging to $LOG_DIR/server.log (default ./logs)
   --override property=value   overrides a value of server.properties
+  --local-nodes N   run a KRaft cluster of N combined nodes on this machine, one process each
+             (ports: the listener's, then +2 each; controllers one above), formatted on the first run
   stop       stop the brokers this installation started on this machine (SIGTERM, clean
              shutdown), or with --node-id only the one with that node.id; says which it stops"""
 
 
-START_FLAGS = ("-daemon", "--daemon", "--override", "-h", "--help")
+START_FLAGS = ("-daemon", "--daemon", "--override", "--local-nodes", "-h", "--help")
 
 
 def _overrides(values: list[str]) -> dict[str, str]:
@@ -41,8 +44,9 @@ def start(argv: list[str]) -> int:
     parser.add_argument("-daemon", "--daemon", action="store_true", dest="daemon")
     parser.add_argument("properties")
     parser.add_argument("--override", action="append", default=[])
+    parser.add_argument("--local-nodes", type=int, default=0)
     unknown = [a for i, a in enumerate(argv) if a.startswith("-") and a.split("=")[0] not in START_FLAGS
-               and (i == 0 or argv[i - 1] != "--override")]
+               and (i == 0 or argv[i - 1] not in ("--override", "--local-nodes"))]
     if unknown:  # named first, before argparse complains about what is missing
         print(f"samsa server start: unrecognized option {unknown[0]} (run 'samsa server' for the usage)",
               file=sys.stderr)
@@ -51,6 +55,12 @@ def start(argv: list[str]) -> int:
     def go(args: argparse.Namespace) -> int:
         from samsa.broker_config import BrokerConfig
         from samsa.server.runner import run
+        if args.local_nodes:
+            from samsa.cli import local_nodes
+            if args.daemon:
+                raise ConfigError("--local-nodes runs in the foreground (it supervises the nodes); drop -daemon")
+            base = parse_properties(Path(args.properties).read_text()) | _overrides(args.override)
+            return local_nodes.run(base, args.local_nodes)
         config = BrokerConfig.from_file(args.properties, _overrides(args.override))
         return run(config, daemon=args.daemon)
     return run_tool(argv, parser, go, usage="samsa server start: {}", failures=[(ConfigError, "samsa server: {}")])

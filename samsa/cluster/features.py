@@ -46,17 +46,26 @@ class FinalizedFeatures:
 
     def __init__(self) -> None:
         self._state: tuple[dict[str, int], int] = ({}, -1)
+        self._source = None
+
+    def follow(self, source) -> None:
+        """Read the levels from ``source()`` at each use (a KRaft broker's metadata image)."""
+        self._source = source
+
+    @property
+    def _current(self) -> tuple[dict[str, int], int]:
+        return self._state if self._source is None else self._source()
 
     @property
     def levels(self) -> dict[str, int]:
-        return self._state[0]
+        return self._current[0]
 
     @property
     def epoch(self) -> int:
-        return self._state[1]
+        return self._current[1]
 
     def level(self, name: str) -> int:
-        return self._state[0].get(name, 0)
+        return self._current[0].get(name, 0)
 
     def update(self, levels: dict[str, int], epoch: int) -> None:
         if epoch >= self._state[1]:

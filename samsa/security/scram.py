@@ -13,6 +13,9 @@ import hmac
 import os
 import re
 from dataclasses import dataclass
+from typing import Callable
+
+from samsa.protocol import errors
 
 MECHANISMS = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 MECHANISM_TYPES = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}  # the ScramMechanism enum of the protocol
@@ -175,3 +178,43 @@ class ScramClient:
             raise ScramError(f"SCRAM authentication failed: {attrs['e']}")
         if not hmac.compare_digest(base64.b64decode(attrs.get("v", "")), self.expected):
             raise ScramError("Invalid SCRAM server signature")
+
+
+def plan_alterations(req: dict, has_credential: Callable[[str, str], bool]
+                     ) -> tuple[dict[str, dict], dict[str, dict[str, ScramCredential | None]]]:
+    """AlterUserScramCredentials checked as Kafka checks it: the users refused (user -> result),
+    and the credentials to write (user -> mechanism -> credential, or None to delete)."""
+    by_type = {v: k for k, v in MECHANISM_TYPES.items()}
+    results: dict[str, dict] = {}
+    changes: dict[str, dict[str, ScramCredential | None]] = {}
+
+    def fail(user: str, code: int, message: str) -> None:
+        results[user] = {"user": user, "error_code": code, "error_message": message}
+
+    for d in req["deletions"]:
+        mech = by_type.get(d["mechanism"])
+        if not d["name"]:
+            fail(d["name"], errors.E_UNACCEPTABLE_CREDENTIAL, "Username must not be empty")
+        elif mech is None:
+            fail(d["name"], errors.E_UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism")
+        elif not has_credential(d["name"], mech):
+            fail(d["name"], errors.E_RESOURCE_NOT_FOUND,
+                 f"Attempt to delete a user credential that does not exist: {d['name']} {mech}")
+        else:
+            changes.setdefault(d["name"], {})[mech] = None
+    for u in req["upsertions"]:
+        mech = by_type.get(u["mechanism"])
+        if not u["name"]:
+            fail(u["name"], errors.E_UNACCEPTABLE_CREDENTIAL, "Username must not be empty")
+        elif mech is None:
+            fail(u["name"], errors.E_UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism")
+        elif u["iterations"] < MIN_ITERATIONS:  # Kafka's words, without the bounds
+            fail(u["name"], errors.E_UNACCEPTABLE_CREDENTIAL, "Too few iterations")
+        elif u["iterations"] > MAX_ITERATIONS:
+            fail(u["name"], errors.E_UNACCEPTABLE_CREDENTIAL, "Too many iterations")
+        elif not u["salt"] or not u["salted_password"]:
+            fail(u["name"], errors.E_UNACCEPTABLE_CREDENTIAL, "Salt and salted password must not be empty")
+        else:
+            changes.setdefault(u["name"], {})[mech] = credential_from_salted(MECHANISMS[mech], u["salt"],
+                                                                             u["salted_password"], u["iterations"])
+    return results, changes

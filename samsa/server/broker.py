@@ -23,6 +23,7 @@ from pathlib import Path
 
 from samsa.broker_config import BrokerConfig, ConfigError, parse_listener
 from samsa.cluster.features import FinalizedFeatures, initial_levels
+from samsa.cluster.kraft_cluster import KRaftCluster, KRaftMetadataStore
 from samsa.cluster.membership import LocalCluster, ZooKeeperCluster
 from samsa.clock import now_ms
 from samsa.cluster.metadata import BrokerInfo, LocalMetadataStore, MetadataStore, TopicInfo
@@ -69,7 +70,8 @@ class BrokerServer:
         self.metadata = MetadataCache(config)
         self.replicas: ReplicaManager
         self.admin: TopicAdmin
-        self.cluster: LocalCluster | ZooKeeperCluster
+        self.cluster: LocalCluster | ZooKeeperCluster | KRaftCluster
+        self.kraft = None  # the metadata node (samsa.server.kraft_node) of a broker in a KRaft cluster
         self.dispatcher = Dispatcher(self)
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"],
                                                 config["min.incremental.fetch.session.eviction.ms"])
@@ -107,13 +109,23 @@ class BrokerServer:
             log.info("open file limit (ulimit -n): %d", now)
         zookeeper = self.config["zookeeper.connect"]
         kraft_cluster_id = kraft_mode.check_start(self.config)  # a KRaft node Samsa cannot serve is refused
-        self.store = self._store or await self._open_store(Path(self.config["metadata.log.dir"] or dirs[0]), zookeeper,
-                                                           kraft_cluster_id)
+        if kraft_mode.follows_quorum(self.config):
+            from samsa.server.kraft_node import MetadataNode
+            self.kraft = MetadataNode(self.config)
+            await self.kraft.start()
+            log.info("waiting for the KRaft controller quorum (%s) and its metadata log",
+                     ",".join(self.config["controller.quorum.voters"]))
+            await self.kraft.wait_caught_up()
+            self.store = KRaftMetadataStore(self.kraft, kraft_cluster_id or "")
+        else:
+            self.store = self._store or await self._open_store(Path(self.config["metadata.log.dir"] or dirs[0]),
+                                                               zookeeper, kraft_cluster_id)
+        clustered = bool(zookeeper) or self.kraft is not None
         self.config.apply_dynamic(self.store.broker_configs(None), self.store.broker_configs(self.broker_id))
         self._load_features(kraft_mode.formatted_features(self.config) if kraft_cluster_id else None)
         if self.config["authorizer.class.name"]:
-            self._start_authorizer(bool(zookeeper))
-        self._start_quotas(bool(zookeeper))
+            self._start_authorizer(clustered)
+        self._start_quotas(clustered)
         self.metadata.load(self.store.topics())
         self.logs = LogManager(
             dirs,
@@ -125,7 +137,7 @@ class BrokerServer:
         t0 = time.monotonic()
         await asyncio.get_running_loop().run_in_executor(None, lambda: self.logs.load(self.metadata.log_config))
         log.info("loaded %d logs in %.0f ms", len(list(self.logs.partitions())), (time.monotonic() - t0) * 1000)
-        self.replicas = ReplicaManager(self.config, self.logs, self.metadata, replicated=bool(zookeeper),
+        self.replicas = ReplicaManager(self.config, self.logs, self.metadata, replicated=clustered,
                                        broker_info=lambda broker_id: self.cluster.broker_info(broker_id))
         self.replicas.on_all_dirs_failed = _halt
         self.replicas.listeners.append(self.groups)
@@ -135,7 +147,11 @@ class BrokerServer:
                                             self.share_persister or self.share.persister)
         self.replicas.listeners.append(self.shares)
         self.dispatcher.on_connection_closed.append(self.shares.connection_closed)
-        if zookeeper:
+        if self.kraft is not None:
+            self.cluster = KRaftCluster(self.config, self.kraft, self.store, self.replicas, self.advertised,
+                                        previous_epoch=self.logs.previous_broker_epoch,
+                                        supported_features=kraft_mode.supported_features())
+        elif zookeeper:
             self.cluster = ZooKeeperCluster(self.config, self.store, self.replicas, self.advertised)
         else:
             self.cluster = LocalCluster(self.config, self.replicas, self.advertised)
@@ -234,6 +250,8 @@ class BrokerServer:
         """The finalized feature levels (a new cluster's: those ``storage format`` wrote, else
         Samsa's defaults), then every change another broker writes (ZooKeeper's /feature)."""
         self.features.update(*self.store.ensure_features(initial_levels(formatted)))
+        if isinstance(self.store, KRaftMetadataStore):  # the metadata image is the only source
+            self.features.follow(self.store.features)
         watch = getattr(self.store, "watch_features", None)
         if watch is not None:
             watch(self.features.update)
@@ -268,6 +286,8 @@ class BrokerServer:
             counts = None  # nothing counted per connection: the hot path stays as it was
         for listener in self.config.listeners:
             name, host, port = parse_listener(listener)
+            if self.kraft is not None and name in self.config["controller.listener.names"]:
+                continue  # the controller's, served by the metadata node
             security = listener_security(self.config, name, self.scram_credential)
             if security.protocol == "PLAINTEXT":
                 security = None  # nothing to do per connection: the hot path stays as it was
@@ -310,9 +330,11 @@ class BrokerServer:
         for server in self.servers:
             await server.wait_closed()
         if hasattr(self, "logs"):
-            self.logs.close()
+            self.logs.close(broker_epoch=getattr(self.cluster, "epoch", -1) if self.kraft is not None else -1)
         if hasattr(self, "store"):
             self.store.close()
+        if self.kraft is not None:
+            await self.kraft.stop()
         if self._dir_locks is not None:
             self._dir_locks.release()
         log.info("[KafkaServer id=%d] shut down completed", self.broker_id)
@@ -339,6 +361,8 @@ class BrokerServer:
         endpoints: dict[str, tuple[str, int]] = {}
         for listener in self.config.advertised_listeners:
             name, host, port = parse_listener(listener)
+            if self.kraft is not None and name in self.config["controller.listener.names"]:
+                continue
             bound = next(((h, p) for n, h, p in self.bound if n == name), None)
             if port == 0 and bound is not None:
                 port = bound[1]

@@ -1,12 +1,21 @@
-"""A KRaft controller process (``process.roles=controller``): one voter of the metadata quorum.
+"""The KRaft part of a node: its replica of the metadata log, the image built from it, and on a
+controller, the controller.
 
-It listens on the controller listener(s) (``controller.listener.names``) and answers what a
-controller quorum answers there today: ApiVersions, the Raft RPCs of the metadata partition
-``__cluster_metadata-0`` (Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch), DescribeQuorum (what
-``kafka-metadata-quorum --bootstrap-controller`` asks) and DescribeCluster for the controller
-endpoints (KIP-919, how an admin client finds the active controller). The consensus runs in
-:class:`~samsa.server.raft_driver.RaftDriver`. Brokers cannot register with it yet: anything
-else closes the connection with a log line, as an unknown API does.
+A controller (``process.roles`` with ``controller``) is one voter of the metadata quorum. It
+listens on the controller listener(s) (``controller.listener.names``) and answers ApiVersions,
+the Raft RPCs of the metadata partition ``__cluster_metadata-0`` (Vote, BeginQuorumEpoch,
+EndQuorumEpoch, Fetch), DescribeQuorum (what ``kafka-metadata-quorum --bootstrap-controller``
+asks), DescribeCluster for the controller endpoints (KIP-919), and, while it is the active
+controller (the Raft leader, caught up with the log), what brokers send a controller: broker
+registration and heartbeats, AlterPartition, and the metadata writes (CreateTopics,
+DeleteTopics, CreatePartitions, IncrementalAlterConfigs, ElectLeaders,
+AlterPartitionReassignments, AllocateProducerIds), decided by ``cluster.kraft_controller`` and
+written to the log before they are answered. Anything else closes the connection with a log
+line, as an unknown API does.
+
+A broker-only node runs the same without a listener, as an observer of the quorum: it fetches
+the log from the leader and builds its image, which the broker follows (``cluster.kraft_cluster``).
+The consensus runs in :class:`~samsa.server.raft_driver.RaftDriver`.
 """
 
 from __future__ import annotations
@@ -18,15 +27,20 @@ from pathlib import Path
 from typing import Awaitable, Callable
 
 from samsa.broker_config import BrokerConfig, ConfigError, parse_listener
+from samsa.cluster.kraft_controller import ControllerLogic, Decision
+from samsa.cluster.kraft_image import Changes, MetadataImage
 from samsa.protocol import api, errors
+from samsa.protocol import metadata_records as mr
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.errors import InvalidRequestError
 from samsa.raft import messages as m
-from samsa.raft.consensus import RaftConfig
+from samsa.raft.consensus import RaftConfig, RaftState
 from samsa.server import kraft_mode
 from samsa.server.network import Connection, ConnectionLimits
-from samsa.server.raft_driver import (METADATA_TOPIC, RaftDriver, Voter, from_wire_request, to_wire_response)
+from samsa.server.raft_driver import (METADATA_TOPIC, RaftDriver, Voter, _now, from_wire_request,
+                                     to_wire_response)
 from samsa.storage.dir_lock import LogDirLocks
+from samsa.storage.kraft import read_metadata_log
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +60,19 @@ def _quorum_error(partition: int, code: int) -> dict:
 
 
 class ControllerServer:
-    def __init__(self, config: BrokerConfig):
+    def __init__(self, config: BrokerConfig, *, observer: bool = False, lock_dirs: bool = True):
         self.config = config
+        self.observer = observer     # a broker-only node: no listener, no vote
+        self.lock_dirs = lock_dirs   # False when the broker of this process locks them
+        self.image = MetadataImage()
+        self.logic: ControllerLogic | None = None
+        # Called on this loop with what each round of applied records changed.
+        self.subscribers: list[Callable[[Changes], None]] = []
+        self._waiters: list[tuple[int, asyncio.Future]] = []
+        self._write_lock = asyncio.Lock()
+        self.active_epoch = -1       # the leader epoch this node is the active controller in, or -1
+        self._active_tasks: list[asyncio.Task] = []
+        self.caught_up = asyncio.Event()  # the image holds what the log had committed when this node started
         self.broker_id = config["node.id"]
         self.connections: set[Connection] = set()
         self.on_connection_closed: list[Callable[[Connection], None]] = []
@@ -58,7 +83,22 @@ class ControllerServer:
         self._dir_locks: LogDirLocks | None = None
         self.started = asyncio.Event()
         self.listener_name = config["controller.listener.names"][0]
+        w = self._controller_write
         self._handlers: dict[int, tuple[Callable, int, int]] = {
+            ApiKey.BROKER_REGISTRATION: (w, 0, 4),
+            ApiKey.BROKER_HEARTBEAT: (w, 0, 1),
+            ApiKey.ALTER_PARTITION: (w, 2, 3),
+            ApiKey.CREATE_TOPICS: (w, 2, 7),
+            ApiKey.DELETE_TOPICS: (w, 1, 6),
+            ApiKey.CREATE_PARTITIONS: (w, 0, 3),
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: (w, 0, 1),
+            ApiKey.ELECT_LEADERS: (w, 0, 2),
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS: (w, 0, 0),
+            ApiKey.ALLOCATE_PRODUCER_IDS: (w, 0, 0),
+            ApiKey.CREATE_ACLS: (w, 1, 3),
+            ApiKey.DELETE_ACLS: (w, 1, 3),
+            ApiKey.ALTER_CLIENT_QUOTAS: (w, 0, 1),
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (w, 0, 0),
             ApiKey.API_VERSIONS: (self._api_versions, 0, api.api(ApiKey.API_VERSIONS).max_version),
             ApiKey.VOTE: (self._raft, 0, 2),
             ApiKey.BEGIN_QUORUM_EPOCH: (self._raft, 0, 1),
@@ -74,8 +114,11 @@ class ControllerServer:
         self.cluster_id = kraft_mode.check_start(self.config) or ""
         meta_dir = Path(self.config["metadata.log.dir"] or self.config.log_dirs[0])
         dirs = list(dict.fromkeys([*(Path(d) for d in self.config.log_dirs), meta_dir]))
-        self._dir_locks = LogDirLocks(dirs)
+        if self.lock_dirs:
+            self._dir_locks = LogDirLocks(dirs)
         c = self.config
+        self.logic = ControllerLogic(self.image, self.cluster_id, session_timeout_ms=c["broker.session.timeout.ms"],
+                                     unclean_default=c["unclean.leader.election.enable"])
         self.driver = RaftDriver(
             self.broker_id, [Voter(i, h, p) for i, h, p in kraft_mode.voters(c)], self.cluster_id, meta_dir,
             RaftConfig(election_timeout_ms=c["controller.quorum.election.timeout.ms"],
@@ -84,15 +127,22 @@ class ControllerServer:
                        request_timeout_ms=c["controller.quorum.request.timeout.ms"],
                        retry_backoff_ms=c["controller.quorum.retry.backoff.ms"]),
             idle_interval_ms=c["metadata.max.idle.interval.ms"], fetch_max_bytes=c["controller.quorum.fetch.max.bytes"])
-        await self._listen()
+        self.driver.on_committed = self._committed
+        self.driver.on_leader_changed = self._leadership
+        if not self.observer:
+            await self._listen()
         self.driver.start()
         for server in self.servers:
             await server.start_serving()
         self.started.set()
+        if self.observer:
+            log.info("[MetadataNode id=%d] started: an observer of the KRaft controller quorum of voters %s "
+                     "(cluster %s), following the metadata log __cluster_metadata", self.broker_id,
+                     ",".join(str(v[0]) for v in kraft_mode.voters(c)), self.cluster_id)
+            return
         log.info("[ControllerServer id=%d] started, listening on %s. KRaft controller quorum of voters %s "
                  "(cluster %s): this node takes part in electing the leader and replicating the metadata log "
-                 "__cluster_metadata; it answers Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch, DescribeQuorum and "
-                 "DescribeCluster. Brokers cannot register with this quorum yet (process.roles=broker is refused).",
+                 "__cluster_metadata, and serves brokers while it is the active controller.",
                  self.broker_id, ", ".join(f"{n}://{h}:{p}" for n, h, p in self.bound),
                  ",".join(str(v[0]) for v in kraft_mode.voters(c)), self.cluster_id)
 
@@ -115,6 +165,7 @@ class ControllerServer:
             self.bound.append((name, host, server.sockets[0].getsockname()[1]))
 
     async def stop(self) -> None:
+        self._deactivate()
         if hasattr(self, "driver") and hasattr(self.driver, "node"):
             await self.driver.resign(self.config["controller.quorum.request.timeout.ms"])
         for server in self.servers:
@@ -233,3 +284,199 @@ class ControllerServer:
                 "controller_id": leader if leader >= 0 else self.broker_id,
                 "brokers": [{"broker_id": i, "host": h, "port": p, "rack": None} for i, h, p in voters],
                 "cluster_authorized_operations": -2147483648}
+
+    # ---- the metadata image: the committed records, applied in order
+
+    def _committed(self, high_watermark: int) -> None:
+        changes = Changes()
+        image = self.image
+        while image.offset + 1 < high_watermark:
+            start = image.offset + 1
+            buf = self.driver.log.read(start, high_watermark, 1 << 20)
+            progressed = False
+            for offset, _epoch, kind, name, _version, data in read_metadata_log(buf):
+                if offset < start:
+                    continue
+                if offset >= high_watermark:
+                    break
+                if kind is None:
+                    image.apply(offset, name, data, changes)
+                else:
+                    image.offset = offset
+                progressed = True
+            if not progressed:
+                break
+        if not self.caught_up.is_set() and self.driver.node.leader.leader_id >= 0:
+            self.caught_up.set()
+        if changes:
+            for fn in list(self.subscribers):
+                try:
+                    fn(changes)
+                except Exception:
+                    log.exception("[MetadataNode id=%d] a subscriber of the metadata image failed", self.broker_id)
+        waiting, self._waiters = self._waiters, []
+        for offset, fut in waiting:
+            if offset <= image.offset:
+                if not fut.done():
+                    fut.set_result(None)
+            else:
+                self._waiters.append((offset, fut))
+
+    async def applied(self, offset: int, timeout_ms: int) -> None:
+        """Until the image holds ``offset`` (TimeoutError after ``timeout_ms``)."""
+        if self.image.offset >= offset:
+            return
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters.append((offset, fut))
+        await asyncio.wait_for(fut, timeout_ms / 1000)
+
+    # ---- the active controller
+
+    @property
+    def leader_id(self) -> int:
+        return self.driver.node.leader.leader_id
+
+    def _leadership(self) -> None:
+        node = self.driver.node
+        if self.observer or node.state != RaftState.LEADER:
+            self._deactivate()
+            return
+        if self.active_epoch != node.epoch:
+            self._deactivate()
+            self._active_tasks.append(asyncio.ensure_future(self._activate(node.epoch)))
+
+    def _deactivate(self) -> None:
+        if self.active_epoch >= 0:
+            log.info("[QuorumController id=%d] no longer the active controller (epoch %d)", self.broker_id,
+                     self.active_epoch)
+        self.active_epoch = -1
+        for t in self._active_tasks:
+            t.cancel()
+        self._active_tasks = []
+
+    async def _activate(self, epoch: int) -> None:
+        """Leader in ``epoch``: active once everything before this epoch is committed and applied."""
+        end = self.driver.log.log.log_end_offset
+        while self.driver.high_watermark < end or self.image.offset + 1 < end:
+            await asyncio.sleep(0.01)
+            if self.driver.node.state != RaftState.LEADER or self.driver.node.epoch != epoch:
+                return
+        self.logic.became_active(_now())
+        self.active_epoch = epoch
+        log.info("[QuorumController id=%d] active controller in epoch %d, metadata at offset %d", self.broker_id,
+                 epoch, self.image.offset)
+        task = asyncio.ensure_future(self._housekeeping(epoch))
+        self._active_tasks.append(task)
+
+    async def _housekeeping(self, epoch: int) -> None:
+        """Fencing brokers whose sessions ended; leadership back to preferred replicas."""
+        c = self.config
+        rebalance_every = c["leader.imbalance.check.interval.seconds"] * 1000
+        next_rebalance = _now() + rebalance_every
+        while self.active_epoch == epoch:
+            await asyncio.sleep(0.25)
+            try:
+                d = await self._write(lambda: self.logic.fence_expired(_now()))
+                if d is not None and d.answer.get("fenced"):
+                    log.info("[QuorumController id=%d] fenced broker(s) %s: no heartbeat for broker.session.timeout.ms "
+                             "(%d ms)", self.broker_id, d.answer["fenced"], c["broker.session.timeout.ms"])
+                if c["auto.leader.rebalance.enable"] and _now() >= next_rebalance:
+                    next_rebalance = _now() + rebalance_every
+                    await self._write(lambda: self.logic.rebalance(c["leader.imbalance.per.broker.percentage"]))
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("[QuorumController id=%d] housekeeping failed", self.broker_id)
+
+    async def _write(self, decide: Callable[[], Decision]) -> Decision | None:
+        """One decision from the image, its records committed and applied; None when this node
+        is not the active controller (any more)."""
+        async with self._write_lock:
+            if self.active_epoch < 0:
+                return None
+            d = decide()
+            if d.records:
+                where = self.driver.append([mr.encode(n, v, data) for n, v, data in d.records])
+                if not isinstance(where, m.Appended):
+                    return None
+                try:
+                    await self.applied(where.last_offset, self.config["controller.quorum.request.timeout.ms"] * 2)
+                except asyncio.TimeoutError:
+                    return None
+                d.offset = where.last_offset
+            return d
+
+    def _controller_write(self, key: int, version: int, body: dict):
+        logic = self.logic
+        now = _now()
+        decide = {
+            ApiKey.BROKER_REGISTRATION: lambda: logic.register(body, now),
+            ApiKey.BROKER_HEARTBEAT: lambda: logic.heartbeat(body, now),
+            ApiKey.ALTER_PARTITION: lambda: logic.alter_partition(body),
+            ApiKey.CREATE_TOPICS: lambda: logic.create_topics(body),
+            ApiKey.DELETE_TOPICS: lambda: logic.delete_topics(body),
+            ApiKey.CREATE_PARTITIONS: lambda: logic.create_partitions(body),
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: lambda: logic.alter_configs(body),
+            ApiKey.ELECT_LEADERS: lambda: logic.elect_leaders(body),
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS: lambda: logic.reassign(body),
+            ApiKey.ALLOCATE_PRODUCER_IDS: lambda: logic.allocate_producer_ids(body),
+            ApiKey.CREATE_ACLS: lambda: logic.create_acls(body),
+            ApiKey.DELETE_ACLS: lambda: logic.delete_acls(body),
+            ApiKey.ALTER_CLIENT_QUOTAS: lambda: logic.alter_client_quotas(body),
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS: lambda: logic.alter_scram(body),
+        }[key]
+
+        async def answer() -> dict:
+            d = await self._write(decide)
+            if d is None:
+                return _refusal(key, body, errors.E_NOT_CONTROLLER)
+            if key == ApiKey.BROKER_REGISTRATION and not d.answer["error_code"]:
+                logic.registered(body["broker_id"], d.offset)
+                log.info("[QuorumController id=%d] registered broker %d with epoch %d", self.broker_id,
+                         body["broker_id"], d.answer["broker_epoch"])
+            return d.answer
+        return answer()
+
+
+def _refusal(key: int, body: dict, code: int) -> dict:
+    """The answer of a controller request refused as a whole (NOT_CONTROLLER), in its API's shape."""
+    if key == ApiKey.BROKER_REGISTRATION:
+        return {"throttle_time_ms": 0, "error_code": code, "broker_epoch": -1}
+    if key == ApiKey.BROKER_HEARTBEAT:
+        return {"throttle_time_ms": 0, "error_code": code, "is_caught_up": False, "is_fenced": True,
+                "should_shut_down": False}
+    if key == ApiKey.CREATE_TOPICS:
+        return {"throttle_time_ms": 0, "topics": [
+            {"name": t["name"], "topic_id": bytes(16), "error_code": code, "error_message": None, "num_partitions": -1,
+             "replication_factor": -1, "configs": []} for t in body["topics"]]}
+    if key == ApiKey.DELETE_TOPICS:
+        names = body.get("topic_names") or [t["name"] for t in body.get("topics") or []]
+        return {"throttle_time_ms": 0, "responses": [{"name": n, "topic_id": bytes(16), "error_code": code,
+                                                      "error_message": None} for n in names]}
+    if key == ApiKey.CREATE_PARTITIONS:
+        return {"throttle_time_ms": 0, "results": [{"name": t["name"], "error_code": code, "error_message": None}
+                                                   for t in body["topics"]]}
+    if key == ApiKey.INCREMENTAL_ALTER_CONFIGS:
+        return {"throttle_time_ms": 0, "responses": [
+            {"error_code": code, "error_message": None, "resource_type": r["resource_type"],
+             "resource_name": r["resource_name"]} for r in body["resources"]]}
+    if key == ApiKey.ALLOCATE_PRODUCER_IDS:
+        return {"throttle_time_ms": 0, "error_code": code, "producer_id_start": -1, "producer_id_len": 0}
+    if key == ApiKey.ELECT_LEADERS:
+        return {"throttle_time_ms": 0, "error_code": code, "replica_election_results": []}
+    if key == ApiKey.ALTER_PARTITION_REASSIGNMENTS:
+        return {"throttle_time_ms": 0, "error_code": code, "error_message": None, "responses": []}
+    if key == ApiKey.CREATE_ACLS:
+        return {"throttle_time_ms": 0, "results": [{"error_code": code, "error_message": None}
+                                                   for _ in body["creations"]]}
+    if key == ApiKey.DELETE_ACLS:
+        return {"throttle_time_ms": 0, "filter_results": [{"error_code": code, "error_message": None,
+                                                           "matching_acls": []} for _ in body["filters"]]}
+    if key == ApiKey.ALTER_CLIENT_QUOTAS:
+        return {"throttle_time_ms": 0, "entries": [{"error_code": code, "error_message": None, "entity": e["entity"]}
+                                                   for e in body["entries"]]}
+    if key == ApiKey.ALTER_USER_SCRAM_CREDENTIALS:
+        users = dict.fromkeys(x["name"] for x in [*body["deletions"], *body["upsertions"]])
+        return {"throttle_time_ms": 0, "results": [{"user": u, "error_code": code, "error_message": None}
+                                                   for u in users]}
+    return {"throttle_time_ms": 0, "error_code": code, "topics": []}        # AlterPartition

@@ -1,14 +1,17 @@
 """A KRaft configuration (``process.roles``) at start: what Samsa serves of it today.
 
-Two kinds of KRaft node start, their directories formatted by ``samsa storage format``:
+These KRaft nodes start, their directories formatted by ``samsa storage format``:
 
-* ``process.roles=broker,controller`` with itself as the only voter: a whole cluster by itself;
-* ``process.roles=controller`` with static voters (``controller.quorum.voters``) naming it: one
-  voter of a controller quorum (``samsa.server.controller_node``), which elects a leader and
-  replicates the metadata log with the other voters.
+* ``process.roles=broker,controller`` with itself as the only voter: a whole cluster by itself,
+  its metadata in Samsa's own store;
+* a voter of a controller quorum with static voters (``controller.quorum.voters`` naming it):
+  ``process.roles=controller`` (``samsa.server.controller_node``) or ``broker,controller``
+  (combined: a broker beside its controller);
+* ``process.roles=broker`` with static voters not naming it: a broker that registers with the
+  quorum and follows its metadata log (``samsa.cluster.kraft_cluster``).
 
-Anything else needs brokers that follow the metadata log (not yet) or dynamic voters, and is
-refused with one line, never served alone as an unrelated single broker.
+Anything else (dynamic voters) is refused with one line, never served alone as an unrelated
+single broker.
 """
 
 from __future__ import annotations
@@ -37,6 +40,14 @@ def controller_only(config: BrokerConfig) -> bool:
     return list(config["process.roles"]) == ["controller"]
 
 
+def follows_quorum(config: BrokerConfig) -> bool:
+    """A broker of a KRaft cluster: it learns metadata from the quorum's log (``kraft_cluster``).
+    A combined node that is its only voter keeps its metadata in Samsa's own store instead."""
+    roles = config["process.roles"]
+    return "broker" in roles and bool(config["controller.quorum.voters"]) and \
+        voter_ids(config) != [config["node.id"]]
+
+
 def check_start(config: BrokerConfig) -> str | None:
     """The cluster id of a KRaft node that may start (None: not KRaft); ConfigError otherwise."""
     roles = config["process.roles"]
@@ -50,24 +61,28 @@ def check_start(config: BrokerConfig) -> str | None:
         cluster_id = check_formatted(dirs, node_id)
     except KRaftStorageError as e:
         raise ConfigError(str(e)) from None
-    if roles == ["controller"] and config["controller.quorum.voters"] and node_id in voter_ids(config):
+    voters_ = config["controller.quorum.voters"]
+    if "controller" in roles and voters_ and node_id in voter_ids(config):
         names = config["controller.listener.names"]
         listeners = {ln.split("://", 1)[0] for ln in config.listeners}
         if not names or names[0] not in listeners:
             raise ConfigError(f"controller.listener.names ({','.join(names) or '(none)'}) must name a listener in "
                               f"listeners ({','.join(config.listeners)})")
         return cluster_id
-    alone = (sorted(roles) == ["broker", "controller"]
-             and (voter_ids(config) == [node_id] if config["controller.quorum.voters"]
-                  else _snapshot_voters(config) == [node_id]))
+    if roles == ["broker"] and voters_ and node_id not in voter_ids(config):
+        if not config["controller.listener.names"]:
+            raise ConfigError("controller.listener.names must be set on a KRaft broker: it names the listener "
+                              "of the controllers it registers with")
+        return cluster_id
+    alone = (sorted(roles) == ["broker", "controller"] and not voters_ and _snapshot_voters(config) == [node_id])
     if not alone:
         raise ConfigError(
-            "KRaft: Samsa cannot serve this node yet: it serves process.roles=broker,controller with itself as the "
-            "only voter, and process.roles=controller voters named in controller.quorum.voters (a controller quorum; "
-            f"brokers that follow it and dynamic voters are not supported yet) (process.roles={','.join(roles)}, "
-            f"controller.quorum.voters={','.join(config['controller.quorum.voters']) or '(none)'}, "
-            f"controller.quorum.bootstrap.servers={','.join(config['controller.quorum.bootstrap.servers']) or '(none)'}); "
-            "use zookeeper.connect for a cluster of several brokers")
+            "KRaft: Samsa cannot serve this node: it serves controllers and brokers with static voters "
+            "(controller.quorum.voters, naming this node when process.roles has controller, not naming it when "
+            "process.roles=broker), and process.roles=broker,controller formatted --standalone; dynamic voters "
+            "(controller.quorum.bootstrap.servers alone) are not supported yet "
+            f"(process.roles={','.join(roles)}, node.id={node_id}, controller.quorum.voters={','.join(voters_) or '(none)'}, "
+            f"controller.quorum.bootstrap.servers={','.join(config['controller.quorum.bootstrap.servers']) or '(none)'})")
     return cluster_id
 
 
@@ -89,3 +104,11 @@ def formatted_features(config: BrokerConfig) -> dict[str, int] | None:
         return None
     return {d["name"]: d["feature_level"] for name, _, d in decode_snapshot(path.read_bytes()).records
             if name == "FeatureLevelRecord"}
+
+
+def supported_features() -> dict[str, tuple[int, int]]:
+    """What a Samsa broker declares when it registers with a KRaft controller: the features it
+    supports (``cluster.features.SUPPORTED``: every metadata.version of Kafka 4.4 from 3.3-IV3, and
+    those ApiVersions advertises) and kraft.version 0-1."""
+    from samsa.cluster.features import SUPPORTED
+    return {**SUPPORTED, "kraft.version": (0, 1)}

@@ -25,6 +25,7 @@ import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from samsa.client.connection import BrokerConnection
 from samsa.protocol import errors
@@ -159,6 +160,11 @@ class RaftDriver:
         self._tasks: set[asyncio.Task] = set()
         self._closed = False
         self._leader: tuple | None = None    # (leader and epoch, state) last logged
+        self._appended: m.Appended | m.AppendRefused | None = None
+        # Called with the new high watermark each time it moves (the metadata image follows it).
+        self.on_committed: Callable[[int], None] | None = None
+        # Called after the leader or this node's state changed.
+        self.on_leader_changed: Callable[[], None] | None = None
 
     # ---- lifecycle
 
@@ -224,9 +230,11 @@ class RaftDriver:
         self._handle(m.Received(source, message, cid))
         return fut
 
-    def append(self, values: list[bytes]) -> None:
-        """Metadata records to append (on the leader; refused elsewhere)."""
+    def append(self, values: list[bytes]) -> m.Appended | m.AppendRefused | None:
+        """Metadata records to append (on the leader; refused elsewhere): where they went."""
+        self._appended = None
         self._handle(m.Append(values, len(values)))
+        return self._appended
 
     # ---- outputs of the core
 
@@ -245,12 +253,14 @@ class RaftDriver:
             elif isinstance(out, m.Committed):
                 self.high_watermark = out.high_watermark
                 self.log.log.set_high_watermark(out.high_watermark)
+                if self.on_committed is not None:
+                    self.on_committed(out.high_watermark)
             elif isinstance(out, m.LeaderChanged):
                 pass    # the leader is looked at after the outputs (a follower's move is not always reported)
             elif isinstance(out, m.SetTimer):
                 self._set_timer(out.deadline_ms)
             elif isinstance(out, (m.Appended, m.AppendRefused)):
-                pass
+                self._appended = out
             else:
                 log.warning("[RaftManager id=%d] %s is not supported yet (no snapshots)", self.node_id,
                             type(out).__name__)
@@ -258,6 +268,8 @@ class RaftDriver:
         if seen != self._leader:
             self._leader = seen
             self._leader_changed(seen[0])
+            if self.on_leader_changed is not None:
+                self.on_leader_changed()
 
     def _set_timer(self, deadline_ms: int) -> None:
         if self._timer is not None:

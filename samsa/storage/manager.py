@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -56,6 +57,8 @@ class LogManager:
         if not log_dirs:
             raise ValueError("at least one log directory is needed")
         self.log_dirs = [Path(d) for d in log_dirs]
+        # The broker epoch a clean shutdown wrote (KIP-966's PreviousBrokerEpoch), or -1.
+        self.previous_broker_epoch = -1
         if len({d.resolve() for d in self.log_dirs}) != len(self.log_dirs):
             raise ValueError("duplicate log directories")
         self.default_config = default_config
@@ -151,6 +154,8 @@ class LogManager:
 
     def _load_dir(self, dir: Path, topic_configs: Callable[[str], LogConfig]) -> list[tuple[TopicPartition, PartitionLog]]:
         clean = (dir / CLEAN_SHUTDOWN_FILE).exists()
+        if clean:
+            self.previous_broker_epoch = max(self.previous_broker_epoch, _clean_shutdown_epoch(dir / CLEAN_SHUTDOWN_FILE))
         recovery_points = _read_checkpoint(dir / RECOVERY_POINT_CHECKPOINT)
         start_offsets = _read_checkpoint(dir / LOG_START_OFFSET_CHECKPOINT)
         cleaner_offsets = read_cleaner_offsets(dir)
@@ -402,9 +407,10 @@ class LogManager:
             except OSError as e:
                 self.fail_dir(d, f"writing its checkpoints failed: {e}")
 
-    def close(self) -> None:
+    def close(self, broker_epoch: int = -1) -> None:
         """Close every log, write the checkpoints and mark each directory whose logs
-        all closed cleanly with ``.kafka_cleanshutdown``."""
+        all closed cleanly with ``.kafka_cleanshutdown`` (holding the KRaft broker epoch, as
+        Kafka's does, when there is one)."""
         self._remover.shutdown(wait=False, cancel_futures=True)  # what is left: the next load removes it
         failed_dirs = set()
         for key, plog in list(self._logs.items()):
@@ -420,9 +426,17 @@ class LogManager:
         for d in self.online_dirs:
             if d not in failed_dirs:
                 try:
-                    write_atomically(d / CLEAN_SHUTDOWN_FILE, b"")
+                    write_atomically(d / CLEAN_SHUTDOWN_FILE, b"" if broker_epoch < 0 else
+                                     json.dumps({"version": 0, "brokerEpoch": broker_epoch}).encode())
                 except OSError as e:
                     log.error("cannot mark %s as shut down cleanly: %s", d, e)
+
+
+def _clean_shutdown_epoch(path: Path) -> int:
+    try:
+        return int(json.loads(path.read_text() or "{}").get("brokerEpoch", -1))
+    except (OSError, ValueError, AttributeError):
+        return -1
 
 
 def _cause(e: BaseException) -> str:

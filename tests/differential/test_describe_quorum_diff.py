@@ -160,6 +160,38 @@ CASES.update({
 })
 
 
+def _register(broker_id=7, cluster_id=CLUSTER_ID, features=True, log_dir=b"\x5a" * 16) -> dict:
+    ranges = {"metadata.version": (7, 33), "kraft.version": (0, 1), "group.version": (0, 1), "share.version": (0, 2),
+              "streams.version": (0, 1), "transaction.version": (0, 2), "eligible.leader.replicas.version": (0, 1)}
+    feats = [{"name": n, "min_supported_version": lo, "max_supported_version": hi} for n, (lo, hi) in ranges.items()
+             if features]
+    return {"broker_id": broker_id, "cluster_id": cluster_id, "incarnation_id": bytes(15) + b"\x09",
+            "listeners": [{"name": "PLAINTEXT", "host": "127.0.0.1", "port": 19999, "security_protocol": 0}],
+            "features": feats, "rack": None, "is_migrating_zk_broker": False, "log_dirs": [log_dir],
+            "previous_broker_epoch": -1}
+
+
+def _heartbeat(broker_id=7, epoch=0, offset=0) -> dict:
+    return {"broker_id": broker_id, "broker_epoch": epoch, "current_metadata_offset": offset, "want_fence": False,
+            "want_shut_down": False, "offline_log_dirs": []}
+
+
+def _alter_partition(broker_id=7, epoch=0) -> dict:
+    return {"broker_id": broker_id, "broker_epoch": epoch, "topics": [{"topic_id": bytes(15) + b"\x03", "partitions": [{
+        "partition_index": 0, "leader_epoch": 0, "new_isr_with_epochs": [{"broker_id": broker_id, "broker_epoch": epoch}],
+        "leader_recovery_state": 0, "partition_epoch": 0}]}]}
+
+
+# What a broker sends its controller (KIP-631, KIP-497), with bad input: refused with Kafka's codes.
+CASES.update({
+    "register-other-cluster": (ApiKey.BROKER_REGISTRATION, 4, _register(cluster_id="other")),
+    "register-reserved-log-dir": (ApiKey.BROKER_REGISTRATION, 4, _register(log_dir=bytes(15) + b"\x05")),
+    "register-no-metadata-version": (ApiKey.BROKER_REGISTRATION, 4, _register(features=False)),
+    "heartbeat-unregistered": (ApiKey.BROKER_HEARTBEAT, 1, _heartbeat()),
+    "alter-partition-unregistered": (ApiKey.ALTER_PARTITION, 3, _alter_partition()),
+})
+
+
 @pytest.mark.parametrize("case", list(CASES))
 def test_describe_quorum_answers_as_kafka(sides, case):
     key, version, body = CASES[case]
@@ -186,4 +218,21 @@ def test_kafka_metadata_quorum_prints_the_same(sides, what):
             lines = text.splitlines()
             text = "\n".join(lines[:1] + [re.sub(r"^(1\s+\S+\s+)\d+", r"\1<n>", ln) for ln in lines[1:]])
         out[side] = text
+    assert out["samsa"] == out["kafka"]
+
+
+def test_a_broker_registers_and_is_unfenced_as_with_kafka(sides):
+    """A registration, a heartbeat behind the log, one caught up, one with a stale epoch: the
+    same answers from both controllers (the broker epoch itself differs by run)."""
+    out = {}
+    for side, port in sides.items():
+        reg = ask(port, ApiKey.BROKER_REGISTRATION, 4, _register(broker_id=8))
+        epoch = reg["broker_epoch"]
+        steps = [reg | {"broker_epoch": "<epoch>" if epoch > 0 else epoch}]
+        steps.append(ask(port, ApiKey.BROKER_HEARTBEAT, 1, _heartbeat(8, epoch, 0)))
+        hw = ask(port, ApiKey.DESCRIBE_QUORUM, 2, quorum_body())["topics"][0]["partitions"][0]["high_watermark"]
+        steps.append(wait_until(lambda: (a := ask(port, ApiKey.BROKER_HEARTBEAT, 1, _heartbeat(8, epoch, hw)))
+                                ["is_fenced"] is False and a, f"broker 8 unfenced by {side}", 30))
+        steps.append(ask(port, ApiKey.BROKER_HEARTBEAT, 1, _heartbeat(8, epoch - 1, hw)))
+        out[side] = steps
     assert out["samsa"] == out["kafka"]

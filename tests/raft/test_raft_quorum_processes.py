@@ -110,9 +110,9 @@ def test_kafkas_metadata_quorum_tool_describes_the_quorum(quorum):
                             "MaxFollowerLagTimeMs", "CurrentVoters", "CurrentObservers"]
     assert status["ClusterId"] == CLUSTER_ID and int(status["LeaderId"]) in IDS
     assert int(status["LeaderEpoch"]) >= view["leader_epoch"] and int(status["HighWatermark"]) > 0
-    voters = json.loads(status["CurrentVoters"])
-    assert [v["id"] for v in voters] == list(IDS)
-    assert [v["endpoints"] for v in voters] == [[f"CONTROLLER://127.0.0.1:{quorum[i].port}"] for i in IDS]
+    voters = json.loads(status["CurrentVoters"])   # the leader first, as Kafka's leader lists them
+    assert voters[0]["id"] == int(status["LeaderId"]) and sorted(v["id"] for v in voters) == list(IDS)
+    assert all(v["endpoints"] == [f"CONTROLLER://127.0.0.1:{quorum[v['id']].port}"] for v in voters)
     assert json.loads(status["CurrentObservers"]) == []
 
     r = kp.run_tool(tool, "--bootstrap-controller", f"127.0.0.1:{quorum[follower].port}", "describe",

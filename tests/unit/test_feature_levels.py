@@ -92,3 +92,39 @@ def test_finalized_features_never_go_back_to_an_older_epoch():
     f.update({"transaction.version": 1}, 3)
     f.update({"transaction.version": 2}, 2)  # a late watch notification
     assert (f.level("transaction.version"), f.epoch) == (1, 3)
+
+
+def test_kraft_controller_decides_update_features_into_feature_level_records():
+    """The active KRaft controller's UpdateFeatures: the same rules against the image's levels,
+    FeatureLevelRecords through Kafka's record format into the image (0 removes the feature)."""
+    from samsa.cluster.kraft_controller import ControllerLogic
+    from samsa.cluster.kraft_image import Changes, MetadataImage
+    from samsa.protocol import metadata_records as mr
+
+    image = MetadataImage()
+    logic = ControllerLogic(image, "MkU3OEVBNTcwNTJENDM2Qg")
+    offset = -1
+
+    def decide(updates, validate_only=False) -> dict:
+        nonlocal offset
+        d = logic.update_features({"feature_updates": [
+            {"feature": f, "max_version_level": level, "upgrade_type": kind} for f, level, kind in updates],
+            "validate_only": validate_only}, 3000)
+        for name, version, data in d.records:
+            offset += 1
+            n, _, decoded = mr.decode(mr.encode(name, version, data))
+            image.apply(offset, n, decoded, Changes())
+        return d.answer
+
+    assert decide([("metadata.version", 33, UPGRADE), ("transaction.version", 2, UPGRADE)])["error_code"] == 0
+    assert image.features == {"metadata.version": 33, "transaction.version": 2}
+    assert decide([("transaction.version", 1, SAFE_DOWNGRADE)], validate_only=True)["error_code"] == 0
+    assert image.features["transaction.version"] == 2
+    refused = decide([("metadata.version", 30, SAFE_DOWNGRADE)])
+    assert refused["error_code"] == errors.E_INVALID_UPDATE_VERSION
+    assert refused["error_message"].endswith("Refusing to perform the requested downgrade because it might delete "
+                                             "metadata information.")
+    assert decide([("foo.bar", 1, UPGRADE)])["error_message"].endswith(
+        "Local controller 3000 does not support this feature.")
+    assert decide([("transaction.version", 0, SAFE_DOWNGRADE)])["error_code"] == 0
+    assert image.features == {"metadata.version": 33}

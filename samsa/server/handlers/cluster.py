@@ -1,4 +1,4 @@
-"""DescribeCluster (60), DescribeLogDirs (35), DeleteRecords (21), UpdateFeatures (57)."""
+"""DescribeCluster (60), DescribeLogDirs (35), DeleteRecords (21), UpdateFeatures (57), DescribeQuorum (55)."""
 
 import asyncio
 import shutil
@@ -127,3 +127,19 @@ async def update_features(ctx, req: dict) -> dict:
             broker.features.update(new, new_epoch)
             return answer(0, None)
     return answer(errors.E_FEATURE_UPDATE_FAILED, "The finalized features kept changing while they were updated.")
+
+
+@handles(ApiKey.DESCRIBE_QUORUM, 0, 2)
+async def describe_quorum(ctx, req: dict) -> dict:
+    """As a Kafka 4 broker: forwarded to the active controller (``kafka-metadata-quorum
+    --bootstrap-server``). A broker outside a KRaft quorum (ZooKeeper, a single node) says so."""
+    broker = ctx.broker
+    if not allowed_cluster(ctx, Op.DESCRIBE):
+        return {"error_code": errors.E_CLUSTER_AUTHORIZATION_FAILED, "error_message": None, "topics": []}
+    if broker.kraft is None:
+        return {"error_code": errors.E_UNSUPPORTED_VERSION, "topics": [],
+                "error_message": "this broker is not part of a KRaft controller quorum"}
+    try:
+        return await broker.kraft.request(ApiKey.DESCRIBE_QUORUM, req, 30000)
+    except errors.KafkaError as e:
+        return {"error_code": e.code, "error_message": str(e), "topics": []}

@@ -1,0 +1,204 @@
+"""A KRaft broker's metadata side, on its own thread: the replica of the metadata log (a voter in
+combined mode, ``process.roles=broker,controller``; an observer on a broker-only node), the
+image built from it, the controller of a combined node, and the broker's channel to the active
+controller.
+
+Kafka runs its controller and its metadata replication on threads of their own; so does Samsa:
+the broker's event loop can wait on an answer of the controller (an admin write, as a
+ZooKeeper broker waits on ZooKeeper) without stopping the controller, which may be in the
+same process. The broker reaches it only through :class:`MetadataNode`'s methods, which are
+safe to call from the broker's thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import copy
+import logging
+import threading
+from typing import Any, Callable
+
+from samsa.broker_config import BrokerConfig
+from samsa.client.connection import BrokerConnection
+from samsa.cluster.kraft_image import Changes, Registration
+from samsa.cluster.metadata import TopicInfo
+from samsa.protocol import errors
+from samsa.server import kraft_mode
+from samsa.server.controller_node import ControllerServer
+
+log = logging.getLogger(__name__)
+
+# The highest version of each controller API the broker sends (what Samsa's controller answers).
+VERSIONS = {62: 4, 63: 1, 56: 3, 19: 7, 20: 6, 37: 3, 44: 1, 43: 2, 45: 0, 67: 0, 55: 2, 30: 3, 31: 3, 49: 1, 51: 0,
+            57: 2}
+
+
+class MetadataView:
+    """A copy of what changed in the image, for the broker's thread."""
+
+    def __init__(self, offset: int, topics: dict[str, TopicInfo], removed: set[str],
+                 brokers: list[Registration] | None, broker_configs: dict[str | None, dict[str, str]] | None,
+                 leader_id: int, acls: bool = False, entities: bool = False):
+        self.offset = offset
+        self.topics = topics
+        self.removed = removed
+        self.brokers = brokers
+        self.broker_configs = broker_configs
+        self.leader_id = leader_id
+        self.acls = acls            # whether ACLs changed
+        self.entities = entities    # whether quotas, SCRAM credentials or group configs changed
+
+
+def _not_controller(resp: dict) -> bool:
+    """Whether a controller's answer says it is not the active controller (anywhere in it)."""
+    if resp.get("error_code") == errors.E_NOT_CONTROLLER:
+        return True
+    for v in resp.values():
+        if isinstance(v, list) and v and isinstance(v[0], dict) and v[0].get("error_code") == errors.E_NOT_CONTROLLER:
+            return True
+    return False
+
+
+class MetadataNode:
+    def __init__(self, config: BrokerConfig):
+        self.config = config
+        self.node_id = config["node.id"]
+        self.voter = "controller" in config["process.roles"]
+        self.server = ControllerServer(config, observer=not self.voter, lock_dirs=False)
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name="kraft-metadata", daemon=True)
+        self._conn: tuple[int, BrokerConnection] | None = None
+        self._conn_lock: asyncio.Lock | None = None
+
+    # ---------------------------------------------------------------- lifecycle (broker's thread)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    async def start(self) -> None:
+        self._thread.start()
+        await self.run(self.server.start())
+
+    async def wait_caught_up(self) -> None:
+        async def wait() -> None:
+            await self.server.caught_up.wait()
+        await self.run(wait())
+
+    async def stop(self) -> None:
+        async def stop() -> None:
+            if self._conn is not None:
+                self._conn[1].close()
+            await self.server.stop()
+        try:
+            await self.run(stop())
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            await asyncio.get_running_loop().run_in_executor(None, self._thread.join, 10)
+
+    # ---------------------------------------------------------------- calls into the metadata thread
+
+    def submit(self, coro) -> concurrent.futures.Future:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    async def run(self, coro) -> Any:
+        """Await, from the broker's loop, a coroutine run on the metadata thread."""
+        return await asyncio.wrap_future(self.submit(coro))
+
+    def call(self, fn: Callable[[], Any], timeout_s: float = 30) -> Any:
+        """``fn()`` on the metadata thread, blocking the caller until it returns."""
+        async def run() -> Any:
+            return fn()
+        return self.submit(run()).result(timeout_s)
+
+    def read_image(self, fn: Callable[[Any], Any], timeout_s: float = 30) -> Any:
+        """``fn(image)`` on the metadata thread (it must copy what it keeps), blocking the caller."""
+        return self.call(lambda: fn(self.server.image), timeout_s)
+
+    def view(self, changes: Changes | None = None) -> MetadataView:
+        """(On the metadata thread.) Copies of what ``changes`` names, or of everything."""
+        image = self.server.image
+        names = set(image.topics) if changes is None else changes.topics
+        topics = {n: copy.deepcopy(image.topics[n]) for n in names if n in image.topics}
+        removed = set() if changes is None else set(changes.removed)
+        brokers = None
+        if changes is None or changes.brokers:
+            brokers = [copy.copy(b) for b in image.brokers.values()]
+        configs = None
+        if changes is None or changes.broker_configs:
+            configs = {None: image.broker_configs(None), self.node_id: image.broker_configs(self.node_id)}
+        return MetadataView(image.offset, topics, removed, brokers, configs, self.server.leader_id,
+                            acls=changes is not None and changes.acls,
+                            entities=changes is not None and changes.entities)
+
+    def subscribe(self, loop: asyncio.AbstractEventLoop, callback: Callable[[MetadataView], None]) -> MetadataView:
+        """Every later change, as views, on ``loop``; returns the whole image now (in the same order)."""
+        def on_changes(changes: Changes) -> None:
+            loop.call_soon_threadsafe(callback, self.view(changes))
+
+        def subscribe() -> MetadataView:
+            self.server.subscribers.append(on_changes)
+            return self.view()
+        return self.call(subscribe)
+
+    @property
+    def applied_offset(self) -> int:
+        return self.server.image.offset
+
+    @property
+    def leader_id(self) -> int:
+        return self.server.leader_id if hasattr(self.server, "driver") else -1
+
+    # ---------------------------------------------------------------- the channel to the active controller
+
+    async def controller_request(self, api_key: int, body: dict, timeout_ms: int) -> dict:
+        """(On the metadata thread.) ``body`` to the active controller, again to the next one when
+        the one asked is not (or no longer) active, until ``timeout_ms``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        backoff = self.config["controller.quorum.retry.backoff.ms"] / 1000
+        voters = {i: (h, p) for i, h, p in kraft_mode.voters(self.config)}
+        if self._conn_lock is None:
+            self._conn_lock = asyncio.Lock()
+        last: Exception | None = None
+        while loop.time() < deadline:
+            leader = self.server.leader_id
+            if leader not in voters:
+                await asyncio.sleep(backoff)
+                continue
+            try:
+                async with self._conn_lock:
+                    if self._conn is None or self._conn[0] != leader or not self._conn[1].connected:
+                        if self._conn is not None:
+                            self._conn[1].close()
+                        host, port = voters[leader]
+                        conn = BrokerConnection(host, port, client_id=f"broker-{self.node_id}-to-controller",
+                                                request_timeout_ms=timeout_ms, connect_timeout_ms=5000)
+                        self._conn = (leader, conn)
+                        await conn.connect()
+                    conn = self._conn[1]
+                version = conn.pick_version(api_key, max_version=VERSIONS[api_key])
+                remaining = max(int((deadline - loop.time()) * 1000), 1)
+                resp = await conn.request(api_key, body, version, timeout_ms=remaining)
+            except (errors.KafkaError, OSError, asyncio.TimeoutError) as e:
+                last = e
+                if self._conn is not None:
+                    self._conn[1].close()
+                    self._conn = None
+                await asyncio.sleep(backoff)
+                continue
+            if _not_controller(resp):
+                await asyncio.sleep(backoff)
+                continue
+            return resp
+        raise errors.RequestTimedOutError(f"no active controller answered within {timeout_ms} ms"
+                                          + (f" (last: {last})" if last else ""))
+
+    async def request(self, api_key: int, body: dict, timeout_ms: int = 30000) -> dict:
+        """From the broker's loop."""
+        return await self.run(self.controller_request(api_key, body, timeout_ms))
+
+    def request_sync(self, api_key: int, body: dict, timeout_ms: int = 30000) -> dict:
+        """From any thread but the metadata thread, blocking."""
+        return self.submit(self.controller_request(api_key, body, timeout_ms)).result(timeout_ms / 1000 + 5)

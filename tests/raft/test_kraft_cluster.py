@@ -1,0 +1,298 @@
+"""Samsa clusters without ZooKeeper and without a JVM (issue 34): KRaft nodes that register
+with the controller quorum and follow its metadata log.
+
+Real processes on loopback, formatted by ``samsa storage format``: three combined nodes
+(``process.roles=broker,controller``) form one cluster; real clients create, produce and consume
+through any of them; Apache Kafka 4.4.0's ``kafka-metadata-quorum`` describes the quorum through a
+broker and through a controller. The active controller SIGKILLed under an acks=all idempotent
+load: a new one is elected, the dead broker is fenced and its partitions move, nothing
+acknowledged is lost or duplicated, and the node restarted rejoins every ISR; a SIGTERM moves
+leadership off the node before it exits. And controllers apart from brokers (three
+``controller`` nodes, two ``broker`` nodes that observe the quorum).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
+                                   NewTopic, ResourcePatternType, ResourceType, ScramCredentialInfo, ScramMechanism,
+                                   UserScramCredentialUpsertion)
+
+from kafka_process import TOOLS, run_tool
+from kraft_nodes import KRaftCluster
+from raft_processes import batches
+from waiting import wait_until
+
+QUIET = {"log_level": 0}
+
+
+@pytest.fixture(scope="module")
+def combined(tmp_path_factory):
+    # with an authorizer: nobody is refused until a resource has ACLs (allow.everyone.if.no.acl.found)
+    c = KRaftCluster(tmp_path_factory.mktemp("kraft-combined"), combined=3, **{
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "allow.everyone.if.no.acl.found": "true"})
+    try:
+        yield c.start()
+    finally:
+        c.stop()
+
+
+def _create(bootstrap: str, topic: str, partitions: int, rf: int, **configs: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
+    admin.create_topics([NewTopic(topic, partitions, rf, config=configs)])[topic].result(30)
+
+
+def _whole(c: KRaftCluster, topic: str, replicas: int = 3) -> bool:
+    try:
+        parts = c.partitions(topic)
+    except Exception:
+        return False
+    return bool(parts) and all(leader is not None and leader >= 0 and len(isr) == replicas
+                               for leader, _, isr in parts.values())
+
+
+def test_three_combined_nodes_are_one_cluster(combined):
+    c = combined
+    wait_until(lambda: c.registered() == [1, 2, 3], "three brokers registered and unfenced", 30)
+    view = wait_until(c.quorum, "an active controller", 30)
+    assert sorted(v["replica_id"] for v in view["current_voters"]) == [1, 2, 3]
+    _create(c.nodes[1].bootstrap, "kr-one", 6, 3)
+    # every broker answers the same metadata: the partitions spread over the three, RF 3
+    wait_until(lambda: _whole(c, "kr-one"), "kr-one led with full ISRs", 30)
+    views = []
+    for n in c.brokers.values():
+        with c.admin(n.bootstrap) as admin:
+            d = admin.describe_topics(["kr-one"])["kr-one"]
+            views.append(sorted((p.partition, p.leader, tuple(p.replicas)) for p in d.partitions))
+    assert views[0] == views[1] == views[2]
+    assert {leader for _, leader, _ in views[0]} == {1, 2, 3}
+    # produced through one broker, consumed through another
+    p = Producer({"bootstrap.servers": c.nodes[2].bootstrap, "acks": "all", "enable.idempotence": True, **QUIET})
+    for i in range(300):
+        p.produce("kr-one", key=str(i).encode(), value=f"v{i}".encode())
+    assert p.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": c.nodes[3].bootstrap, "group.id": "kr-g", "auto.offset.reset": "earliest",
+                         **QUIET})
+    consumer.subscribe(["kr-one"])
+    got = set()
+    deadline = time.monotonic() + 60
+    while len(got) < 300 and time.monotonic() < deadline:
+        m = consumer.poll(0.5)
+        if m is not None and not m.error():
+            got.add(m.value())
+    consumer.close()
+    assert got == {f"v{i}".encode() for i in range(300)}
+    # Kafka's own tools: the quorum through a broker (DescribeQuorum forwarded) and a controller
+    for flag, address in (("--bootstrap-server", c.nodes[1].bootstrap),
+                          ("--bootstrap-controller", f"127.0.0.1:{c.nodes[2].controller_port}")):
+        r = run_tool("org.apache.kafka.tools.MetadataQuorumCommand", flag, address, "describe", "--status")
+        assert r.returncode == 0, r.stderr
+        lines = dict(line.split(":", 1) for line in r.stdout.splitlines() if ":" in line)
+        assert lines["ClusterId"].strip() == "MkU3OEVBNTcwNTJENDM2Qg"
+        assert int(lines["LeaderId"]) in (1, 2, 3)
+        assert '"id": 1' in lines["CurrentVoters"] and '"id": 3' in lines["CurrentVoters"]
+    r = run_tool(TOOLS["kafka-topics"], "--bootstrap-server", c.nodes[3].bootstrap, "--describe", "--topic", "kr-one")
+    assert r.returncode == 0, r.stderr
+    assert "PartitionCount: 6" in r.stdout and "ReplicationFactor: 3" in r.stdout
+
+
+class _Acks(threading.Thread):
+    """An acks=all idempotent producer writing numbered values until stopped; what was acknowledged."""
+
+    def __init__(self, bootstrap: str, topic: str):
+        super().__init__(daemon=True)
+        self.topic = topic
+        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                                  "linger.ms": 5, "message.timeout.ms": 120000, **QUIET})
+        self.acked: dict[int, list[tuple[int, bytes]]] = defaultdict(list)   # partition -> (offset, value)
+        self.last_ack = 0.0
+        self.errors: list[str] = []
+        self.stopping = threading.Event()
+
+    def _done(self, err, msg) -> None:
+        if err is not None:
+            self.errors.append(str(err))
+        else:
+            self.acked[msg.partition()].append((msg.offset(), msg.value()))
+            self.last_ack = time.monotonic()
+
+    def run(self) -> None:
+        i = 0
+        while not self.stopping.is_set():
+            try:
+                self.producer.produce(self.topic, value=f"r{i}".encode(), partition=i % 3, on_delivery=self._done)
+                i += 1
+            except BufferError:
+                pass
+            self.producer.poll(0.002)
+        self.producer.flush(120)
+
+    def count(self) -> int:
+        return sum(len(v) for v in self.acked.values())
+
+
+def _read_all(bootstrap: str, topic: str, ends: dict[int, int]) -> dict[int, list[tuple[int, bytes]]]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{time.monotonic()}",
+                         "enable.auto.commit": False, **QUIET})
+    consumer.assign([TopicPartition(topic, p, 0) for p in ends])
+    out: dict[int, list[tuple[int, bytes]]] = defaultdict(list)
+    deadline = time.monotonic() + 90
+    while any((out[p][-1][0] + 1 if out[p] else 0) < ends[p] for p in ends) and time.monotonic() < deadline:
+        m = consumer.poll(0.5)
+        if m is not None and not m.error():
+            out[m.partition()].append((m.offset(), m.value()))
+    consumer.close()
+    return out
+
+
+def _data_batches(c: KRaftCluster, topic: str, partition: int) -> dict[int, list]:
+    return {i: [(b, last, crc) for b, last, _, crc, _ in batches(n.data_dir / f"{topic}-{partition}")]
+            for i, n in c.brokers.items()}
+
+
+def test_active_controller_sigkilled_under_load_loses_nothing_acknowledged(combined):
+    c = combined
+    _create(c.bootstrap, "kr-all", 3, 3, **{"min.insync.replicas": "2"})
+    wait_until(lambda: _whole(c, "kr-all"), "kr-all led with full ISRs", 30)
+    load = _Acks(c.bootstrap, "kr-all")
+    load.start()
+    try:
+        wait_until(lambda: load.count() > 500, "records acknowledged", 60)
+        before = wait_until(c.quorum, "an active controller", 30)
+        victim = before["leader_id"]
+        c.nodes[victim].kill()
+        killed_at = time.monotonic()
+        # a new active controller in a higher epoch; the dead broker fenced and its partitions moved
+        after = wait_until(lambda: (q := c.quorum()) and q["leader_id"] != victim and q, "a new active controller", 30)
+        assert after["leader_epoch"] > before["leader_epoch"]
+        wait_until(lambda: victim not in c.registered(), "the killed broker fenced", 30)
+        wait_until(lambda: all(leader not in (victim, None, -1) and victim not in isr
+                               for leader, _, isr in c.partitions("kr-all").values()),
+                   "kr-all led by the others, the killed broker out of its ISRs", 30)
+        wait_until(lambda: load.last_ack > killed_at + 1, "acknowledgements after the kill", 60)
+        c.nodes[victim].start()
+        wait_until(lambda: _whole(c, "kr-all"), "the restarted node back in every ISR", 60)
+        wait_until(lambda: load.last_ack > time.monotonic() - 1, "acknowledgements with the node back", 60)
+    finally:
+        load.stopping.set()
+        load.join(150)
+    assert load.count() > 500
+    ends = {p: max(o for o, _ in acked) + 1 for p, acked in load.acked.items()}
+    read = _read_all(c.bootstrap, "kr-all", ends)
+    for p, acked in load.acked.items():
+        at = dict(read[p])
+        lost = [(o, v) for o, v in acked if at.get(o) != v]
+        assert not lost, f"partition {p}: {len(lost)} acknowledged records lost or moved, e.g. {lost[:3]}"
+        values = [v for _, v in read[p]]
+        assert len(values) == len(set(values)), f"partition {p}: duplicates"
+    # the replicas' logs end identical (once the restarted one caught up)
+    for p in range(3):
+        wait_until(lambda: len({tuple(v) for v in _data_batches(c, "kr-all", p).values()}) == 1,
+                   f"kr-all-{p} identical on every replica", 60)
+    # and the metadata logs: every node's committed prefix the same
+    hw = wait_until(c.quorum, "an active controller", 30)["high_watermark"]
+    logs = {i: [b for b in batches(n.data_dir / "__cluster_metadata-0") if b[1] < hw] for i, n in c.nodes.items()}
+    assert logs[1] == logs[2] == logs[3]
+
+
+def test_sigterm_moves_leadership_off_before_exiting(combined):
+    c = combined
+    _create(c.bootstrap, "kr-term", 3, 3)
+    wait_until(lambda: _whole(c, "kr-term"), "kr-term led with full ISRs", 30)
+    parts = c.partitions("kr-term")
+    node = next(i for i in (1, 2, 3) if any(leader == i for leader, _, _ in parts.values()))
+    c.nodes[node].stop(30)
+    assert c.nodes[node].proc.returncode == 0
+    assert "controlled shutdown of broker" in c.nodes[node].log_text()
+    assert "leadership moved" in c.nodes[node].log_text()
+    # at once: nothing led by it, and it is out of every ISR (no session timeout to wait for)
+    parts = c.partitions("kr-term")
+    assert all(leader != node and node not in isr for leader, _, isr in parts.values()), parts
+    c.nodes[node].start()
+    wait_until(lambda: _whole(c, "kr-term"), "the node back in every ISR", 60)
+
+
+def test_controllers_apart_from_brokers(tmp_path):
+    c = KRaftCluster(tmp_path, combined=0, controllers=3, brokers=2)
+    try:
+        c.start()
+        assert c.registered() == [101, 102]
+        view = wait_until(lambda: (q := c.quorum()) and len(q["observers"]) == 2 and q, "two observers", 30)
+        assert sorted(o["replica_id"] for o in view["observers"]) == [101, 102]
+        _create(c.bootstrap, "kr-apart", 4, 2)
+        wait_until(lambda: _whole(c, "kr-apart", 2), "kr-apart led with full ISRs", 30)
+        p = Producer({"bootstrap.servers": c.nodes[101].bootstrap, "acks": "all", **QUIET})
+        for i in range(100):
+            p.produce("kr-apart", value=f"a{i}".encode(), partition=i % 4)
+        assert p.flush(30) == 0
+        read = _read_all(c.nodes[102].bootstrap, "kr-apart", {q: 25 for q in range(4)})
+        assert sorted(v for q in read.values() for _, v in q) == sorted(f"a{i}".encode() for i in range(100))
+        r = run_tool("org.apache.kafka.tools.MetadataQuorumCommand", "--bootstrap-controller",
+                     f"127.0.0.1:{c.nodes[1].controller_port}", "describe", "--replication")
+        assert r.returncode == 0, r.stderr
+        rows = [line.split() for line in r.stdout.splitlines()[1:] if line.strip()]
+        assert sorted(row[-1] for row in rows) == ["Follower", "Follower", "Leader", "Observer", "Observer"]
+    finally:
+        c.stop()
+
+
+def test_acls_quotas_and_scram_users_are_cluster_metadata(combined):
+    """Written through one broker, decided by the active controller, in force on every broker."""
+    c = combined
+    _create(c.bootstrap, "kr-secret", 1, 3)
+    admin1 = AdminClient({"bootstrap.servers": c.nodes[1].bootstrap, **QUIET})
+    alice = AclBinding(ResourceType.TOPIC, "kr-secret", ResourcePatternType.LITERAL, "User:alice", "*",
+                       AclOperation.WRITE, AclPermissionType.ALLOW)
+    for f in admin1.create_acls([alice]).values():
+        f.result(30)
+
+    admins = {i: AdminClient({"bootstrap.servers": n.bootstrap, **QUIET}) for i, n in c.nodes.items()}
+
+    def acls_on(node: int) -> list:
+        return admins[node].describe_acls(AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+                                                AclOperation.ANY, AclPermissionType.ANY)).result(30)
+    wait_until(lambda: acls_on(3) == [alice], "the ACL on broker 3", 30)
+    # in force on another broker: ANONYMOUS may not write kr-secret any more (it has ACLs now)
+    refused = []
+    p = Producer({"bootstrap.servers": c.nodes[2].bootstrap, "message.timeout.ms": 10000, **QUIET})
+
+    def produced():
+        refused.clear()
+        p.produce("kr-secret", b"x", on_delivery=lambda err, _: refused.append(err))
+        p.flush(15)
+        return refused and refused[0] is not None and refused[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    wait_until(produced, "broker 2 to refuse ANONYMOUS on kr-secret", 30)
+    deleted = admins[3].delete_acls([AclBindingFilter(
+        ResourceType.TOPIC, "kr-secret", ResourcePatternType.LITERAL, None, None, AclOperation.ANY,
+        AclPermissionType.ANY)])
+    assert [b for f in deleted.values() for b in f.result(30)] == [alice]
+    wait_until(lambda: acls_on(1) == [], "the ACL gone on broker 1", 30)
+
+    # client quotas through broker 2, seen through broker 3
+    with c.admin(c.nodes[2].bootstrap) as admin:
+        admin.alter_client_quotas([({"user": "alice"}, {"producer_byte_rate": 1048576.0}),
+                                   ({"client-id": None}, {"request_percentage": 200.0})])
+
+    def quotas():
+        with c.admin(c.nodes[3].bootstrap) as admin:
+            return sorted((sorted(e.items(), key=str), q) for e, q in admin.describe_client_quotas())
+    wait_until(lambda: quotas() == [([("client-id", None)], {"request_percentage": 200.0}),
+                                    ([("user", "alice")], {"producer_byte_rate": 1048576.0})],
+               "the quotas on broker 3", 30)
+
+    # a SCRAM user through broker 3, described through broker 1
+    admin3 = AdminClient({"bootstrap.servers": c.nodes[3].bootstrap, **QUIET})
+    up = UserScramCredentialUpsertion("bob", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192), b"secret")
+    for f in admin3.alter_user_scram_credentials([up]).values():
+        f.result(30)
+
+    def scram_users():
+        d = admin1.describe_user_scram_credentials().result(30)
+        return {u: [(i.mechanism, i.iterations) for i in desc.scram_credential_infos] for u, desc in d.items()}
+    wait_until(lambda: scram_users() == {"bob": [(ScramMechanism.SCRAM_SHA_256, 8192)]}, "bob on broker 1", 30)
