@@ -15,7 +15,7 @@ raised, never lowered, as Kafka refuses it.
 from __future__ import annotations
 
 from samsa.protocol import errors
-from samsa.storage.kraft import FIRST_LEVEL, METADATA_VERSIONS, metadata_version_name  # noqa: F401
+from samsa.storage.kraft import FIRST_LEVEL, METADATA_VERSIONS
 
 METADATA_VERSION = "metadata.version"
 TRANSACTION_VERSION = "transaction.version"
@@ -41,8 +41,9 @@ ALL_FAILED = "The update failed for all features since the following feature had
 
 class FinalizedFeatures:
     """The cluster's finalized levels as this broker last read them (0: not finalized), and the
-    epoch of that reading (-1: none read yet). Updated from ZooKeeper's thread, read on the
-    event loop: one tuple, replaced whole, and never by an older epoch."""
+    epoch of that reading (-1: none read yet). Updated from ZooKeeper's thread (or by this
+    broker's own writes), read on the event loop: one tuple, replaced whole, and never by an
+    older epoch. A KRaft broker follows its metadata image instead (:meth:`follow`)."""
 
     def __init__(self) -> None:
         self._state: tuple[dict[str, int], int] = ({}, -1)
