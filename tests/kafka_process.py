@@ -73,7 +73,8 @@ def free_port() -> int:
 def ensure_jars() -> Path:
     """Kafka's jars in tests/kafka/.libs (and connect-4.3.0/.libs), fetched by Maven if they are not there yet."""
     wanted = [LIBS / f"kafka_2.13-{KAFKA_VERSION}.jar", LIBS / f"kafka-streams-{KAFKA_VERSION}.jar",
-              CONNECT_PLUGINS / f"connect-mirror-{CONNECT_PLUGINS_VERSION}.jar"]
+              CONNECT_PLUGINS / f"connect-mirror-{CONNECT_PLUGINS_VERSION}.jar",
+              CONNECT_PLUGINS / f"kafka-shell-{CONNECT_PLUGINS_VERSION}.jar"]
     if not all(jar.exists() for jar in wanted):
         subprocess.run(["mvn", "-q", "-B", "dependency:copy-dependencies"], cwd=POM_DIR, check=True)
     return LIBS
@@ -88,7 +89,8 @@ def classpath() -> str:
 
 
 def connect_plugins_classpath() -> str:
-    """Kafka 4.3.0's Connect runtime, connect-file and connect-mirror alone (MirrorMaker 2's main class runs on it)."""
+    """Kafka 4.3.0's Connect runtime, connect-file, connect-mirror and kafka-shell alone (MirrorMaker 2's and
+    kafka-metadata-shell's main classes run on it)."""
     ensure_jars()
     return str(CONNECT_PLUGINS) + "/*"
 

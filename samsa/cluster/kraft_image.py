@@ -70,6 +70,10 @@ class Changes:
 
 class MetadataImage:
     def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Empty, as before the first record (a snapshot is loaded into it in place)."""
         self.offset = -1                                   # the last record applied
         self.topics: dict[str, TopicInfo] = {}
         self.names: dict[bytes, str] = {}                  # topic id -> name
@@ -241,3 +245,36 @@ class MetadataImage:
 
 def topic_id_string(tid: bytes) -> str:
     return str(uuid.UUID(bytes=tid))
+
+
+def snapshot_records(im: MetadataImage) -> list[tuple[str, int, dict]]:
+    """The records that build ``im`` again from nothing (a KIP-630 snapshot's content)."""
+    out: list[tuple[str, int, dict]] = [("FeatureLevelRecord", 0, {"name": n, "feature_level": lv})
+                                        for n, lv in sorted(im.features.items())]
+    for b in sorted(im.brokers.values(), key=lambda b: b.id):
+        out.append(("RegisterBrokerRecord", 3, {
+            "broker_id": b.id, "incarnation_id": b.incarnation, "broker_epoch": b.epoch,
+            "end_points": [dict(e) for e in b.endpoints], "features": [], "rack": b.rack, "fenced": b.fenced,
+            "in_controlled_shutdown": b.in_controlled_shutdown, "log_dirs": []}))
+    for (rtype, rname), configs in sorted(im.configs.items()):
+        out += [("ConfigRecord", 0, {"resource_type": rtype, "resource_name": rname, "name": k, "value": v})
+                for k, v in sorted(configs.items())]
+    for name, t in sorted(im.topics.items()):
+        out.append(("TopicRecord", 0, {"name": name, "topic_id": t.topic_id}))
+        for i, s in sorted(t.partitions.items()):
+            out.append(("PartitionRecord", 0, {
+                "partition_id": i, "topic_id": t.topic_id, "replicas": list(s.replicas), "isr": list(s.isr),
+                "removing_replicas": list(s.removing_replicas), "adding_replicas": list(s.adding_replicas),
+                "leader": s.leader, "leader_recovery_state": 0, "leader_epoch": s.leader_epoch,
+                "partition_epoch": s.partition_epoch}))
+    if im.next_producer_id:
+        out.append(("ProducerIdsRecord", 0, {"broker_id": -1, "broker_epoch": -1,
+                                             "next_producer_id": im.next_producer_id}))
+    out += [("AccessControlEntryRecord", 0, {"id": aid, **d}) for aid, d in sorted(im.acls.items())]
+    for (user, client), quotas in sorted(im.quotas.items(), key=repr):
+        entity = ([{"entity_type": "user", "entity_name": user}] if user is not NOT_SET else []) + \
+                 ([{"entity_type": "client-id", "entity_name": client}] if client is not NOT_SET else [])
+        out += [("ClientQuotaRecord", 0, {"entity": entity, "key": k, "value": v, "remove": False})
+                for k, v in sorted(quotas.items())]
+    out += [("UserScramCredentialRecord", 0, dict(d)) for _, d in sorted(im.scram.items())]
+    return out

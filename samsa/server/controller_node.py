@@ -28,7 +28,7 @@ from typing import Awaitable, Callable
 
 from samsa.broker_config import BrokerConfig, ConfigError, parse_listener
 from samsa.cluster.kraft_controller import ControllerLogic, Decision
-from samsa.cluster.kraft_image import Changes, MetadataImage
+from samsa.cluster.kraft_image import Changes, MetadataImage, snapshot_records
 from samsa.protocol import api, errors
 from samsa.protocol import metadata_records as mr
 from samsa.protocol.api_keys import ApiKey
@@ -37,10 +37,11 @@ from samsa.raft import messages as m
 from samsa.raft.consensus import RaftConfig, RaftState
 from samsa.server import kraft_mode
 from samsa.server.network import Connection, ConnectionLimits
-from samsa.server.raft_driver import (METADATA_TOPIC, RaftDriver, Voter, _now, from_wire_request,
+from samsa.server.raft_driver import (METADATA_TOPIC, MetadataLog, RaftDriver, Voter, _now, from_wire_request,
                                      to_wire_response)
 from samsa.storage.dir_lock import LogDirLocks
-from samsa.storage.kraft import read_metadata_log
+from samsa.storage.config import LogConfig
+from samsa.storage.kraft import METADATA_PARTITION_DIR, Snapshot, read_metadata_log, write_snapshot
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +74,9 @@ class ControllerServer:
         self.active_epoch = -1       # the leader epoch this node is the active controller in, or -1
         self._active_tasks: list[asyncio.Task] = []
         self.caught_up = asyncio.Event()  # the image holds what the log had committed when this node started
+        self._applied_epoch = -1          # the leader epoch of the last record applied
+        self._bytes_since_snapshot = 0
+        self._last_snapshot_ms = 0
         self.broker_id = config["node.id"]
         self.connections: set[Connection] = set()
         self.on_connection_closed: list[Callable[[Connection], None]] = []
@@ -104,6 +108,7 @@ class ControllerServer:
             ApiKey.BEGIN_QUORUM_EPOCH: (self._raft, 0, 1),
             ApiKey.END_QUORUM_EPOCH: (self._raft, 0, 1),
             ApiKey.FETCH: (self._raft, 13, 17),
+            ApiKey.FETCH_SNAPSHOT: (self._raft, 0, 1),
             ApiKey.DESCRIBE_QUORUM: (self._describe_quorum, 0, 2),
             ApiKey.DESCRIBE_CLUSTER: (self._describe_cluster, 1, 1),
         }
@@ -126,7 +131,13 @@ class ControllerServer:
                        fetch_timeout_ms=c["controller.quorum.fetch.timeout.ms"],
                        request_timeout_ms=c["controller.quorum.request.timeout.ms"],
                        retry_backoff_ms=c["controller.quorum.retry.backoff.ms"]),
-            idle_interval_ms=c["metadata.max.idle.interval.ms"], fetch_max_bytes=c["controller.quorum.fetch.max.bytes"])
+            idle_interval_ms=c["metadata.max.idle.interval.ms"], fetch_max_bytes=c["controller.quorum.fetch.max.bytes"],
+            log_config=LogConfig(segment_bytes=c["metadata.log.segment.bytes"], segment_ms=c["metadata.log.segment.ms"]))
+        latest = MetadataLog.latest_snapshot_in(meta_dir / METADATA_PARTITION_DIR)
+        if latest is not None:
+            self._load_snapshot(latest[1])
+        self._last_snapshot_ms = _now()
+        self.driver.on_snapshot_installed = self._snapshot_installed
         self.driver.on_committed = self._committed
         self.driver.on_leader_changed = self._leadership
         if not self.observer:
@@ -239,8 +250,11 @@ class ControllerServer:
         if code:
             if key == ApiKey.FETCH:
                 return {"throttle_time_ms": 0, "error_code": code, "session_id": 0, "responses": []}
+            if key == ApiKey.FETCH_SNAPSHOT:
+                return {"throttle_time_ms": 0, "error_code": code, "topics": []}
             return {"error_code": code, "topics": []}
-        source = msg.replica_id if isinstance(msg, (m.VoteRequest, m.FetchRequest)) else msg.leader_id
+        source = (msg.replica_id if isinstance(msg, (m.VoteRequest, m.FetchRequest, m.FetchSnapshotRequest))
+                  else msg.leader_id)
         if isinstance(msg, m.EndQuorumEpochRequest):
             log.info("[RaftManager id=%d] EndQuorumEpoch from %d: it ends epoch %d (preferred candidates %s)",
                      self.broker_id, msg.leader_id, msg.leader_epoch, list(msg.preferred_candidates))
@@ -252,6 +266,8 @@ class ControllerServer:
         records = None
         if isinstance(msg, m.FetchResponse) and isinstance(msg.records, m.RecordsRange):
             records = self.driver.read_records(msg.records, self.config["controller.quorum.fetch.max.bytes"])
+        elif isinstance(msg, m.FetchSnapshotResponse) and isinstance(msg.unaligned_records, m.SnapshotChunk):
+            records = self.driver.read_snapshot(msg.unaligned_records)
         return to_wire_response(key, msg, records)
 
     def _describe_quorum(self, key: int, version: int, body: dict) -> dict:
@@ -294,7 +310,7 @@ class ControllerServer:
             start = image.offset + 1
             buf = self.driver.log.read(start, high_watermark, 1 << 20)
             progressed = False
-            for offset, _epoch, kind, name, _version, data in read_metadata_log(buf):
+            for offset, epoch, kind, name, _version, data in read_metadata_log(buf):
                 if offset < start:
                     continue
                 if offset >= high_watermark:
@@ -303,9 +319,12 @@ class ControllerServer:
                     image.apply(offset, name, data, changes)
                 else:
                     image.offset = offset
+                self._applied_epoch = epoch
                 progressed = True
             if not progressed:
                 break
+            self._bytes_since_snapshot += len(buf)
+        self._maybe_snapshot()
         if not self.caught_up.is_set() and self.driver.node.leader.leader_id >= 0:
             self.caught_up.set()
         if changes:
@@ -321,6 +340,51 @@ class ControllerServer:
                     fut.set_result(None)
             else:
                 self._waiters.append((offset, fut))
+
+    # ---- snapshots (KIP-630): the image written down, the log before it let go
+
+    def _load_snapshot(self, path: Path) -> Changes:
+        """The image as ``path`` has it (the log continues from its end offset); what changed."""
+        from samsa.storage.kraft import decode_snapshot
+        end, _, epoch = path.name.split(".")[0].partition("-")
+        before = set(self.image.topics)
+        self.image.reset()
+        changes = Changes(brokers=True, broker_configs=True, features=True, acls=True, entities=True)
+        snap = decode_snapshot(path.read_bytes())
+        for name, _version, data in snap.records:
+            self.image.apply(self.image.offset, name, data, changes)
+        self.image.offset = int(end) - 1
+        self._applied_epoch = int(epoch)
+        changes.topics = set(self.image.topics)
+        changes.removed = before - changes.topics
+        log.info("[MetadataNode id=%d] loaded snapshot %s: %d records, %d topics, %d brokers", self.broker_id,
+                 path.name, len(snap.records), len(self.image.topics), len(self.image.brokers))
+        return changes
+
+    def _snapshot_installed(self, path: Path) -> None:
+        changes = self._load_snapshot(path)
+        self._bytes_since_snapshot = 0
+        self._last_snapshot_ms = _now()
+        for fn in list(self.subscribers):
+            fn(changes)
+
+    def _maybe_snapshot(self) -> None:
+        c = self.config
+        interval = c["metadata.log.max.snapshot.interval.ms"]
+        due = self._bytes_since_snapshot >= c["metadata.log.max.record.bytes.between.snapshots"] or (
+            interval > 0 and self._bytes_since_snapshot > 0 and _now() - self._last_snapshot_ms >= interval)
+        end = self.image.offset + 1
+        latest = self.driver.log.latest_snapshot()
+        if not due or end <= 0 or (latest is not None and latest[0].end_offset >= end):
+            return
+        sid = m.SnapshotId(end, self._applied_epoch)
+        path = write_snapshot(self.driver.log.dir, Snapshot(records=snapshot_records(self.image)), end,
+                              self._applied_epoch)
+        self._bytes_since_snapshot = 0
+        self._last_snapshot_ms = _now()
+        log.info("[MetadataNode id=%d] wrote snapshot %s of the metadata at offset %d", self.broker_id, path.name,
+                 end - 1)
+        self.driver.snapshot_taken(sid, path.stat().st_size)
 
     async def applied(self, offset: int, timeout_ms: int) -> None:
         """Until the image holds ``offset`` (TimeoutError after ``timeout_ms``)."""

@@ -38,7 +38,8 @@ from samsa.raft.consensus import LogState, RaftConfig, RaftNode, RaftState
 from samsa.raft.quorum_state import QuorumStateData, uuid_to_str
 from samsa.storage.config import LogConfig
 from samsa.storage.files import write_atomically
-from samsa.storage.kraft import METADATA_PARTITION_DIR, bootstrap_snapshot, decode_snapshot
+from samsa.storage.kraft import (METADATA_PARTITION_DIR, SNAPSHOT_SUFFIX, bootstrap_snapshot, decode_snapshot,
+                                 snapshot_name)
 from samsa.storage.log import PartitionLog
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,8 @@ METADATA_TOPIC_ID = bytes(15) + b"\x01"
 QUORUM_STATE = "quorum-state"
 PARTITION_METADATA = "partition.metadata"
 #: The versions this driver speaks to the other voters (Kafka 4.4's).
-VERSIONS = {ApiKey.VOTE: 2, ApiKey.BEGIN_QUORUM_EPOCH: 1, ApiKey.END_QUORUM_EPOCH: 1, ApiKey.FETCH: 17}
+VERSIONS = {ApiKey.VOTE: 2, ApiKey.BEGIN_QUORUM_EPOCH: 1, ApiKey.END_QUORUM_EPOCH: 1, ApiKey.FETCH: 17,
+            ApiKey.FETCH_SNAPSHOT: 1}
 
 
 @dataclass(frozen=True)
@@ -66,9 +68,9 @@ def _now() -> int:
 class MetadataLog:
     """``__cluster_metadata-0`` on samsa's log: the core's batches in, record bytes out."""
 
-    def __init__(self, metadata_dir: Path):
+    def __init__(self, metadata_dir: Path, config: LogConfig | None = None):
         self.dir = metadata_dir / METADATA_PARTITION_DIR
-        self.log = PartitionLog.open(self.dir, LogConfig(), recover=True)
+        self.log = PartitionLog.open(self.dir, config or LogConfig(), recover=True)
         meta = self.dir / PARTITION_METADATA
         if not meta.exists():   # the topic id, as Kafka's log keeps it beside the segments
             write_atomically(meta, f"version: 0\ntopic_id: {uuid_to_str(METADATA_TOPIC_ID)}".encode())
@@ -87,9 +89,67 @@ class MetadataLog:
             offset = headers[-1].next_offset
         return False
 
+    def snapshots(self) -> list[tuple[m.SnapshotId, Path]]:
+        return self.snapshots_in(self.dir)
+
+    @staticmethod
+    def latest_snapshot_in(partition_dir: Path) -> tuple[m.SnapshotId, Path] | None:
+        snaps = MetadataLog.snapshots_in(partition_dir)
+        return snaps[-1] if snaps else None
+
+    @staticmethod
+    def snapshots_in(partition_dir: Path) -> list[tuple[m.SnapshotId, Path]]:
+        """The snapshots taken of a metadata log (KIP-630 ``.checkpoint`` files), oldest first; not
+        the bootstrap checkpoint ``format`` writes (offset 0)."""
+        out = []
+        for path in partition_dir.glob("*" + SNAPSHOT_SUFFIX):
+            end, _, epoch = path.name[:-len(SNAPSHOT_SUFFIX)].partition("-")
+            if end.isdigit() and epoch.isdigit() and int(end) > 0:
+                out.append((m.SnapshotId(int(end), int(epoch)), path))
+        return sorted(out, key=lambda x: (x[0].end_offset, x[0].epoch))
+
+    def latest_snapshot(self) -> tuple[m.SnapshotId, Path] | None:
+        snaps = self.snapshots()
+        return snaps[-1] if snaps else None
+
     def state(self) -> LogState:
-        return LogState(start_offset=self.log.log_start_offset, end_offset=self.log.log_end_offset,
-                        epochs=tuple(self.log.leader_epochs.entries))
+        snap = self.latest_snapshot()
+        start, end = self.log.log_start_offset, self.log.log_end_offset
+        if snap is None:
+            return LogState(start_offset=start, end_offset=end, epochs=tuple(self.log.leader_epochs.entries))
+        sid, path = snap
+        if end < sid.end_offset:   # the log ends before its snapshot: it starts over there
+            self.log.truncate_fully_and_start_at(sid.end_offset)
+            end = sid.end_offset
+        epochs = tuple((e, o) for e, o in self.log.leader_epochs.entries if o >= sid.end_offset)
+        return LogState(start_offset=sid.end_offset, end_offset=end, epochs=epochs,
+                        snapshot=(sid, path.stat().st_size))
+
+    def delete_before(self, offset: int) -> None:
+        """The log before ``offset`` is in a snapshot: the log start moves there (whole segments
+        below it are deleted) and so do older snapshots."""
+        if offset <= self.log.log_end_offset:
+            self.log.delete_records_before(offset)
+        for sid, path in self.snapshots():
+            if sid.end_offset < offset:
+                path.unlink(missing_ok=True)
+
+    def write_snapshot_chunk(self, sid: m.SnapshotId, position: int, data: bytes) -> None:
+        part = self.dir / (snapshot_name(sid.end_offset, sid.epoch) + ".part")
+        with open(part, "r+b" if position and part.exists() else "wb") as f:
+            f.seek(position)
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+
+    def install_snapshot(self, sid: m.SnapshotId) -> Path:
+        """A fetched snapshot replaces the whole log, which starts over at its end."""
+        path = self.dir / snapshot_name(sid.end_offset, sid.epoch)
+        os.replace(self.dir / (path.name + ".part"), path)
+        self.log.truncate_fully_and_start_at(sid.end_offset)
+        self.log.flush()
+        self.has_records = True
+        return path
 
     def append(self, batches: tuple[m.Batch, ...], voters: list[int]) -> None:
         buf = bytearray()
@@ -140,7 +200,8 @@ class RaftDriver:
     """One voter of the metadata quorum, on this process's event loop."""
 
     def __init__(self, node_id: int, voters: list[Voter], cluster_id: str, metadata_dir: Path,
-                 config: RaftConfig, *, idle_interval_ms: int = 500, fetch_max_bytes: int = 1048576):
+                 config: RaftConfig, *, idle_interval_ms: int = 500, fetch_max_bytes: int = 1048576,
+                 log_config: LogConfig | None = None):
         self.node_id = node_id
         self.voters = {v.node_id: v for v in voters}
         self.cluster_id = cluster_id
@@ -148,7 +209,10 @@ class RaftDriver:
         self.config = config
         self.idle_interval_ms = idle_interval_ms
         self.fetch_max_bytes = fetch_max_bytes
+        self.log_config = log_config
         self.node: RaftNode
+        # Called with the path of a snapshot fetched from the leader, once it replaced the log.
+        self.on_snapshot_installed: Callable[[Path], None] | None = None
         self.log: MetadataLog
         self.high_watermark = -1
         self._timer: asyncio.TimerHandle | None = None
@@ -173,7 +237,7 @@ class RaftDriver:
         return self.log.dir / QUORUM_STATE
 
     def start(self) -> None:
-        self.log = MetadataLog(self.metadata_dir)
+        self.log = MetadataLog(self.metadata_dir, self.log_config)
         qs = None
         if self.quorum_state_path.exists():
             qs = QuorumStateData.from_json(self.quorum_state_path.read_text())
@@ -230,6 +294,10 @@ class RaftDriver:
         self._handle(m.Received(source, message, cid))
         return fut
 
+    def snapshot_taken(self, sid: m.SnapshotId, size: int) -> None:
+        """A snapshot of committed state was written: the log before its end may go."""
+        self._handle(m.SnapshotTaken(sid, size))
+
     def append(self, values: list[bytes]) -> m.Appended | m.AppendRefused | None:
         """Metadata records to append (on the leader; refused elsewhere): where they went."""
         self._appended = None
@@ -259,6 +327,17 @@ class RaftDriver:
                 pass    # the leader is looked at after the outputs (a follower's move is not always reported)
             elif isinstance(out, m.SetTimer):
                 self._set_timer(out.deadline_ms)
+            elif isinstance(out, m.DeleteLogBefore):
+                self.log.delete_before(out.offset)
+            elif isinstance(out, m.WriteSnapshotChunk):
+                self.log.write_snapshot_chunk(out.snapshot_id, out.position, out.data)
+            elif isinstance(out, m.InstallSnapshot):
+                path = self.log.install_snapshot(out.snapshot_id)
+                log.info("[RaftManager id=%d] installed snapshot %s fetched from the leader", self.node_id, path.name)
+                if self.on_snapshot_installed is not None:
+                    self.on_snapshot_installed(path)
+                asyncio.get_running_loop().call_soon(
+                    self._handle, m.SnapshotLoaded(out.snapshot_id, frozenset(self.voters)))
             elif isinstance(out, (m.Appended, m.AppendRefused)):
                 self._appended = out
             else:
@@ -321,8 +400,7 @@ class RaftDriver:
                 fut.set_result(out.message)
             return
         if not isinstance(out.message, (m.VoteRequest, m.BeginQuorumEpochRequest, m.EndQuorumEpochRequest,
-                                        m.FetchRequest)):
-            # FetchSnapshot (a leader whose log starts after this one's end): not yet
+                                        m.FetchRequest, m.FetchSnapshotRequest)):
             log.warning("[RaftManager id=%d] cannot send %s to %d yet", self.node_id, type(out.message).__name__,
                         out.destination)
             return
@@ -384,6 +462,12 @@ class RaftDriver:
     def read_records(self, rng: m.RecordsRange, max_bytes: int) -> bytes:
         return self.log.read(rng.start_offset, rng.end_offset, max_bytes)
 
+    def read_snapshot(self, chunk: m.SnapshotChunk) -> bytes:
+        path = self.log.dir / snapshot_name(chunk.snapshot_id.end_offset, chunk.snapshot_id.epoch)
+        with open(path, "rb") as f:
+            f.seek(chunk.position)
+            return f.read(chunk.max_bytes)
+
 
 # ---------------------------------------------------------------- wire <-> core messages
 
@@ -427,6 +511,14 @@ def to_wire(msg, cluster_id: str, fetch_max_bytes: int) -> tuple[int, dict]:
                     "log_start_offset": msg.log_start_offset, "partition_max_bytes": fetch_max_bytes,
                     "replica_directory_id": m.ZERO_UUID}]}],
             "forgotten_topics_data": [], "rack_id": ""}
+    if isinstance(msg, m.FetchSnapshotRequest):
+        return ApiKey.FETCH_SNAPSHOT, {"cluster_id": cluster_id, "replica_id": msg.replica_id,
+                                       "max_bytes": min(msg.max_bytes, fetch_max_bytes), "topics": [{
+                                           "name": METADATA_TOPIC, "partitions": [{
+                                               "partition": 0, "current_leader_epoch": msg.current_leader_epoch,
+                                               "snapshot_id": {"end_offset": msg.snapshot_id.end_offset,
+                                                               "epoch": msg.snapshot_id.epoch},
+                                               "position": msg.position, "replica_directory_id": m.ZERO_UUID}]}]}
     raise TypeError(f"the driver does not send {type(msg).__name__}")
 
 
@@ -448,6 +540,16 @@ def from_wire_response(key: int, body: dict):
             snapshot_id=(m.SnapshotId(snap["end_offset"], snap["epoch"])
                          if snap and snap.get("end_offset", -1) >= 0 and snap.get("epoch", -1) >= 0 else None),
             records=parse_batches(p.get("records") or b""))
+    if key == ApiKey.FETCH_SNAPSHOT:
+        topics = body.get("topics") or []
+        if body.get("error_code") or len(topics) != 1 or len(topics[0]["partitions"]) != 1:
+            return m.FetchSnapshotResponse(body.get("error_code") or errors.E_INVALID_REQUEST, m.LeaderIdAndEpoch(-1, -1))
+        p = topics[0]["partitions"][0]
+        leader, snap = p.get("current_leader") or {}, p.get("snapshot_id") or {}
+        return m.FetchSnapshotResponse(
+            p["error_code"], m.LeaderIdAndEpoch(leader.get("leader_id", -1), leader.get("leader_epoch", -1)),
+            m.SnapshotId(snap["end_offset"], snap["epoch"]) if snap.get("end_offset", -1) >= 0 else None,
+            p["size"], p["position"], bytes(p.get("unaligned_records") or b""))
     p = _one_partition(body)
     top = body.get("error_code", 0)
     if key == ApiKey.VOTE:
@@ -484,6 +586,16 @@ def from_wire_request(key: int, version: int, body: dict):
         return m.FetchRequest(cluster_id, replica_id, p["current_leader_epoch"], p["fetch_offset"],
                               p["last_fetched_epoch"], p["log_start_offset"], max_wait_ms=body["max_wait_ms"],
                               replica_epoch=replica_epoch)
+    if key == ApiKey.FETCH_SNAPSHOT:
+        topics = body.get("topics") or []
+        if len(topics) != 1 or topics[0]["name"] != METADATA_TOPIC or len(topics[0]["partitions"]) != 1:
+            return None
+        p = topics[0]["partitions"][0]
+        if p["partition"] != 0:
+            return None
+        return m.FetchSnapshotRequest(cluster_id, body.get("replica_id", -1), p["current_leader_epoch"],
+                                      m.SnapshotId(p["snapshot_id"]["end_offset"], p["snapshot_id"]["epoch"]),
+                                      p["position"], body.get("max_bytes", 2**31 - 1))
     topics = body.get("topics") or []
     if len(topics) != 1 or topics[0]["topic_name"] != METADATA_TOPIC or len(topics[0]["partitions"]) != 1:
         return None
@@ -516,6 +628,13 @@ def to_wire_response(key: int, msg, records: bytes | None = None) -> dict:
             part["snapshot_id"] = {"end_offset": msg.snapshot_id.end_offset, "epoch": msg.snapshot_id.epoch}
         return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": [{
             "topic": METADATA_TOPIC, "topic_id": METADATA_TOPIC_ID, "partitions": [part]}]}
+    if isinstance(msg, m.FetchSnapshotResponse):
+        sid = msg.snapshot_id or m.SnapshotId(-1, -1)
+        return {"throttle_time_ms": 0, "error_code": 0, "topics": [{"name": METADATA_TOPIC, "partitions": [{
+            "index": 0, "error_code": msg.error_code, "snapshot_id": {"end_offset": sid.end_offset, "epoch": sid.epoch},
+            "current_leader": {"leader_id": msg.current_leader.leader_id,
+                               "leader_epoch": msg.current_leader.leader_epoch},
+            "size": msg.size, "position": msg.position, "unaligned_records": records or b""}]}]}
     part = {"partition_index": 0, "error_code": msg.error_code, "leader_id": msg.leader_id,
             "leader_epoch": msg.leader_epoch}
     if isinstance(msg, m.VoteResponse):

@@ -34,7 +34,7 @@ class Node(ChildProcess):
     """One KRaft node: ``roles`` broker, controller or both."""
 
     def __init__(self, d: Path, node_id: int, roles: str, voters: str, broker_port: int | None,
-                 controller_port: int | None, **extra: str):
+                 controller_port: int | None, format_args: tuple[str, ...] = (), **extra: str):
         self.dir, self.node_id, self.roles = d, node_id, roles
         self.port, self.controller_port = broker_port, controller_port
         self.data_dir = d / "data"
@@ -54,7 +54,7 @@ class Node(ChildProcess):
         d.mkdir(parents=True, exist_ok=True)
         self.conf.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         r = subprocess.run([*SAMSA, "storage", "format", "--ignore-formatted", "-t", CLUSTER_ID, "-c",
-                            str(self.conf)], capture_output=True, text=True, cwd=ROOT, timeout=60)
+                            str(self.conf), *format_args], capture_output=True, text=True, cwd=ROOT, timeout=60)
         assert r.returncode == 0, r.stderr
 
     @property
@@ -78,7 +78,8 @@ class KRaftCluster:
     """``combined`` nodes that are voters and brokers, or ``controllers`` voters and ``brokers``
     broker-only nodes (ids 1.. for voters, 101.. for brokers)."""
 
-    def __init__(self, root: Path, combined: int = 3, controllers: int = 0, brokers: int = 0, **extra: str):
+    def __init__(self, root: Path, combined: int = 3, controllers: int = 0, brokers: int = 0,
+                 format_args: tuple[str, ...] = (), **extra: str):
         voter_ids = list(range(1, (combined or controllers) + 1))
         cports = {i: free_port() for i in voter_ids}
         voters = ",".join(f"{i}@127.0.0.1:{cports[i]}" for i in voter_ids)
@@ -86,10 +87,10 @@ class KRaftCluster:
         for i in voter_ids:
             roles = "broker,controller" if combined else "controller"
             self.nodes[i] = Node(root / f"node{i}", i, roles, voters, free_port() if combined else None, cports[i],
-                                 **extra)
+                                 format_args, **extra)
         for j in range(brokers):
             i = 101 + j
-            self.nodes[i] = Node(root / f"node{i}", i, "broker", voters, free_port(), None, **extra)
+            self.nodes[i] = Node(root / f"node{i}", i, "broker", voters, free_port(), None, format_args, **extra)
 
     @property
     def brokers(self) -> dict[int, Node]:

@@ -13,6 +13,8 @@ leadership off the node before it exits. And controllers apart from brokers (thr
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import threading
 import time
 from collections import defaultdict
@@ -23,7 +25,7 @@ from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, A
                                    NewTopic, ResourcePatternType, ResourceType, ScramCredentialInfo, ScramMechanism,
                                    UserScramCredentialUpsertion)
 
-from kafka_process import TOOLS, run_tool
+from kafka_process import TOOLS, connect_plugins_classpath, run_tool
 from kraft_nodes import KRaftCluster
 from raft_processes import batches
 from waiting import wait_until
@@ -315,3 +317,59 @@ def test_features_and_describe_topic_partitions_from_the_metadata_log(combined):
     wait_until(lambda: _whole(c, "kr-dtp"), "kr-dtp led with full ISRs", 30)
     rc, lines = kafka_tool("kafka-topics", live[0].bootstrap, "--describe", "--topic", "kr-dtp")
     assert rc == 0 and len(lines) == 3 and all(ln.endswith("\tElr: \tLastKnownElr:") for ln in lines[1:]), lines
+
+
+def test_snapshots_let_the_log_go_and_a_lagging_node_fetches_one(tmp_path):
+    """KIP-630: each node writes snapshots of its image; the log before one is let go; a node that
+    was down meanwhile gets the snapshot with FetchSnapshot (its fetch offset is no longer in the
+    leader's log); a restarted node starts from its own snapshot; Kafka's kafka-dump-log and
+    kafka-metadata-shell read one (the shell at 4.3.0, the newest served here: the cluster is formatted
+    at that release, metadata.version 4.3-IV0, which it knows)."""
+    c = KRaftCluster(tmp_path, combined=3, format_args=("--release-version", "4.3"),
+                     **{"metadata.log.max.record.bytes.between.snapshots": "4096"})
+    try:
+        c.start()
+        c.nodes[3].kill()
+        for i in range(8):   # metadata written while node 3 is down
+            _create(c.nodes[1].bootstrap, f"snap-{i}", 2, 2)
+
+        def snapshot_ends(node) -> list[int]:
+            return sorted(int(p.name.split("-")[0]) for p in (node.data_dir / "__cluster_metadata-0").glob("*.checkpoint")
+                          if int(p.name.split("-")[0]) > 0)
+        down_end = max(b[1] for b in batches(c.nodes[3].data_dir / "__cluster_metadata-0")) + 1
+        wait_until(lambda: all(snapshot_ends(c.nodes[i]) and snapshot_ends(c.nodes[i])[-1] > down_end
+                               for i in (1, 2)), "snapshots past node 3's log end on nodes 1 and 2", 60)
+        # the leader's log now starts at its snapshot: node 3's next fetch is answered with a SnapshotId
+        c.nodes[3].start()
+        c.nodes[3].wait_serving()
+        wait_until(lambda: "installed snapshot" in c.nodes[3].log_text(), "node 3 to install a fetched snapshot", 60)
+        wait_until(lambda: c.registered() == [1, 2, 3], "node 3 registered again", 60)
+        md = AdminClient({"bootstrap.servers": c.nodes[3].bootstrap, **QUIET}).list_topics(timeout=10)
+        assert {f"snap-{i}" for i in range(8)} <= set(md.topics)
+        # a restarted node starts from its own latest snapshot
+        c.nodes[1].stop(30)
+        c.nodes[1].start()
+        c.nodes[1].wait_serving()
+        assert "loaded snapshot" in c.nodes[1].log_text()
+        wait_until(lambda: c.registered() == [1, 2, 3], "node 1 registered again", 60)
+        md = AdminClient({"bootstrap.servers": c.nodes[1].bootstrap, **QUIET}).list_topics(timeout=10)
+        assert {f"snap-{i}" for i in range(8)} <= set(md.topics)
+        # Kafka's dump-log reads a Samsa snapshot
+        newest = sorted((c.nodes[2].data_dir / "__cluster_metadata-0").glob("*.checkpoint"))[-1]
+        snap = tmp_path / newest.name    # a copy: a newer snapshot may replace it meanwhile
+        shutil.copyfile(newest, snap)
+        r = run_tool(TOOLS["kafka-dump-log"], "--cluster-metadata-decoder", "--files", str(snap))
+        assert r.returncode == 0 and "Exception" not in r.stdout + r.stderr, r.stdout + r.stderr
+        assert '"type":"TOPIC_RECORD"' in r.stdout and '"name":"snap-7"' in r.stdout
+        assert "SnapshotHeader" in r.stdout and "SnapshotFooter" in r.stdout
+        shell = ["java", "-cp", connect_plugins_classpath(), "org.apache.kafka.shell.MetadataShell", "--snapshot",
+                 str(snap)]
+
+        def shell_ls(path: str) -> list[str]:   # its own log lines ("... ERROR ... Ignoring control record") apart
+            r = subprocess.run([*shell, "ls", path], capture_output=True, text=True, timeout=120)
+            assert r.returncode == 0 and "shell fault" not in r.stdout + r.stderr, r.stdout + r.stderr[-2000:]
+            return [ln.strip() for ln in r.stdout.splitlines() if ln.strip() and "] " not in ln]
+        assert {f"snap-{i}" for i in range(8)} <= set(shell_ls("/image/topics/byName"))
+        assert shell_ls("/image/cluster/brokers") == ["1", "2", "3"]
+    finally:
+        c.stop()

@@ -226,3 +226,34 @@ def test_registration_needs_the_finalized_metadata_version():
     reserved = body | {"features": MV, "log_dirs": [bytes(15) + b"\x01"]}
     assert w.logic.register(reserved, 0).answer["error_code"] == errors.E_INVALID_REGISTRATION
     assert w.logic.register(body | {"features": MV}, 0).answer["error_code"] == 0
+
+
+def test_a_snapshot_of_the_image_builds_the_same_image():
+    """snapshot_records (what a .checkpoint holds) through Kafka's record format into a new image."""
+    from samsa.cluster.kraft_image import snapshot_records
+    w = World()
+    w.apply(Decision([("FeatureLevelRecord", 0, {"name": "metadata.version", "feature_level": 33})]))
+    w.brokers(1, 2, 3)
+    w.topic("t", {0: [1, 2, 3], 1: [2, 3, 1]})
+    w.heartbeat(1, want_fence=True)
+    w.apply(w.logic.alter_configs({"resources": [{"resource_type": 2, "resource_name": "t", "configs": [
+        {"name": "retention.ms", "config_operation": 0, "value": "1000"}]}, {"resource_type": 32,
+        "resource_name": "g", "configs": [{"name": "consumer.session.timeout.ms", "config_operation": 0,
+                                           "value": "50000"}]}]}))
+    w.apply(w.logic.allocate_producer_ids({"broker_id": 2, "broker_epoch": w.image.brokers[2].epoch}))
+    w.apply(w.logic.create_acls({"creations": [{"resource_type": 2, "resource_name": "t", "resource_pattern_type": 3,
+                                                "principal": "User:a", "host": "*", "operation": 3,
+                                                "permission_type": 3}]}))
+    w.apply(w.logic.alter_client_quotas({"entries": [
+        {"entity": [{"entity_type": "user", "entity_name": None}], "ops": [
+            {"key": "producer_byte_rate", "value": 1024.0, "remove": False}]},
+        {"entity": [{"entity_type": "user", "entity_name": "a"}, {"entity_type": "client-id", "entity_name": "c"}],
+         "ops": [{"key": "request_percentage", "value": 50.0, "remove": False}]}]}))
+    w.apply(w.logic.alter_scram({"deletions": [], "upsertions": [{"name": "a", "mechanism": 1, "iterations": 4096,
+                                                                   "salt": b"salt", "salted_password": b"x" * 32}]}))
+    again = MetadataImage()
+    for i, (name, version, data) in enumerate(snapshot_records(w.image)):
+        n, _, decoded = mr.decode(mr.encode(name, version, data))
+        again.apply(i, n, decoded, Changes())
+    for attr in ("topics", "names", "brokers", "configs", "features", "next_producer_id", "acls", "quotas", "scram"):
+        assert getattr(again, attr) == getattr(w.image, attr), attr
