@@ -162,6 +162,7 @@ BROKER_KEYS = keys(
     Key("socket.send.buffer.bytes", "int", 102400),
     Key("socket.receive.buffer.bytes", "int", 102400),
     Key("socket.request.max.bytes", "int", 104857600, at_least(1)),
+    Key("max.request.partition.size.limit", "int", 2000, at_least(1)),  # DescribeTopicPartitions (KIP-966)
     Key("connections.max.idle.ms", "long", 600000),
     Key("num.recovery.threads.per.data.dir", "int", 2, at_least(1), dynamic=True),
     Key("log.segment.bytes", "int", 1073741824, at_least(1048576), dynamic=True),

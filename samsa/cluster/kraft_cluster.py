@@ -200,6 +200,27 @@ class KRaftMetadataStore:
     def watch_acl_changes(self, callback: Callable[[], None]) -> None:
         self.on_acls.append(callback)
 
+    # ---------------------------------------------------------------- finalized features (KIP-584)
+
+    def features(self) -> tuple[dict[str, int], int]:
+        """The image's finalized levels (its FeatureLevelRecords) and, as Kafka's epoch, the offset
+        of the metadata log applied."""
+        return self._image(lambda im: dict(im.features)), self.channel.applied_offset
+
+    def ensure_features(self, initial: dict[str, int]) -> tuple[dict[str, int], int]:
+        return self.features()  # the log holds what format finalized: nothing to write here
+
+    def put_features(self, levels: dict[str, int], epoch: int) -> int | None:
+        """UpdateFeatures to the active controller, which decides it by the same rules
+        (``ControllerLogic.update_features``) and writes FeatureLevelRecords."""
+        current = self._image(lambda im: dict(im.features))
+        updates = [{"feature": n, "max_version_level": level, "upgrade_type": 1 if level > current.get(n, 0) else 2}
+                   for n, level in sorted(levels.items()) if level != current.get(n, 0)]
+        resp = self._send(ApiKey.UPDATE_FEATURES, {"timeout_ms": self.timeout_ms, "feature_updates": updates,
+                                                   "validate_only": False})
+        _raise(resp["error_code"], resp.get("error_message"))
+        return self.channel.applied_offset
+
     def watch_config_changes(self, callback: Callable[[], None]) -> None:
         self.on_entities.append(callback)
 

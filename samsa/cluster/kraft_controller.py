@@ -20,6 +20,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from samsa.cluster import controller as rules
+from samsa.cluster import features
 from samsa.cluster.kraft_image import BROKER, GROUP, TOPIC, MetadataImage
 from samsa.cluster.metadata import PartitionState
 from samsa.protocol import errors
@@ -515,3 +516,18 @@ class ControllerLogic:
                         "server_key": cred.server_key, "iterations": cred.iterations}))
             results[user] = {"user": user, "error_code": 0, "error_message": None}
         return Decision(records, {"throttle_time_ms": 0, "results": list(results.values())})
+
+    def update_features(self, body: dict, node_id: int) -> Decision:
+        """UpdateFeatures (v2: no per-feature results), by ``cluster.features``' rules against the
+        image's levels: one FeatureLevelRecord per level changed (0 removes the feature), or
+        INVALID_UPDATE_VERSION and nothing."""
+        updates = [(u["feature"], u["max_version_level"], u.get("upgrade_type", features.UPGRADE))
+                   for u in body["feature_updates"]]
+        try:
+            new = features.apply_updates(self.image.features, updates, node_id)
+        except errors.KafkaError as e:
+            return Decision([], {"throttle_time_ms": 0, "error_code": e.code, "error_message": e.args[0]})
+        records: list[Record] = [("FeatureLevelRecord", 0, {"name": n, "feature_level": level})
+                                 for n, level in sorted(new.items())
+                                 if level != self.image.features.get(n, 0) and not body.get("validate_only")]
+        return Decision(records, {"throttle_time_ms": 0, "error_code": 0, "error_message": None})

@@ -107,6 +107,10 @@ class MetadataStore(Protocol):
     def entities(self) -> dict[str, dict[str, str]]: ...
     def acls(self) -> list[dict]: ...
     def put_acls(self, resource: tuple[str, str, str], acls: list[dict]) -> None: ...
+    # finalized feature levels (KIP-584) and their epoch: (levels, epoch), or None before any
+    def features(self) -> tuple[dict[str, int], int] | None: ...
+    def ensure_features(self, initial: dict[str, int]) -> tuple[dict[str, int], int]: ...
+    def put_features(self, levels: dict[str, int], epoch: int) -> int | None: ...
     def close(self) -> None: ...
 
 
@@ -145,6 +149,7 @@ class LocalMetadataStore:
         # (resource type, pattern type, name) -> Kafka's ACL entries
         self._acls: dict[tuple[str, str, str], list[dict]] = {
             (a["resource_type"], a["pattern_type"], a["name"]): a["acls"] for a in data.get("acls", [])}
+        self._features: dict | None = data.get("features")  # {"levels": {name: level}, "epoch": n}
 
     def _data(self) -> dict:
         return {
@@ -154,6 +159,7 @@ class LocalMetadataStore:
             "broker_configs": self._broker_configs,
             "entity_configs": self._entities,
             "acls": self.acls(),
+            **({"features": self._features} if self._features is not None else {}),
             "topics": {n: t.to_json() for n, t in sorted(self._topics.items())},
         }
 
@@ -234,6 +240,26 @@ class LocalMetadataStore:
             self._change(lambda: self._acls.__setitem__(resource, list(acls)))
         else:
             self._change(lambda: self._acls.pop(resource, None))
+
+    def features(self) -> tuple[dict[str, int], int] | None:
+        f = self._features
+        return None if f is None else (dict(f["levels"]), f["epoch"])
+
+    def ensure_features(self, initial: dict[str, int]) -> tuple[dict[str, int], int]:
+        """The finalized levels, ``initial`` (at epoch 0) written first if none are."""
+        with self._lock:
+            if self._features is None:
+                self._change(lambda: setattr(self, "_features", {"levels": dict(initial), "epoch": 0}))
+            return self.features()  # type: ignore[return-value]
+
+    def put_features(self, levels: dict[str, int], epoch: int) -> int | None:
+        """Write ``levels`` if the finalized ones are still at ``epoch``: the new epoch, or None
+        (changed meanwhile)."""
+        with self._lock:
+            if self._features is None or self._features["epoch"] != epoch:
+                return None
+            self._change(lambda: setattr(self, "_features", {"levels": dict(levels), "epoch": epoch + 1}))
+            return epoch + 1
 
     def close(self) -> None:
         pass

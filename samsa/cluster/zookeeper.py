@@ -12,6 +12,7 @@ and the controller election node. Layout, as Kafka writes it::
     /config/brokers/<id> | <default>             {"version":1,"config":{...}}
     /controller                                  ephemeral {"version":2,"brokerid":..,"timestamp":..}
     /latest_producer_id_block                    {"version":1,"broker":..,"block_start":..,"block_end":..}
+    /feature                                     {"version":2,"status":1,"features":{"transaction.version":{"max_version_level":2},..}}
 
 ``zookeeper.connect`` may name several servers and a chroot (``h1:2181,h2:2181/kafka``);
 the chroot is created when missing, as Kafka does.
@@ -430,6 +431,50 @@ class ZooKeeperMetadataStore:
                 return start
             except BadVersionError:
                 continue
+
+    # ---------------------------------------------------------------- finalized features (KIP-584)
+
+    @staticmethod
+    def _features(data: bytes, stat) -> tuple[dict[str, int], int]:
+        """Kafka's FeatureZNode (version 2: a feature absent is not finalized, level 0); the epoch
+        is the znode's version, as in Kafka's ZooKeeper mode."""
+        d = json.loads(data) if data else {}
+        levels = {name: int(v["max_version_level"]) for name, v in (d.get("features") or {}).items()}
+        return levels, stat.version
+
+    def features(self) -> tuple[dict[str, int], int] | None:
+        try:
+            return self._features(*self.zk.get("/feature"))
+        except NoNodeError:
+            return None
+
+    @staticmethod
+    def _feature_node(levels: dict[str, int]) -> bytes:
+        return _json({"version": 2, "status": 1, "features": {name: {"max_version_level": level}
+                                                              for name, level in sorted(levels.items()) if level > 0}})
+
+    def ensure_features(self, initial: dict[str, int]) -> tuple[dict[str, int], int]:
+        """The cluster's finalized levels: ``initial`` written by the first broker to start."""
+        try:
+            self.zk.create("/feature", self._feature_node(initial))
+        except NodeExistsError:
+            pass
+        return self.features()  # type: ignore[return-value]
+
+    def put_features(self, levels: dict[str, int], epoch: int) -> int | None:
+        """Compare-and-set on the znode's version: the new epoch, or None if another broker
+        changed the features since ``epoch`` was read."""
+        try:
+            return self.zk.set("/feature", self._feature_node(levels), version=epoch).version
+        except (BadVersionError, NoNodeError):
+            return None
+
+    def watch_features(self, callback: Callable[[dict[str, int], int], None]) -> None:
+        """``callback(levels, epoch)`` (on kazoo's thread) now and after every change of /feature."""
+        def changed(data, stat, event=None):
+            if stat is not None:
+                callback(*self._features(data, stat))
+        self.zk.DataWatch("/feature", changed)
 
     # ---------------------------------------------------------------- controller
 

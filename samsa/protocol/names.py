@@ -7,6 +7,8 @@ import re
 from samsa.protocol import errors
 
 MAX_TOPIC_NAME = 249
+#: Kafka's internal topics (its ``Topic.isInternal``): ``is_internal`` in Metadata and DescribeTopicPartitions.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 
 

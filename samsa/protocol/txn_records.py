@@ -10,8 +10,8 @@ Pure encoding and decoding: the transaction coordinator writes and replays them,
   ``transaction_last_update_timestamp_ms`` int64, ``transaction_start_timestamp_ms`` int64;
 - value, version 1 (flexible, KIP-890 part 2): the same fields in compact encoding, and tagged
   fields ``previous_producer_id`` (0), ``next_producer_id`` (1), ``client_transaction_version``
-  (2), each written when it is not its default. Samsa writes version 1, as Kafka 4 does once
-  ``transaction.version`` 2 is finalized.
+  (2), each written when it is not its default. Samsa writes version 1, as Kafka 4 does while
+  ``transaction.version`` is finalized at 1 or 2, and version 0 at level 0.
 
 A null value is a tombstone: the transactional id expired. The topic is compacted.
 """
@@ -59,12 +59,14 @@ def txn_key(transactional_id: str) -> bytes:
     return _I16.pack(0) + _str(transactional_id)
 
 
-def txn_value(v: TxnLogValue) -> bytes:
-    return _txn_value_v1(v)
+def txn_value(v: TxnLogValue, version: int = 1) -> bytes:
+    """The value in ``version``: 1 while ``transaction.version`` is finalized at 1 or 2, 0 at 0 (as
+    Kafka 4 writes them; version 0 has no tagged fields, so no previous or next producer id)."""
+    return _txn_value_v1(v) if version >= 1 else txn_value_v0(v)
 
 
 def txn_value_v0(v: TxnLogValue) -> bytes:
-    """Version 0 (Kafka before 4.0): what older logs hold; read, never written by Samsa."""
+    """Version 0 (Kafka before 4.0, and Kafka 4 at ``transaction.version`` 0)."""
     out = [_VALUE_HEAD.pack(0, v.producer_id, v.producer_epoch, v.timeout_ms, v.status),
            _I32.pack(len(v.partitions))]
     for topic, parts in sorted(v.partitions.items()):

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from samsa.broker_config import BrokerConfig, ConfigError, parse_listener
+from samsa.cluster.features import FinalizedFeatures, initial_levels
 from samsa.cluster.kraft_cluster import KRaftCluster, KRaftMetadataStore
 from samsa.cluster.membership import LocalCluster, ZooKeeperCluster
 from samsa.clock import now_ms
@@ -90,6 +91,7 @@ class BrokerServer:
         self.loop_lag = None  # the event loop's lag probe (metrics/loop_lag), while metrics are on
         self.authorizer: Authorizer | None = None  # authorizer.class.name
         self.quotas: QuotaManager | None = None  # client quotas, from the metadata store
+        self.features = FinalizedFeatures()  # the cluster's finalized feature levels (KIP-584), from the store
         self.shares: SharePartitionManager
         # How share partitions read and write their state (KIP-932): the share coordinator's
         # persister unless this is set before start().
@@ -120,6 +122,7 @@ class BrokerServer:
                                                                zookeeper, kraft_cluster_id)
         clustered = bool(zookeeper) or self.kraft is not None
         self.config.apply_dynamic(self.store.broker_configs(None), self.store.broker_configs(self.broker_id))
+        self._load_features(kraft_mode.formatted_features(self.config) if kraft_cluster_id else None)
         if self.config["authorizer.class.name"]:
             self._start_authorizer(clustered)
         self._start_quotas(clustered)
@@ -243,6 +246,16 @@ class BrokerServer:
         registry.register(BrokerCollector(self, self.stats, self.dispatcher.times, busy, self.loop_lag))
         self.metrics_endpoint = MetricsEndpoint(registry, listener)
         await self.metrics_endpoint.start()
+
+    def _load_features(self, formatted: dict[str, int] | None) -> None:
+        """The finalized feature levels (a new cluster's: those ``storage format`` wrote, else
+        Samsa's defaults), then every change another broker writes (ZooKeeper's /feature)."""
+        self.features.update(*self.store.ensure_features(initial_levels(formatted)))
+        if isinstance(self.store, KRaftMetadataStore):  # the metadata image is the only source
+            self.features.follow(self.store.features)
+        watch = getattr(self.store, "watch_features", None)
+        if watch is not None:
+            watch(self.features.update)
 
     async def _open_store(self, first_dir: Path, zookeeper: str, cluster_id: str | None = None) -> MetadataStore:
         if not zookeeper:
@@ -441,6 +454,9 @@ class TransactionCoordinatorHost(GroupCoordinatorHost):
 
     def allocate_producer_id(self) -> int:
         return self._server.admin.allocate_producer_id()
+
+    def transaction_version(self) -> int:
+        return self._server.features.level("transaction.version")
 
     async def write_txn_markers(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
                                 partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:

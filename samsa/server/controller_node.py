@@ -103,6 +103,7 @@ class ControllerServer:
             ApiKey.DELETE_ACLS: (w, 1, 3),
             ApiKey.ALTER_CLIENT_QUOTAS: (w, 0, 1),
             ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (w, 0, 0),
+            ApiKey.UPDATE_FEATURES: (w, 0, 2),
             ApiKey.API_VERSIONS: (self._api_versions, 0, api.api(ApiKey.API_VERSIONS).max_version),
             ApiKey.VOTE: (self._raft, 0, 2),
             ApiKey.BEGIN_QUORUM_EPOCH: (self._raft, 0, 1),
@@ -508,6 +509,7 @@ class ControllerServer:
             ApiKey.DELETE_ACLS: lambda: logic.delete_acls(body),
             ApiKey.ALTER_CLIENT_QUOTAS: lambda: logic.alter_client_quotas(body),
             ApiKey.ALTER_USER_SCRAM_CREDENTIALS: lambda: logic.alter_scram(body),
+            ApiKey.UPDATE_FEATURES: lambda: logic.update_features(body, self.broker_id),
         }[key]
 
         async def answer() -> dict:
@@ -563,4 +565,6 @@ def _refusal(key: int, body: dict, code: int) -> dict:
         users = dict.fromkeys(x["name"] for x in [*body["deletions"], *body["upsertions"]])
         return {"throttle_time_ms": 0, "results": [{"user": u, "error_code": code, "error_message": None}
                                                    for u in users]}
+    if key == ApiKey.UPDATE_FEATURES:
+        return {"throttle_time_ms": 0, "error_code": code, "error_message": None}
     return {"throttle_time_ms": 0, "error_code": code, "topics": []}        # AlterPartition

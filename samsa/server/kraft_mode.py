@@ -96,15 +96,22 @@ def _snapshot_voters(config: BrokerConfig) -> list[int] | None:
     return None if voters is None else [v["voter_id"] for v in voters]
 
 
+def formatted_features(config: BrokerConfig) -> dict[str, int] | None:
+    """The feature levels ``storage format`` finalized (``metadata.version`` among them), from the
+    bootstrap snapshot; None if there is none."""
+    path = bootstrap_snapshot(Path(config["metadata.log.dir"] or config.log_dirs[0]))
+    if path is None:
+        return None
+    return {d["name"]: d["feature_level"] for name, _, d in decode_snapshot(path.read_bytes()).records
+            if name == "FeatureLevelRecord"}
+
+
 def supported_features() -> dict[str, tuple[int, int]]:
-    """What a Samsa broker declares when it registers with a KRaft controller: every
-    metadata.version of Kafka 4.4 (3.3-IV3 on), kraft.version 0-1, and the features its
-    ApiVersions advertises."""
-    from samsa.server.handlers.api_versions import FEATURES
-    from samsa.storage.kraft import FIRST_LEVEL, METADATA_VERSIONS
-    out = {"metadata.version": (FIRST_LEVEL, FIRST_LEVEL + len(METADATA_VERSIONS) - 1), "kraft.version": (0, 1)}
-    out.update({name: (lo, hi) for name, (lo, hi, _) in FEATURES.items()})
-    return out
+    """What a Samsa broker declares when it registers with a KRaft controller: the features it
+    supports (``cluster.features.SUPPORTED``: every metadata.version of Kafka 4.4 from 3.3-IV3, and
+    those ApiVersions advertises) and kraft.version 0-1."""
+    from samsa.cluster.features import SUPPORTED
+    return {**SUPPORTED, "kraft.version": (0, 1)}
 
 
 def log_dir_ids(config: BrokerConfig) -> list[bytes]:

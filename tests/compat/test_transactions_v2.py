@@ -19,7 +19,7 @@ NONE, FENCED, INVALID = 0, errors.E_PRODUCER_FENCED, errors.E_INVALID_TXN_STATE
 
 
 def test_api_versions_advertise_transaction_version_2(broker):
-    r = raw_call(broker.port, ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
+    r = raw_call(broker.port, ApiKey.API_VERSIONS, 4, {"client_software_name": "t", "client_software_version": "1"})
     assert {"name": "transaction.version", "min_version": 0, "max_version": 2} in r["supported_features"]
     assert {"name": "transaction.version", "min_version_level": 2, "max_version_level": 2} in r["finalized_features"]
     assert r["finalized_features_epoch"] >= 0

@@ -300,6 +300,25 @@ def test_acls_quotas_and_scram_users_are_cluster_metadata(combined):
     wait_until(lambda: scram_users() == {"bob": [(ScramMechanism.SCRAM_SHA_256, 8192)]}, "bob on broker 1", 30)
 
 
+def test_features_and_describe_topic_partitions_from_the_metadata_log(combined):
+    """Every broker reports the features the metadata log finalized (ApiVersions: the image's
+    FeatureLevelRecords, as ``storage format`` wrote them) and serves DescribeTopicPartitions:
+    Kafka 4.4.0's ``kafka-features describe`` and ``kafka-topics --describe`` (Elr columns)."""
+    from kafka_tools import finalized_features, kafka_tool
+    c = combined
+    live = [n for n in c.brokers.values() if n.alive]
+    levels = [finalized_features(n.bootstrap)[0] for n in live]
+    assert all(lv == levels[0] for lv in levels) and levels[0]["metadata.version"] == 33, levels
+    assert levels[0]["transaction.version"] == 2
+    rc, lines = kafka_tool("kafka-features", live[0].bootstrap, "describe")
+    assert rc == 0 and any(ln.startswith("Feature: transaction.version") and "FinalizedVersionLevel: 2" in ln
+                           for ln in lines), lines
+    _create(live[-1].bootstrap, "kr-dtp", 2, 3)
+    wait_until(lambda: _whole(c, "kr-dtp"), "kr-dtp led with full ISRs", 30)
+    rc, lines = kafka_tool("kafka-topics", live[0].bootstrap, "--describe", "--topic", "kr-dtp")
+    assert rc == 0 and len(lines) == 3 and all(ln.endswith("\tElr: \tLastKnownElr:") for ln in lines[1:]), lines
+
+
 def test_snapshots_let_the_log_go_and_a_lagging_node_fetches_one(tmp_path):
     """KIP-630: each node writes snapshots of its image; the log before one is let go; a node that
     was down meanwhile gets the snapshot with FetchSnapshot (its fetch offset is no longer in the

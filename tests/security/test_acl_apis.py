@@ -190,3 +190,26 @@ def test_carol_gets_what_her_acls_allow(broker):
     # As the super user: every group, and the cluster's authorized operations.
     root = AdminClient(_conf(broker, "admin"))
     assert {g.group_id for g in root.list_consumer_groups().result(15).valid} >= {"carol-g1", "other-g"}
+
+
+def test_describe_topic_partitions_and_update_features_with_acls(broker):
+    """DescribeTopicPartitions as Kafka authorizes it: carol's topic described (her operations
+    on it), the other named one TOPIC_AUTHORIZATION_FAILED after the others with no id, hidden when
+    every topic is asked for; UpdateFeatures needs ALTER on the cluster (admin, a super user,
+    has it)."""
+    dtp = (ApiKey.DESCRIBE_TOPIC_PARTITIONS, {"topics": [{"name": "other-t"}, {"name": "carol-t"}],
+                                              "response_partition_limit": 10, "cursor": None})
+    every = (ApiKey.DESCRIBE_TOPIC_PARTITIONS, {"topics": [], "response_partition_limit": 10, "cursor": None})
+    update = (ApiKey.UPDATE_FEATURES, {"timeout_ms": 30000, "validate_only": True, "feature_updates": [
+        {"feature": "transaction.version", "max_version_level": 1, "upgrade_type": 2}]})
+    named, everything, refused = _calls("carol", broker.port, [dtp, every, update])
+    assert [(t["name"], t["error_code"], len(t["partitions"])) for t in named["topics"]] == [
+        ("carol-t", 0, 1), ("other-t", errors.E_TOPIC_AUTHORIZATION_FAILED, 0)]
+    carol_ops = named["topics"][0]["topic_authorized_operations"]
+    assert carol_ops == sum(1 << op for op in (3, 8, 6, 10))  # READ, DESCRIBE (implied), DELETE, DESCRIBE_CONFIGS
+    assert named["topics"][1]["topic_id"] == bytes(16)
+    assert [t["name"] for t in everything["topics"]] == ["carol-t"]
+    assert refused["error_code"] == errors.E_CLUSTER_AUTHORIZATION_FAILED
+    assert refused["error_message"].endswith("principal=User:carol, listenerName=PLAINTEXT) needs ALTER permission.")
+    (allowed,) = _calls("admin", broker.port, [update])
+    assert allowed["error_code"] == 0

@@ -84,6 +84,9 @@ class FakeHost:
         self.next_pid += 1
         return self.next_pid
 
+    def transaction_version(self) -> int:
+        return 2
+
     async def write_txn_markers(self, producer_id, producer_epoch, coordinator_epoch, commit, partitions):
         await self.markers.passage()
         return dict.fromkeys(partitions, 0)

@@ -28,6 +28,7 @@ from samsa.coordinator.groups.modern import (JOIN_EPOCH, LEAVE_EPOCH, LEAVE_STAT
                                              ModernMember, reconcile)
 from samsa.protocol import errors
 from samsa.protocol import group_records as gr
+from samsa.protocol.names import INTERNAL_TOPICS
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,6 @@ CONFIG_KEYS = ("group.consumer.session.timeout.ms", "group.consumer.heartbeat.in
                "group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms",
                "group.consumer.max.size", "group.consumer.assignors", "group.consumer.migration.policy")
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 @dataclass(frozen=True)

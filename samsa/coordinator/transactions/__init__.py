@@ -11,10 +11,10 @@
   the coordinator's broker, with one mapping of its answers.
 """
 
-from samsa.coordinator.transactions.coordinator import (TRANSACTION_VERSION, TransactionCoordinator, TransactionDescription,
+from samsa.coordinator.transactions.coordinator import (TransactionCoordinator, TransactionDescription,
                                                         TransactionHost, TransactionListing)
 from samsa.coordinator.transactions.state import TransactionMetadata, TxnState
 from samsa.coordinator.transactions.verifier import TransactionVerifier
 
-__all__ = ["TRANSACTION_VERSION", "TransactionCoordinator", "TransactionDescription", "TransactionHost", "TransactionListing",
+__all__ = ["TransactionCoordinator", "TransactionDescription", "TransactionHost", "TransactionListing",
            "TransactionMetadata", "TransactionVerifier", "TxnState"]

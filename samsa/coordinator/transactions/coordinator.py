@@ -36,10 +36,6 @@ from samsa.protocol.txn_records import TRANSACTION_STATE_TOPIC
 log = logging.getLogger(__name__)
 
 MAX_EPOCH = 32767
-#: The transactions version this coordinator serves (the ``transaction.version`` feature):
-#: 2 is KIP-890 part 2 (EndTxn v5 bumps the epoch, Produce v12 and TxnOffsetCommit v5 add
-#: their partitions). Clients of version 1 (EndTxn up to v4) are served as before.
-TRANSACTION_VERSION = 2
 MARKER_RETRY_S = 0.1
 #: Every broker config the transaction coordinator reads.
 CONFIG_KEYS = ("transaction.state.log.num.partitions", "transaction.state.log.replication.factor",
@@ -56,6 +52,10 @@ class TransactionHost(CoordinatorHost, Protocol):
     ids, and the partition leaders that write markers."""
 
     def allocate_producer_id(self) -> int: ...
+
+    def transaction_version(self) -> int:
+        """The cluster's finalized ``transaction.version``: the version of the values written."""
+        ...
 
     def write_txn_markers(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
                           partitions: list[TopicPartition]) -> Awaitable[dict[TopicPartition, int]]:
@@ -224,7 +224,8 @@ class TransactionCoordinator:
         meta.pending = to
         try:
             await write_state(self.host, self.partition_of(meta.transactional_id), meta.coordinator_epoch,
-                              meta.transactional_id, target.to_log())
+                              meta.transactional_id, target.to_log(),
+                              1 if self.host.transaction_version() >= 1 else 0)
         finally:
             meta.pending = None
         if self.txns.get(meta.transactional_id) is not meta:

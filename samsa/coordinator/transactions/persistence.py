@@ -33,16 +33,16 @@ _AS_COORDINATOR_ERROR = {
 
 
 async def write_state(host: CoordinatorHost, partition_index: int, coordinator_epoch: int, transactional_id: str,
-                      value: TxnLogValue | None) -> None:
-    """Append the id's state (None: its tombstone) and return once it is replicated; raise the
-    coordinator error a client should get otherwise."""
+                      value: TxnLogValue | None, value_version: int = 1) -> None:
+    """Append the id's state (None: its tombstone; else a value of ``value_version``) and return
+    once it is replicated; raise the coordinator error a client should get otherwise."""
     try:
         partition: Partition = host.partition(TRANSACTION_STATE_TOPIC, partition_index)
         if partition.state.leader_epoch != coordinator_epoch:
             raise errors.NotCoordinatorError(f"coordinator epoch {coordinator_epoch} is over")
         ts = now_ms()
         data = bytearray(records.build_batch([(txn_key(transactional_id),
-                                               None if value is None else txn_value(value), ts)]))
+                                               None if value is None else txn_value(value, value_version), ts)]))
         info = partition.append(data, batch.validate(data), ts)
         await host.wait_for_high_watermark(partition, info.last_offset + 1,
                                            host.config["offsets.commit.timeout.ms"],

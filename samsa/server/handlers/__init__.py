@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Callable, Protocol
 
 from samsa.broker_config import BrokerConfig
+from samsa.cluster.features import FinalizedFeatures
 from samsa.cluster.membership import LocalCluster, ZooKeeperCluster
 from samsa.cluster.metadata import BrokerInfo, MetadataStore
 from samsa.cluster.metadata_cache import MetadataCache
@@ -49,6 +50,7 @@ class Services(Protocol):
     verifier: TransactionVerifier  # KIP-890: Produce and TxnOffsetCommit ask it about the transaction
     authorizer: Authorizer | None  # None without authorizer.class.name: every check passes
     quotas: QuotaManager | None    # client quotas (producer/consumer byte rates, request percentage, mutations)
+    features: FinalizedFeatures    # the cluster's finalized feature levels and epoch (KIP-584)
 
     def reload_quotas(self) -> None: ...
 

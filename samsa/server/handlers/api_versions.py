@@ -1,21 +1,13 @@
-"""ApiVersions (18): the versions of every API this broker speaks, and the features (KIP-584)
-it supports and has finalized, as Kafka 4 advertises them: ``transaction.version`` 2
-(KIP-890 part 2) tells clients to use transactions version 2; ``group.version`` 1 the consumer
-group protocol (KIP-848); ``share.version`` 1 share groups (KIP-932; Kafka 4.4 finalizes 2); ``streams.version`` 1
-streams groups (KIP-1071)."""
+"""ApiVersions (18): the versions of every API this broker speaks, and the features (KIP-584) it
+supports and the cluster has finalized, with their epoch (``samsa.cluster.features``): clients
+read them here (the Java Admin's describeFeatures, ``kafka-features describe``), and a
+producer uses transactions version 2 (KIP-890 part 2) only when ``transaction.version`` is
+finalized at 2; ``group.version`` 1 is the consumer group protocol (KIP-848), ``share.version``
+1 share groups (KIP-932; Kafka 4.4 finalizes 2), ``streams.version`` 1 streams groups (KIP-1071)."""
 
-from samsa.coordinator.transactions import TRANSACTION_VERSION
+from samsa.cluster.features import SUPPORTED
 from samsa.protocol.api_keys import ApiKey
 from samsa.server.handlers import HANDLERS, handles
-
-#: Features advertised from ApiVersions v3 (KIP-584): name -> (min, max supported, finalized level).
-FEATURES = {
-    "group.version": (0, 1, 1),
-    "share.version": (0, 1, 1),
-    "streams.version": (0, 1, 1),
-    "transaction.version": (0, TRANSACTION_VERSION, TRANSACTION_VERSION),
-}
-FEATURES_EPOCH = 1
 
 
 @handles(ApiKey.API_VERSIONS)
@@ -27,9 +19,12 @@ def api_versions(ctx, req: dict) -> dict:
         "throttle_time_ms": 0,
     }
     if ctx.version >= 3:
+        features = ctx.broker.features
+        # v3 and below leave out the features whose minimum is 0, as Kafka does (KAFKA-17011:
+        # older clients refuse a minimum of 0)
         out["supported_features"] = [{"name": n, "min_version": lo, "max_version": hi}
-                                     for n, (lo, hi, _) in sorted(FEATURES.items())]
-        out["finalized_features_epoch"] = FEATURES_EPOCH
+                                     for n, (lo, hi) in sorted(SUPPORTED.items()) if ctx.version >= 4 or lo > 0]
+        out["finalized_features_epoch"] = features.epoch
         out["finalized_features"] = [{"name": n, "min_version_level": level, "max_version_level": level}
-                                     for n, (_, _, level) in sorted(FEATURES.items())]
+                                     for n, level in sorted(features.levels.items()) if level > 0]
     return out

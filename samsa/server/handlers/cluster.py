@@ -1,6 +1,9 @@
-"""DescribeCluster (60), DescribeLogDirs (35), DeleteRecords (21), DescribeQuorum (55)."""
+"""DescribeCluster (60), DescribeLogDirs (35), DeleteRecords (21), UpdateFeatures (57), DescribeQuorum (55)."""
 
+import asyncio
 import shutil
+
+from samsa.cluster.features import UPGRADE, apply_updates
 
 from samsa.protocol import errors
 from samsa.protocol.acl import ResourceType, authorized_operations
@@ -85,6 +88,45 @@ def delete_records(ctx, req: dict) -> dict:
                 parts.append({"partition_index": index, "low_watermark": -1, "error_code": e.code})
         topics.append({"name": t["name"], "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}
+
+
+@handles(ApiKey.UPDATE_FEATURES)
+async def update_features(ctx, req: dict) -> dict:
+    """UpdateFeatures (57): the controller's rules (``cluster.features``), all or nothing; the
+    levels written to the metadata store (compare-and-set on their epoch: in a ZooKeeper
+    cluster any broker may answer, and every broker sees the change through /feature)."""
+    broker = ctx.broker
+    names = [u["feature"] for u in req["feature_updates"]]  # one result an update, as Kafka (duplicates too)
+
+    def answer(code: int, message: str | None) -> dict:
+        out = {"throttle_time_ms": 0, "error_code": code, "error_message": message}
+        if ctx.version < 2:  # per-feature results until v2; Kafka answers each NONE, or none on an error
+            out["results"] = [] if code else [{"feature": n, "error_code": 0, "error_message": "NONE"} for n in names]
+        return out
+
+    if not allowed_cluster(ctx, Op.ALTER):
+        # Kafka's words ("Request <its request> needs ALTER permission."), with Samsa's view of the request
+        conn = ctx.connection
+        return answer(errors.E_CLUSTER_AUTHORIZATION_FAILED,
+                      f"Request(apiKey=UPDATE_FEATURES, apiVersion={ctx.version}, clientId={ctx.header.client_id}, "
+                      f"principal={conn.principal}, listenerName={conn.listener}) needs ALTER permission.")
+    # v0's AllowDowngrade is not read: Kafka 4.4 takes a v0 update as an upgrade whatever it says
+    updates = [(u["feature"], u["max_version_level"], u.get("upgrade_type", UPGRADE) if ctx.version >= 1 else UPGRADE)
+               for u in req["feature_updates"]]
+    loop = asyncio.get_running_loop()
+    for _ in range(10):  # another broker may change the features between our read and write
+        try:
+            levels, epoch = await loop.run_in_executor(None, broker.store.features) or ({}, -1)
+            new = apply_updates(levels, updates, broker.controller_id)
+            if req.get("validate_only", False) or new == levels:
+                return answer(0, None)
+            new_epoch = await loop.run_in_executor(None, broker.store.put_features, new, epoch)
+        except errors.KafkaError as e:
+            return answer(e.code, e.args[0] if e.args else None)
+        if new_epoch is not None:
+            broker.features.update(new, new_epoch)
+            return answer(0, None)
+    return answer(errors.E_FEATURE_UPDATE_FAILED, "The finalized features kept changing while they were updated.")
 
 
 @handles(ApiKey.DESCRIBE_QUORUM, 0, 2)

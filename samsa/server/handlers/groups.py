@@ -320,6 +320,12 @@ async def offset_delete(ctx, req: dict) -> dict:
 
 # ---------------------------------------------------------------- the consumer group protocol (KIP-848)
 
+def _protocol_off(ctx, feature: str) -> bool:
+    """A group protocol whose feature the cluster finalized at 0 (``kafka-features disable``):
+    its heartbeats are answered UNSUPPORTED_VERSION, before any authorization, as Kafka does."""
+    return ctx.broker.features.level(feature) < 1
+
+
 def _heartbeat_wire(r: ConsumerHeartbeatResult) -> dict:
     out = {"throttle_time_ms": 0, "error_code": r.error, "error_message": r.message, "member_id": r.member_id,
            "member_epoch": r.member_epoch, "heartbeat_interval_ms": r.heartbeat_interval_ms, "assignment": None}
@@ -331,6 +337,8 @@ def _heartbeat_wire(r: ConsumerHeartbeatResult) -> dict:
 
 @handles(ApiKey.CONSUMER_GROUP_HEARTBEAT)
 async def consumer_group_heartbeat(ctx, req: dict) -> dict:
+    if _protocol_off(ctx, "group.version"):
+        return _heartbeat_wire(ConsumerHeartbeatResult(errors.E_UNSUPPORTED_VERSION))
     if not allowed(ctx, Op.READ, RT.GROUP, req["group_id"]):
         return _heartbeat_wire(ConsumerHeartbeatResult(errors.E_GROUP_AUTHORIZATION_FAILED))
     owned = req.get("topic_partitions")
@@ -390,7 +398,9 @@ def consumer_group_describe(ctx, req: dict) -> dict:
 
 @handles(ApiKey.SHARE_GROUP_HEARTBEAT)
 async def share_group_heartbeat(ctx, req: dict) -> dict:
-    if not allowed(ctx, Op.READ, RT.GROUP, req["group_id"]):
+    if _protocol_off(ctx, "share.version"):
+        r = ConsumerHeartbeatResult(errors.E_UNSUPPORTED_VERSION)
+    elif not allowed(ctx, Op.READ, RT.GROUP, req["group_id"]):
         r = ConsumerHeartbeatResult(errors.E_GROUP_AUTHORIZATION_FAILED)
     else:
         r = await ctx.broker.groups.share_heartbeat(ShareHeartbeat(
@@ -418,7 +428,9 @@ def _streams_tasks(tasks: dict, kind: str) -> list[dict]:
 
 @handles(ApiKey.STREAMS_GROUP_HEARTBEAT)
 async def streams_group_heartbeat(ctx, req: dict) -> dict:
-    if not allowed(ctx, Op.READ, RT.GROUP, req["group_id"]):
+    if _protocol_off(ctx, "streams.version"):
+        r = StreamsHeartbeatResult(errors.E_UNSUPPORTED_VERSION)
+    elif not allowed(ctx, Op.READ, RT.GROUP, req["group_id"]):
         r = StreamsHeartbeatResult(errors.E_GROUP_AUTHORIZATION_FAILED)
     else:
         endpoint = req.get("user_endpoint")
