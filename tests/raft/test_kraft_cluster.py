@@ -317,6 +317,15 @@ def test_features_and_describe_topic_partitions_from_the_metadata_log(combined):
     wait_until(lambda: _whole(c, "kr-dtp"), "kr-dtp led with full ISRs", 30)
     rc, lines = kafka_tool("kafka-topics", live[0].bootstrap, "--describe", "--topic", "kr-dtp")
     assert rc == 0 and len(lines) == 3 and all(ln.endswith("\tElr: \tLastKnownElr:") for ln in lines[1:]), lines
+    # kafka-features downgrade through one broker: decided by the active controller, seen by every broker
+    rc, lines = kafka_tool("kafka-features", live[1].bootstrap, "downgrade", "--feature", "transaction.version=1")
+    assert rc == 0, lines
+    wait_until(lambda: all(finalized_features(n.bootstrap)[0]["transaction.version"] == 1 for n in live),
+               "transaction.version 1 on every broker", 30)
+    rc, lines = kafka_tool("kafka-features", live[2].bootstrap, "upgrade", "--feature", "transaction.version=2")
+    assert rc == 0, lines
+    wait_until(lambda: all(finalized_features(n.bootstrap)[0]["transaction.version"] == 2 for n in live),
+               "transaction.version 2 again on every broker", 30)
 
 
 def test_snapshots_let_the_log_go_and_a_lagging_node_fetches_one(tmp_path):
