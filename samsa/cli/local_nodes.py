@@ -127,8 +127,11 @@ def run(base: dict[str, str], n: int) -> int:
         if any(p.poll() is not None for p in procs.values()):
             break
         if all(_listening(h, p) for h, p in brokers):
-            print(f"[local-nodes] a KRaft cluster of {n} nodes (cluster id {cluster_id}) is serving on "
-                  + ",".join(f"{h}:{p}" for h, p in brokers), flush=True)
+            boot = ",".join(f"{h}:{p}" for h, p in brokers)
+            print(f"[local-nodes] a KRaft cluster of {n} nodes (cluster id {cluster_id}) is serving on {boot}\n"
+                  f"  samsa topics --bootstrap-server {boot} --create --topic spread --partitions {2 * n}\n"
+                  f"  samsa topics --bootstrap-server {boot} --describe --topic spread\n"
+                  f"  Ctrl-C stops every node (one at a time: each moves its leadership away first)", flush=True)
             break
         time.sleep(0.2)
     codes: dict[int, int] = {}
