@@ -382,3 +382,33 @@ def test_snapshots_let_the_log_go_and_a_lagging_node_fetches_one(tmp_path):
         assert shell_ls("/image/cluster/brokers") == ["1", "2", "3"]
     finally:
         c.stop()
+
+
+def test_transactions_in_a_kraft_cluster(combined):
+    """Producer ids from the controller (AllocateProducerIds), __transaction_state created through it:
+    a transaction committed and one aborted, a read_committed consumer through another broker."""
+    c = combined
+    _create(c.bootstrap, "kr-txn", 3, 3)
+    p = Producer({"bootstrap.servers": c.nodes[1].bootstrap, "transactional.id": "kr-tx", **QUIET})
+    p.init_transactions(60)
+    p.begin_transaction()
+    for i in range(30):
+        p.produce("kr-txn", value=f"ok-{i}".encode(), partition=i % 3)
+    p.commit_transaction(60)
+    p.begin_transaction()
+    for i in range(30):
+        p.produce("kr-txn", value=f"no-{i}".encode(), partition=i % 3)
+    p.abort_transaction(60)
+    consumer = Consumer({"bootstrap.servers": c.nodes[3].bootstrap, "group.id": "kr-txn-g",
+                         "isolation.level": "read_committed", "auto.offset.reset": "earliest", **QUIET})
+    consumer.subscribe(["kr-txn"])
+    got = []
+    deadline = time.monotonic() + 60
+    while len(got) < 30 and time.monotonic() < deadline:
+        m = consumer.poll(0.5)
+        if m is not None and not m.error():
+            got.append(m.value())
+    extra = consumer.poll(2)
+    consumer.close()
+    assert sorted(got) == sorted(f"ok-{i}".encode() for i in range(30))
+    assert extra is None or extra.error() is not None
