@@ -17,6 +17,7 @@ import concurrent.futures
 import copy
 import logging
 import threading
+import time
 from typing import Any, Callable
 
 from samsa.broker_config import BrokerConfig
@@ -69,6 +70,7 @@ class MetadataNode:
         self._thread = threading.Thread(target=self._run, name="kraft-metadata", daemon=True)
         self._conn: tuple[int, BrokerConnection] | None = None
         self._conn_lock: asyncio.Lock | None = None
+        self._unanswered = False  # the last request to the active controller found none before its timeout
 
     # ---------------------------------------------------------------- lifecycle (broker's thread)
 
@@ -190,7 +192,9 @@ class MetadataNode:
             if _not_controller(resp):
                 await asyncio.sleep(backoff)
                 continue
+            self._unanswered = False
             return resp
+        self._unanswered = True
         raise errors.RequestTimedOutError(f"no active controller answered within {timeout_ms} ms"
                                           + (f" (last: {last})" if last else ""))
 
@@ -199,5 +203,18 @@ class MetadataNode:
         return await self.run(self.controller_request(api_key, body, timeout_ms))
 
     def request_sync(self, api_key: int, body: dict, timeout_ms: int = 30000) -> dict:
-        """From any thread but the metadata thread, blocking."""
-        return self.submit(self.controller_request(api_key, body, timeout_ms)).result(timeout_ms / 1000 + 5)
+        """From any thread but the metadata thread, blocking; the broker's event loop calls it
+        (a topic created at once). So while no active controller answers (a request, the
+        heartbeats every ``broker.heartbeat.interval.ms`` too, found none before its timeout, and
+        none answered since) it gives up at once with REQUEST_TIMED_OUT instead of stopping the
+        broker for ``timeout_ms``."""
+        if self._unanswered:
+            raise errors.RequestTimedOutError("no active controller answers")
+        fut = self.submit(self.controller_request(api_key, body, timeout_ms))
+        deadline = time.monotonic() + timeout_ms / 1000 + 5
+        while True:
+            try:
+                return fut.result(0.1)
+            except concurrent.futures.TimeoutError:
+                if self._unanswered or time.monotonic() > deadline:  # left to finish by its own deadline
+                    raise errors.RequestTimedOutError("no active controller answers") from None
