@@ -199,20 +199,29 @@ class KRaftCluster:
             leader, hw = q["leader_id"], q["high_watermark"]
             logs = {i: batches(n.metadata_dir) for i, n in self.nodes.items() if i != leader}
             logs[leader] = batches(self.nodes[leader].metadata_dir)  # read last: the longest
-            committed = {i: [b for b in log if b[1] < hw] for i, log in logs.items()}
-            if len({tuple(c) for c in committed.values()}) != 1:
-                problems.append(f"the committed metadata (below offset {hw}) differs: " + ", ".join(
-                    f"node {i} {len(c)} batches to offset {c[-1][1] if c else -1}" for i, c in committed.items()))
-            for i, log in logs.items():
-                if log != logs[leader][:len(log)]:
-                    problems.append(f"node {i}'s metadata log ({len(log)} batches) is not a prefix of the active "
-                                    f"controller {leader}'s ({len(logs[leader])} batches)")
+            problems.extend(metadata_log_differences(logs, leader, hw))
             return not problems
         try:
             wait_until(consistent, "every node's metadata log a prefix of the active controller's", timeout)
         except AssertionError:
             return list(problems)
         return []
+
+
+def metadata_log_differences(logs: dict[int, list[tuple]], leader: int, high_watermark: int) -> list[str]:
+    """What breaks "one log" among the nodes' metadata logs (``raft_processes.batches`` of each):
+    the batches below ``high_watermark`` not the same on every node, or a node's log not a prefix
+    of the ``leader``'s."""
+    problems = []
+    committed = {i: [b for b in log if b[1] < high_watermark] for i, log in logs.items()}
+    if len({tuple(c) for c in committed.values()}) != 1:
+        problems.append(f"the committed metadata (below offset {high_watermark}) differs: " + ", ".join(
+            f"node {i} {len(c)} batches to offset {c[-1][1] if c else -1}" for i, c in committed.items()))
+    for i, log in logs.items():
+        if log != logs[leader][:len(log)]:
+            problems.append(f"node {i}'s metadata log ({len(log)} batches) is not a prefix of the active "
+                            f"controller {leader}'s ({len(logs[leader])} batches)")
+    return problems
 
 
 def metadata(node: Node, topics: list[str], timeout_ms: int = 2000) -> dict:
