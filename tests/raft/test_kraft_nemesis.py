@@ -121,8 +121,10 @@ def _broker_gone(cluster: KRaftCluster, w: Workload, node: int) -> None:
     if node not in cluster.brokers:
         return
     wait_until(lambda: node not in w.registered(), f"broker {node} fenced", FAULT_TIMEOUT)
-    wait_until(lambda: all(s["leader"] != node and s["leader"] in w.registered() for s in w.states().values()),
-               f"every partition led by a registered broker other than {node}", FAULT_TIMEOUT)
+    def moved() -> bool:
+        alive = w.registered()
+        return all(s["leader"] != node and s["leader"] in alive for s in w.states().values())
+    wait_until(moved, f"every partition led by a registered broker other than {node}", FAULT_TIMEOUT)
 
 
 # ---------------------------------------------------------------- the faults
