@@ -168,6 +168,7 @@ class MetadataNode:
             if leader not in voters:
                 await asyncio.sleep(backoff)
                 continue
+            conn = None
             try:
                 async with self._conn_lock:
                     if self._conn is None or self._conn[0] != leader or not self._conn[1].connected:
@@ -184,7 +185,7 @@ class MetadataNode:
                 resp = await conn.request(api_key, body, version, timeout_ms=remaining)
             except (errors.KafkaError, OSError, asyncio.TimeoutError) as e:
                 last = e
-                if self._conn is not None:
+                if self._conn is not None and self._conn[1] is conn:  # not one another request opened since
                     self._conn[1].close()
                     self._conn = None
                 await asyncio.sleep(backoff)
