@@ -211,8 +211,11 @@ class KRaftCluster:
 def metadata_log_differences(logs: dict[int, list[tuple]], leader: int, high_watermark: int) -> list[str]:
     """What breaks "one log" among the nodes' metadata logs (``raft_processes.batches`` of each):
     the batches below ``high_watermark`` not the same on every node, or a node's log not a prefix
-    of the ``leader``'s."""
+    of the ``leader``'s. Compared from the latest log start among them (a node lets its log go
+    below a snapshot of its own, KIP-630)."""
     problems = []
+    start = max((log[0][0] for log in logs.values() if log), default=0)
+    logs = {i: [b for b in log if b[0] >= start] for i, log in logs.items()}
     committed = {i: [b for b in log if b[1] < high_watermark] for i, log in logs.items()}
     if len({tuple(c) for c in committed.values()}) != 1:
         problems.append(f"the committed metadata (below offset {high_watermark}) differs: " + ", ".join(

@@ -299,6 +299,9 @@ def test_metadata_logs_compared_as_one_log():
         "node 101's metadata log (5 batches) is not a prefix of the active controller 1's (4 batches)"]
     diverged = log[:3] + [(5, 9, 1, 77, False)]  # an uncommitted suffix of an old epoch, not truncated
     assert metadata_log_differences({1: log, 2: diverged}, 1, 4)[0].startswith("node 2's")
+    # a node whose log starts later (it let it go below a snapshot): compared from there
+    assert metadata_log_differences({1: log, 2: log[2:], 101: log[1:3]}, 1, 6) == []
+    assert metadata_log_differences({1: log, 2: log[2:3] + [(5, 9, 2, 66, False)]}, 1, 6) != []
 
 
 def test_broker_serves_while_no_controller_answers(tmp_path):
