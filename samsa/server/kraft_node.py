@@ -60,6 +60,15 @@ def _not_controller(resp: dict) -> bool:
     return False
 
 
+def _on_event_loop() -> bool:
+    """Whether the calling thread is running an event loop (the broker's)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 class MetadataNode:
     def __init__(self, config: BrokerConfig):
         self.config = config
@@ -204,12 +213,13 @@ class MetadataNode:
         return await self.run(self.controller_request(api_key, body, timeout_ms))
 
     def request_sync(self, api_key: int, body: dict, timeout_ms: int = 30000) -> dict:
-        """From any thread but the metadata thread, blocking; the broker's event loop calls it
-        (a topic created at once). So while no active controller answers (a request, the
+        """From any thread but the metadata thread, blocking. The broker's event loop calls it too
+        (a topic created at once): there, while no active controller answers (a request, the
         heartbeats every ``broker.heartbeat.interval.ms`` too, found none before its timeout, and
-        none answered since) it gives up at once with REQUEST_TIMED_OUT instead of stopping the
-        broker for ``timeout_ms``."""
-        if self._unanswered:
+        none answered since), it gives up at once with REQUEST_TIMED_OUT instead of stopping the
+        broker for ``timeout_ms``; the request is left to finish by its own deadline."""
+        on_loop = _on_event_loop()
+        if on_loop and self._unanswered:
             raise errors.RequestTimedOutError("no active controller answers")
         fut = self.submit(self.controller_request(api_key, body, timeout_ms))
         deadline = time.monotonic() + timeout_ms / 1000 + 5
@@ -217,5 +227,5 @@ class MetadataNode:
             try:
                 return fut.result(0.1)
             except concurrent.futures.TimeoutError:
-                if self._unanswered or time.monotonic() > deadline:  # left to finish by its own deadline
+                if (on_loop and self._unanswered) or time.monotonic() > deadline:
                     raise errors.RequestTimedOutError("no active controller answers") from None
