@@ -86,6 +86,11 @@ class BrokerProcess(ChildProcess):
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
 
+    @property
+    def log_dir(self) -> Path:
+        """Where its partitions' directories are (``log.dirs``)."""
+        return self.data_dir / "logs"
+
     def start(self) -> "BrokerProcess":
         self.data_dir.mkdir(parents=True, exist_ok=True)
         props = self.data_dir / "server.properties"

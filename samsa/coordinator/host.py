@@ -92,7 +92,8 @@ def ensure_internal_topic(host: CoordinatorHost, name: str, num_partitions: int,
         host.create_topic(name, num_partitions, rf, configs=configs)
     except errors.TopicAlreadyExistsError:
         raise errors.CoordinatorNotAvailableError(f"{name} is being created") from None
-    except errors.KafkaStorageError as e:  # the metadata store or every log dir cannot be written
+    except (errors.KafkaStorageError, errors.RequestTimedOutError) as e:  # the metadata store (KRaft: the
+        # controller quorum) or every log dir cannot be written
         raise errors.CoordinatorNotAvailableError(f"{name} cannot be created now: {e.message}") from None
 
 

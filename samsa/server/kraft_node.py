@@ -17,6 +17,7 @@ import concurrent.futures
 import copy
 import logging
 import threading
+import time
 from typing import Any, Callable
 
 from samsa.broker_config import BrokerConfig
@@ -60,6 +61,15 @@ def _not_controller(resp: dict) -> bool:
     return False
 
 
+def _on_event_loop() -> bool:
+    """Whether the calling thread is running an event loop (the broker's)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 class MetadataNode:
     def __init__(self, config: BrokerConfig):
         self.config = config
@@ -70,6 +80,7 @@ class MetadataNode:
         self._thread = threading.Thread(target=self._run, name="kraft-metadata", daemon=True)
         self._conn: tuple[int, BrokerConnection] | None = None
         self._conn_lock: asyncio.Lock | None = None
+        self._unanswered = False  # the last request to the active controller found none before its timeout
 
     # ---------------------------------------------------------------- lifecycle (broker's thread)
 
@@ -167,6 +178,7 @@ class MetadataNode:
             if leader not in voters:
                 await asyncio.sleep(backoff)
                 continue
+            conn = None
             try:
                 async with self._conn_lock:
                     if self._conn is None or self._conn[0] != leader or not self._conn[1].connected:
@@ -183,7 +195,7 @@ class MetadataNode:
                 resp = await conn.request(api_key, body, version, timeout_ms=remaining)
             except (errors.KafkaError, OSError, asyncio.TimeoutError) as e:
                 last = e
-                if self._conn is not None:
+                if self._conn is not None and self._conn[1] is conn:  # not one another request opened since
                     self._conn[1].close()
                     self._conn = None
                 await asyncio.sleep(backoff)
@@ -191,7 +203,9 @@ class MetadataNode:
             if _not_controller(resp):
                 await asyncio.sleep(backoff)
                 continue
+            self._unanswered = False
             return resp
+        self._unanswered = True
         raise errors.RequestTimedOutError(f"no active controller answered within {timeout_ms} ms"
                                           + (f" (last: {last})" if last else ""))
 
@@ -200,5 +214,19 @@ class MetadataNode:
         return await self.run(self.controller_request(api_key, body, timeout_ms))
 
     def request_sync(self, api_key: int, body: dict, timeout_ms: int = 30000) -> dict:
-        """From any thread but the metadata thread, blocking."""
-        return self.submit(self.controller_request(api_key, body, timeout_ms)).result(timeout_ms / 1000 + 5)
+        """From any thread but the metadata thread, blocking. The broker's event loop calls it too
+        (a topic created at once): there, while no active controller answers (a request, the
+        heartbeats every ``broker.heartbeat.interval.ms`` too, found none before its timeout, and
+        none answered since), it gives up at once with REQUEST_TIMED_OUT instead of stopping the
+        broker for ``timeout_ms``; the request is left to finish by its own deadline."""
+        on_loop = _on_event_loop()
+        if on_loop and self._unanswered:
+            raise errors.RequestTimedOutError("no active controller answers")
+        fut = self.submit(self.controller_request(api_key, body, timeout_ms))
+        deadline = time.monotonic() + timeout_ms / 1000 + 5
+        while True:
+            try:
+                return fut.result(0.1)
+            except concurrent.futures.TimeoutError:
+                if (on_loop and self._unanswered) or time.monotonic() > deadline:
+                    raise errors.RequestTimedOutError("no active controller answers") from None

@@ -7,14 +7,18 @@ election off), each by a confluent-kafka producer in a thread:
 - ``<name>-one``: acks=1, numbered records (what Kafka may lose on a deposed leader);
 - ``<name>-txn``: transactions of a few records, every third one aborted.
 
-A monitor reads the partition states and the registered brokers from ZooKeeper every 100 ms:
-how long each partition had no leader (none, or one whose broker is not registered).
+The workload reads the cluster through a small view of it (``cluster.view()``): the partition
+states and the registered brokers, from ZooKeeper for a ZooKeeper cluster
+(``cluster_harness.ZooKeeperView``), from the brokers and the quorum for a KRaft one
+(``kraft_nodes.KRaftView``). A monitor reads them every 100 ms: how long each partition had no
+leader (none, or one whose broker is not registered).
 
 The checker (:meth:`Workload.check`) asserts nothing itself; it counts, and
 :meth:`CheckReport.violations` lists what breaks a safety rule: an acknowledged acks=all record
 lost, moved from its acknowledged offset, or duplicated; a partition's records out of order;
 replicas that differ below the high watermark; a committed transaction's record missing, or an
-aborted one's read by a ``read_committed`` consumer. acks=1 records lost are counted apart: Kafka
+aborted one's read by a ``read_committed`` consumer; and what the view finds wrong with the
+cluster's own metadata (KRaft: the nodes' metadata logs not prefixes of one log). acks=1 records lost are counted apart: Kafka
 loses those when a deposed leader truncates, and says so.
 """
 
@@ -28,7 +32,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from cluster_harness import Cluster, partition_states
+from cluster_harness import Cluster
 from samsa.protocol.batch import iter_headers
 from waiting import wait_until
 
@@ -56,6 +60,7 @@ class CheckReport:
     examples: list[str] = field(default_factory=list)  # a few of the records behind a violation
     broker_log_problems: list[str] = field(default_factory=list)  # tracebacks in the brokers' logs (the campaign)
     producer_errors: int = 0
+    metadata_problems: list[str] = field(default_factory=list)  # the view's (KRaft: metadata logs that diverge)
     leaderless_s: dict[str, float] = field(default_factory=dict)  # partition -> total seconds without a leader
     longest_leaderless_s: float = 0.0
     longest_stall_s: float = 0.0  # longest gap between acks=all acknowledgements of one partition
@@ -71,6 +76,7 @@ class CheckReport:
             out += self.examples[:10]
         if not self.replicas_identical:
             out.append(f"replicas differ below the high watermark: {self.replica_differences}")
+        out += self.metadata_problems
         return out
 
     def lines(self) -> list[str]:
@@ -79,6 +85,7 @@ class CheckReport:
                 f"duplicated: {self.duplicated}, out of order: {self.out_of_order}, "
                 f"acknowledged without an offset: {self.acked_without_offset}",
                 f"replicas byte-identical below the high watermark: {self.replicas_identical}",
+                f"the cluster's metadata: {'; '.join(self.metadata_problems) or 'consistent'}",
                 f"transactions committed: {self.txn_committed} (records lost: {self.committed_lost}), "
                 f"aborted: {self.txn_aborted} (records read by read_committed: {self.aborted_read}), "
                 f"outcome unknown: {self.txn_unknown}",
@@ -191,7 +198,7 @@ class _Transactions(threading.Thread):
 class _Monitor(threading.Thread):
     def __init__(self, cluster: Cluster, topics: list[str]):
         super().__init__(daemon=True)
-        self.zk = cluster.zookeeper()
+        self.view = cluster.view()
         self.topics = topics
         self.since: dict[str, float] = {}
         self.total: dict[str, float] = defaultdict(float)
@@ -202,8 +209,8 @@ class _Monitor(threading.Thread):
         last = time.monotonic()
         while not self.stopping.wait(0.1):
             try:
-                alive = {int(b) for b in self.zk.get_children("/brokers/ids")}
-                states = {f"{t}-{p}": s for t in self.topics for p, s in partition_states(self.zk, t).items()}
+                alive = self.view.registered()
+                states = self.view.states(self.topics)
             except Exception:
                 continue
             now = time.monotonic()
@@ -219,8 +226,7 @@ class _Monitor(threading.Thread):
     def close(self) -> None:
         self.stopping.set()
         self.join(10)
-        self.zk.stop()
-        self.zk.close()
+        self.view.close()
 
 
 class Workload:
@@ -239,27 +245,25 @@ class Workload:
         self.txn = _Transactions(boot, self.topics["txn"], partitions, f"{name}-txn-producer")
         self.monitor = _Monitor(cluster, list(self.topics.values()))
 
-    def states(self) -> dict[str, dict]:
-        zk = self.cluster.zookeeper()
+    def _ask(self, question):
+        view = self.cluster.view()
         try:
-            return {f"{t}-{p}": s for t in self.topics.values() for p, s in partition_states(zk, t).items()}
+            return question(view)
         finally:
-            zk.stop()
-            zk.close()
+            view.close()
+
+    def states(self) -> dict[str, dict]:
+        """``topic-partition`` -> {"leader", "isr", ...} of the workload's topics, as the view sees them."""
+        return self._ask(lambda view: view.states(list(self.topics.values())))
 
     def registered(self) -> set[int]:
-        zk = self.cluster.zookeeper()
-        try:
-            return {int(b) for b in zk.get_children("/brokers/ids")}
-        finally:
-            zk.stop()
-            zk.close()
+        return self._ask(lambda view: view.registered())
 
     def whole(self) -> bool:
         """Every broker registered, every partition led by one, with all three replicas in sync."""
-        alive = self.registered()
-        return len(alive) == len(self.cluster.brokers) and all(
-            s["leader"] in alive and len(s["isr"]) == 3 for s in self.states().values())
+        alive, states = self.registered(), self.states()
+        return len(alive) == len(self.cluster.brokers) and len(states) == len(self.topics) * self.partitions and all(
+            s["leader"] in alive and len(s["isr"]) == 3 for s in states.values())
 
     def start(self) -> "Workload":
         for t in (self.monitor, self.all, self.one, self.txn):
@@ -332,6 +336,7 @@ class Workload:
 
         r.replica_differences = [d for t in self.topics.values() for d in self._compare_replicas(t)]
         r.replicas_identical = not r.replica_differences
+        r.metadata_problems = self._ask(lambda view: view.problems())
         return r
 
     def _high_watermarks(self, topic: str) -> dict[int, int]:
@@ -373,7 +378,7 @@ class Workload:
 
             def covered() -> bool:
                 for b, broker in self.cluster.brokers.items():
-                    prefixes[b] = _log_prefix(broker.data_dir / "logs" / f"{topic}-{p}", hw)
+                    prefixes[b] = _log_prefix(broker.log_dir / f"{topic}-{p}", hw)
                 return all(v is not None for v in prefixes.values())
             try:
                 wait_until(covered, what=f"every replica of {topic}-{p} past offset {hw}", timeout=60)

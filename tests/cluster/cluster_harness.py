@@ -69,6 +69,9 @@ class Cluster:
             b.kill()
         self.zk.stop()
 
+    def view(self) -> "ZooKeeperView":
+        return ZooKeeperView(self)
+
     def zookeeper(self) -> KazooClient:
         """A started ZooKeeper client in the cluster's chroot (the caller stops and closes it)."""
         zk = KazooClient(hosts=self.connect)
@@ -80,3 +83,29 @@ def partition_states(zk: KazooClient, topic: str) -> dict[int, dict]:
     """Each partition's state as the controller wrote it in ZooKeeper (leader, leader_epoch, isr)."""
     base = f"/brokers/topics/{topic}/partitions"
     return {int(p): json.loads(zk.get(f"{base}/{p}/state")[0]) for p in zk.get_children(base)}
+
+
+class ZooKeeperView:
+    """What the checker's workload asks of a cluster (see ``checker.Workload``), as the ZooKeeper
+    controller wrote it: the partition states and the registered brokers. A KRaft cluster has
+    its own (``kraft_nodes.KRaftView``)."""
+
+    def __init__(self, cluster: Cluster):
+        self.cluster = cluster
+        self.zk = cluster.zookeeper()
+
+    def states(self, topics: list[str]) -> dict[str, dict]:
+        """``topic-partition`` -> its state: at least ``leader`` and ``isr``."""
+        return {f"{t}-{p}": s for t in topics for p, s in partition_states(self.zk, t).items()}
+
+    def registered(self) -> set[int]:
+        return {int(b) for b in self.zk.get_children("/brokers/ids")}
+
+    def problems(self) -> list[str]:
+        """What breaks a safety rule of the cluster's own metadata: nothing to compare here
+        (ZooKeeper is one replicated store the checker does not look into)."""
+        return []
+
+    def close(self) -> None:
+        self.zk.stop()
+        self.zk.close()

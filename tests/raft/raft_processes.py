@@ -43,10 +43,10 @@ class Controller(ChildProcess):
         return batches(self.partition_dir)
 
 
-def describe_quorum(port: int) -> dict:
-    """DescribeQuorum v2 of __cluster_metadata-0 from the controller at ``port``: the partition."""
+def describe_quorum(port: int, host: str = "127.0.0.1", timeout_ms: int = 5000) -> dict:
+    """DescribeQuorum v2 of __cluster_metadata-0 from the controller at ``host:port``: the partition."""
     async def ask() -> dict:
-        conn = BrokerConnection("127.0.0.1", port, request_timeout_ms=5000, connect_timeout_ms=5000)
+        conn = BrokerConnection(host, port, request_timeout_ms=timeout_ms, connect_timeout_ms=timeout_ms)
         await conn.connect()
         try:
             resp = await conn.request(ApiKey.DESCRIBE_QUORUM, {"topics": [{
