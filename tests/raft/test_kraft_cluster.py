@@ -67,12 +67,17 @@ def test_three_combined_nodes_are_one_cluster(combined):
     _create(c.nodes[1].bootstrap, "kr-one", 6, 3)
     # every broker answers the same metadata: the partitions spread over the three, RF 3
     wait_until(lambda: _whole(c, "kr-one"), "kr-one led with full ISRs", 30)
-    views = []
-    for n in c.brokers.values():
-        with c.admin(n.bootstrap) as admin:
-            d = admin.describe_topics(["kr-one"])["kr-one"]
-            views.append(sorted((p.partition, p.leader, tuple(p.replicas)) for p in d.partitions))
-    assert views[0] == views[1] == views[2]
+    def views():   # each broker's answer (one still applying the topic answers UNKNOWN_TOPIC: asked again)
+        out = []
+        for n in c.brokers.values():
+            try:
+                with c.admin(n.bootstrap) as admin:
+                    d = admin.describe_topics(["kr-one"])["kr-one"]
+            except Exception:
+                return None
+            out.append(sorted((p.partition, p.leader, tuple(p.replicas)) for p in d.partitions))
+        return out if out[0] == out[1] == out[2] else None
+    views = wait_until(views, "the same kr-one from every broker", 30)
     assert {leader for _, leader, _ in views[0]} == {1, 2, 3}
     # produced through one broker, consumed through another
     p = Producer({"bootstrap.servers": c.nodes[2].bootstrap, "acks": "all", "enable.idempotence": True, **QUIET})
