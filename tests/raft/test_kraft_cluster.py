@@ -380,7 +380,7 @@ def test_snapshots_let_the_log_go_and_a_lagging_node_fetches_one(tmp_path):
                  str(snap)]
 
         def shell_ls(path: str) -> list[str]:   # its own log lines ("... ERROR ... Ignoring control record") apart
-            r = subprocess.run([*shell, "ls", path], capture_output=True, text=True, timeout=120)
+            r = subprocess.run([*shell, "ls", path], capture_output=True, text=True, timeout=300)
             assert r.returncode == 0 and "shell fault" not in r.stdout + r.stderr, r.stdout + r.stderr[-2000:]
             return [ln.strip() for ln in r.stdout.splitlines() if ln.strip() and "] " not in ln]
         assert {f"snap-{i}" for i in range(8)} <= set(shell_ls("/image/topics/byName"))
