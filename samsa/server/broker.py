@@ -43,7 +43,7 @@ from samsa.server.metrics.counters import BrokerTopicStats
 from samsa.security.acl import AclBinding, Authorizer
 from samsa.security.quotas import ConnectionQuotas, QuotaManager
 from samsa.security.scram import ScramCredential
-from samsa.server.network import Connection, ConnectionLimits, close_idle
+from samsa.server.network import Connection, ConnectionLimits, close_idle, set_buffer_sizes
 from samsa.server.security import listener_security
 from samsa.server.share.manager import SharePartitionManager
 from samsa.server.txn_markers import MarkerSender
@@ -299,6 +299,8 @@ class BrokerServer:
                 host or None, port, reuse_address=True, backlog=512, start_serving=False)
             for sock in server.sockets:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                set_buffer_sizes(sock, self.config["socket.send.buffer.bytes"],
+                                 self.config["socket.receive.buffer.bytes"])
             actual = server.sockets[0].getsockname()[1]
             self.servers.append(server)
             self.bound.append((name, host, actual))

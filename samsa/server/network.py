@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 import ssl
 import struct
 import time
@@ -106,6 +107,14 @@ class Connection(asyncio.BufferedProtocol):
         # Plaintext listeners (no TLS): Fetch record sets go out with sendfile on this socket.
         self.zero_copy = False
         self.sock_fd = -1
+        # On a selector loop a zero-copy answer is written straight to the socket (writev and
+        # sendfile), one writable callback driving it while the socket is full: the answer's
+        # chunks left, where to go on, and the future its connection waits on.
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.direct = False
+        self.out: list | None = None
+        self.out_at = 0
+        self.out_done: asyncio.Future | None = None
 
     # ---- asyncio callbacks
 
@@ -128,6 +137,9 @@ class Connection(asyncio.BufferedProtocol):
             if sock is not None:
                 self.sock_fd = sock.fileno()
                 self.zero_copy = self.sock_fd >= 0
+                self.loop = asyncio.get_running_loop()
+                # asyncio's selector loops (not uvloop): the socket's writable events without a transport's
+                self.direct = self.zero_copy and hasattr(self.loop, "_add_writer")
         if security is not None:
             if security.sasl:
                 self.auth = SaslSession(security, self.peer, self._authenticated)
@@ -175,6 +187,7 @@ class Connection(asyncio.BufferedProtocol):
             self.counted = False
             self.counts.release(self.peer.rsplit(":", 1)[0])
         self.closed = True
+        self._stop_direct()
         self.queue.clear()
         if self.arrivals is not None:
             self.arrivals.clear()
@@ -325,6 +338,9 @@ class Connection(asyncio.BufferedProtocol):
         except (ShortFileError, ConnectionError) as e:  # a sendfile that could not finish
             self.close(f"fetch answer not sent whole: {e}")
             return
+        except OSError as e:  # writing straight to the socket failed
+            self.close(f"fetch answer not sent whole: {e}")
+            return
         except Exception as e:  # a handler bug: the one connection pays, not the broker
             log.exception("request from %s failed", self.peer)
             self.close(f"internal error: {e}")
@@ -358,8 +374,84 @@ class Connection(asyncio.BufferedProtocol):
         if not self.zero_copy:  # TLS: the bytes through the transport, as before
             self.transport.writelines([c.read() if type(c) is FileSlice else c for c in chunks])
             return None
+        if self.direct and self.transport.get_write_buffer_size() == 0:
+            return self._send_direct(chunks)
         rest = self._send_now(chunks)
         return None if rest is None else self._send_later(rest)
+
+    def _send_direct(self, chunks: list) -> asyncio.Future | None:
+        """Write an answer straight to the socket (the transport's buffer is empty, and the busy
+        connection writes nothing else until it is done): runs of byte chunks with one writev,
+        file slices with sendfile, as far as the socket takes them now. None when all went; else
+        a future done when the rest has gone, one writable callback sending it meanwhile."""
+        self.out, self.out_at = chunks, 0
+        if self._push():
+            self.out = None
+            return None
+        self.out_done = fut = self.loop.create_future()
+        self.loop._add_writer(self.sock_fd, self._writable)  # type: ignore[attr-defined]
+        return fut
+
+    def _push(self) -> bool:
+        """Send the current answer's chunks on from where it stopped; True when all went."""
+        chunks, i = self.out, self.out_at
+        fd = self.sock_fd
+        n = len(chunks)
+        while i < n:
+            c = chunks[i]
+            if type(c) is FileSlice:
+                if not c.send_now(fd):
+                    self.out_at = i
+                    return False
+                c.close()
+                i += 1
+                continue
+            j = i + 1
+            while j < n and type(chunks[j]) is not FileSlice:
+                j += 1
+            run = chunks[i:j] if j - i < 256 else [b"".join(chunks[i:j])]
+            size = 0
+            for x in run:
+                size += len(x)
+            try:
+                sent = os.writev(fd, run)
+            except BlockingIOError:
+                sent = 0
+            if sent < size:  # the socket is full: the rest of the run waits, as one chunk
+                chunks[i:j] = [memoryview(b"".join(run))[sent:]]
+                self.out_at = i
+                return False
+            i = j
+        self.out_at = i
+        return True
+
+    def _writable(self) -> None:
+        """The socket has room: send more of the current answer."""
+        fut = self.out_done
+        if self.closed or fut is None or fut.done():
+            self._stop_direct()
+            return
+        try:
+            done = self._push()
+        except BaseException as e:  # noqa: BLE001 - the connection's task reports it (and closes)
+            self._stop_direct()
+            fut.set_exception(e)
+            return
+        if done:
+            self._stop_direct()
+            fut.set_result(None)
+
+    def _stop_direct(self) -> None:
+        """No answer in hand any more: the writable callback off, the slices not sent closed."""
+        if self.out_done is not None:
+            self.out_done = None
+            if not self.loop.is_closed():
+                self.loop._remove_writer(self.sock_fd)  # type: ignore[attr-defined]
+        out, self.out = self.out, None
+        if out:
+            for c in out[self.out_at:]:
+                if type(c) is FileSlice:
+                    c.close()
 
     def _send_now(self, chunks: list) -> list | None:
         """Send as far as the socket takes without waiting; the chunks left (the first a file
@@ -438,10 +530,22 @@ class Connection(asyncio.BufferedProtocol):
             if not quiet:
                 log.warning("closing connection from %s: %s", self.peer, reason)
             self.closed = True
+            self._stop_direct()
             self.queue.clear()
             if self.arrivals is not None:
                 self.arrivals.clear()
             self.transport.close()
+
+
+def set_buffer_sizes(sock: socket.socket, send: int, receive: int) -> None:
+    """``socket.send.buffer.bytes`` and ``socket.receive.buffer.bytes`` on a listening socket
+    (its connections inherit them); -1 (or 0) leaves the OS default (autotuning). Kafka's
+    default, 102400, also bounds how much of a fetch answer sits in the socket at once: a
+    sendfile hands over at most that much and the next follows as the client reads."""
+    if send > 0:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send)
+    if receive > 0:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive)
 
 
 def close_idle(connections: set[Connection], max_idle_ms: int) -> None:

@@ -361,22 +361,31 @@ class LogSegment:
                 b, _, lod = _PEEK.unpack_from(peek)
                 if b <= entry_offset <= b + lod:
                     start = entry_pos
-        data = os.pread(self.fd, pos + want - start, start)
-        n = len(data)
-        end = 0
+        # Only the batch headers are read (in chunks, skipping over big batches), not the bytes
+        # between them: the range's end is where the last whole batch below the cut ends.
+        cut = pos + want
+        end = at = start
         end_offset = self.next_offset
         unpack = LENGTH_STRUCT.unpack_from
-        while end + LOG_OVERHEAD <= n:
-            b, length = unpack(data, end)
-            if max_offset is not None and b >= max_offset:
-                end_offset = b
-                break
-            nxt = end + LOG_OVERHEAD + length
-            if nxt > n:
-                end_offset = b
-                break
-            end = nxt
-        length = start - pos + end
+        fd = self.fd
+        while at + LOG_OVERHEAD <= cut:
+            chunk = os.pread(fd, min(LOCATE_CHUNK, cut - at), at)
+            n = len(chunk)
+            off = 0
+            while off + LOG_OVERHEAD <= n:
+                b, length = unpack(chunk, off)
+                nxt = at + off + LOG_OVERHEAD + length
+                if max_offset is not None and b >= max_offset or nxt > cut:
+                    end_offset = b
+                    at = cut  # done
+                    break
+                end = nxt
+                off += LOG_OVERHEAD + length
+            else:
+                if n < LOG_OVERHEAD:
+                    break
+                at += off
+        length = end - pos
         return pos, length, length == avail, end_offset
 
     def batch_at(self, offset: int) -> tuple[int, bytes] | None:

@@ -194,6 +194,99 @@ def pipelined(bootstrap: str, port: int) -> None:
             assert [v for _, v in values] == want[p][off:off + len(values)]
 
 
+def _fetch_all_request(topic: str, partitions: int, offset: int, correlation_id: int) -> bytes:
+    body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 24, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+            "topics": [{"topic": topic, "partitions": [
+                {"partition": p, "fetch_offset": offset, "log_start_offset": -1, "partition_max_bytes": 1 << 22}
+                for p in range(partitions)]}]}
+    return b"".join(bytes(c) for c in encode_request(ApiKey.FETCH, 12, correlation_id, "zc-test", body))
+
+
+def _values_of(records) -> list[tuple[int, bytes]]:
+    records = bytes(records or b"")
+    out, pos = [], 0
+    for _, h in iter_headers(records):
+        _, recs = decode_batch(records, pos)
+        out += [(r.offset, r.value) for r in recs]
+        pos += h.size
+    return out
+
+
+def test_answers_of_many_partitions_through_a_full_socket_arrive_whole_and_in_order(zbroker, sent):
+    """Answers of four partitions each (header bytes, small record sets inline and big ones by
+    sendfile, interleaved), pipelined twelve deep to a client with a 4 KiB receive window that
+    reads 1,000 bytes at a time: the broker meets a full socket inside slices and inside the
+    byte runs between them, and every answer still arrives whole and in order."""
+    topic = f"zc-many-{uuid.uuid4().hex[:6]}"
+    create_topic(zbroker.bootstrap_servers, topic, partitions=4)
+    want = mixed(4)
+    produce(zbroker.bootstrap_servers, topic, want, linger_ms=0, batch_num_messages=1)
+    offsets = (0, 20, 30, 35, 36, 37, 38, 40, 42, 19, 0, 41)
+    frames = b"".join(_fetch_all_request(topic, 4, off, 2000 + i) for i, off in enumerate(offsets))
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.settimeout(WAIT)
+        s.connect(("127.0.0.1", zbroker.port))
+        s.sendall(frames)
+        buf = bytearray()
+        for i, off in enumerate(offsets):
+            while len(buf) < 4 or len(buf) < 4 + struct.unpack_from(">i", buf)[0]:
+                chunk = s.recv(1000)
+                assert chunk, f"the broker closed the connection before answer {i}"
+                buf += chunk
+            size = struct.unpack_from(">i", buf)[0]
+            frame, buf = bytes(buf[4:4 + size]), buf[4 + size:]
+            correlation_id, body = decode_response(ApiKey.FETCH, 12, frame)
+            assert correlation_id == 2000 + i
+            parts = body["responses"][0]["partitions"]
+            assert [p["partition_index"] for p in parts] == [0, 1, 2, 3]
+            for p in parts:
+                assert p["error_code"] == 0
+                values = _values_of(p["records"])
+                assert values and values[0][0] == off
+                assert [v for _, v in values] == want[p["partition_index"]][off:off + len(values)]
+    assert sent.bytes >= 3 * 100_000
+
+
+def test_clients_gone_in_the_middle_of_an_answer_cost_only_their_connections(zbroker, sent):
+    """Twenty clients ask for megabytes, read 100 bytes and go (half of them with a reset): the
+    broker lets go of each connection (its half-sent answer and the socket's writable callback
+    with it), and the connections that come next, on the same descriptor numbers, are answered
+    whole."""
+    topic = f"zc-gone-{uuid.uuid4().hex[:6]}"
+    create_topic(zbroker.bootstrap_servers, topic, partitions=4)
+    produce(zbroker.bootstrap_servers, topic, mixed(4))
+    connections = zbroker.server.dispatcher.connections
+    before = len(connections)
+    for i in range(20):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.settimeout(WAIT)
+        s.connect(("127.0.0.1", zbroker.port))
+        s.sendall(_fetch_all_request(topic, 4, 0, i))
+        assert s.recv(100)
+        if i % 2:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.close()
+    wait_until(lambda: len(connections) <= before, "the broker let go of the clients that went", WAIT)
+    pipelined(zbroker.bootstrap_servers, zbroker.port)
+    assert consume_all(zbroker.bootstrap_servers, topic, 4, 4 * len(MIXED_SIZES)) == mixed(4)
+
+
+def test_connections_have_the_configured_socket_buffers(zbroker):
+    """socket.send.buffer.bytes and socket.receive.buffer.bytes (Kafka's defaults, 102400) are
+    the accepted connections' SO_SNDBUF and SO_RCVBUF (Linux reports twice the size set)."""
+    connections = zbroker.server.dispatcher.connections
+    with socket.create_connection(("127.0.0.1", zbroker.port), timeout=WAIT) as s:
+        me = "%s:%d" % s.getsockname()[:2]
+        wait_until(lambda: any(c.peer == me for c in list(connections)), "the broker accepted the connection", WAIT)
+        conn = next(c for c in list(connections) if c.peer == me)
+        sock = conn.transport.get_extra_info("socket")
+        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) == 2 * 102400
+        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) == 2 * 102400
+
+
 def test_read_committed_over_sendfile_skips_aborted_transactions(zbroker, sent):
     topic = f"zc-txn-{uuid.uuid4().hex[:6]}"
     create_topic(zbroker.bootstrap_servers, topic, partitions=2)

@@ -124,3 +124,43 @@ def test_send_now_sends_everything_in_order(tmp_path):
         b.close()
         data.close()
     plog.close()
+
+
+def _expected(batches: list[tuple[int, int, int]], offset: int, max_bytes: int, max_offset, first: bool) -> bytes:
+    """The reference cut, from a walk over every batch: (base offset, last offset, bytes)."""
+    i = next((k for k, (_, last, _) in enumerate(batches) if last >= offset), None)
+    if i is None or max_offset is not None and offset >= max_offset or max_offset is not None and batches[i][0] >= max_offset:
+        return b""
+    if len(batches[i][2]) > max_bytes:
+        return batches[i][2] if first else b""
+    out, size = [], 0
+    for base, _, data in batches[i:]:
+        if max_offset is not None and base >= max_offset or size + len(data) > max_bytes:
+            break
+        out.append(data)
+        size += len(data)
+    return b"".join(out)
+
+
+def test_the_cut_after_the_last_whole_batch_with_batches_bigger_than_a_header_read(tmp_path):
+    """read_range finds where the last whole batch below the limit ends from the batch headers
+    alone (reading them in 16 KiB chunks and jumping over batches longer than that): the same cut
+    as a walk over every batch, for batches from 100 bytes to 300 KB, any limit and any offset."""
+    plog = PartitionLog.open(tmp_path / "t-0", LogConfig(segment_bytes=1 << 30, index_interval_bytes=4096))
+    rnd = random.Random(5)
+    for i in range(150):
+        b = batch(rnd.randint(1, 3), rnd.choice([100, 1000, 9000, 20_000, 70_000, 300_000]), T0 + i)
+        plog.append(b, validate(b), now_ms=T0 + i)
+    # the batches as stored (base offsets assigned), walked one by one
+    stored = as_bytes(plog.read_slice(0, 1 << 30))
+    batches = [(h.base_offset, h.next_offset - 1, stored[pos:pos + h.size]) for pos, h in iter_headers(stored)]
+    leo = plog.log_end_offset
+    for _ in range(600):
+        offset = rnd.randrange(0, leo)
+        max_bytes = rnd.choice([1, 5000, 16_384, 16_400, 100_000, 310_000, 1 << 20, 5 << 20])
+        max_offset = rnd.choice([None, None, rnd.randrange(offset, leo + 1)])
+        first = rnd.random() < 0.7
+        want = _expected(batches, offset, max_bytes, max_offset, first)
+        got = as_bytes(plog.read_slice(offset, max_bytes, max_offset=max_offset, min_one_batch=first))
+        assert got == want, (offset, max_bytes, max_offset, first)
+    plog.close()
