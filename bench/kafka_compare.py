@@ -11,13 +11,14 @@ end-to-end latency (delivery report) at a fixed 10,000 records/s, p50 and p99; t
 nodes against three Samsa brokers (with ZooKeeper), replication factor 3, acks=all.
 Prints a Markdown table of throughput (records/s) and the Samsa/Kafka ratio. Not a test.
 
-    .venv/bin/python bench/kafka_compare.py --matrix [--matrix-mb 30]
+    .venv/bin/python bench/kafka_compare.py --matrix [--matrix-mb 30] [--matrix-sizes 1024,10240]
+        [--matrix-partitions 1] [--matrix-acks all]
 
 The byte-size matrix instead: kcat producing (in) then consuming (out) 100 B, 1 KB, 10 KB and
 100 KB records, 1 and 8 partitions, acks=1 and acks=all, about ``--matrix-mb`` MB per load, on
 both brokers; beside each size the machine's physical limit for the same bytes (a bare
 ``sendfile`` of a cached file to a loopback socket, a bare write of them to a file), and each
-broker's rate as a fraction of it.
+broker's rate as a fraction of it. The ``--matrix-*`` options run some rows only (default: all).
 """
 
 from __future__ import annotations
@@ -145,6 +146,21 @@ def raw_fetch(bootstrap: str, topic: str, parts: int, n: int, timeout: float = 3
     return {"records": got, "seconds": secs, "rate": got / secs, "error": None}
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def with_cpu(pid: int, nbytes: int, fn) -> dict:
+    """``fn()``'s result with the broker's CPU seconds per GB moved meanwhile (``cpu_s_per_gb``):
+    beside the rate, a figure a busy machine disturbs less."""
+    c0 = cpu_seconds(pid)
+    res = fn()
+    res["cpu_s_per_gb"] = (cpu_seconds(pid) - c0) / (nbytes / 1e9)
+    return res
+
+
 def best_of(k: int, fn) -> dict:
     runs = [fn() for _ in range(k)]
     ok = [r for r in runs if not r.get("error")]
@@ -215,32 +231,37 @@ def matrix(args, work: Path) -> int:
     kafka = KafkaProcess(work / "kafka").start()
     samsa = BrokerProcess(work / "samsa").start()
     brokers = {"kafka": kafka.bootstrap, "samsa": samsa.bootstrap}
+    pids = {"kafka": kafka.proc.pid, "samsa": samsa.proc.pid}
     flip = False
     try:
         for bs in brokers.values():  # warm-up, not measured
             create_topic(bs, "warm-up", 8)
             kcat_produce(bs, "warm-up", data_file(work, 100_000, 1024), 100_000, "1", 600)
             kcat_consume(bs, "warm-up", 100_000, 600)
-        for size in (100, 1024, 10240, 102400):
+        for size in args.matrix_sizes:
             n = min(max(args.matrix_mb * 1_000_000 // size, 300), 1_000_000)
             data = data_file(work, n, size)
             limits[size] = bare_limits(work, size, n * size)
             print(f"  limits {size} B: {json.dumps(limits[size])}", flush=True)
-            for parts in (1, 8):
-                for acks in ("1", "all"):
+            for parts in args.matrix_partitions:
+                for acks in args.matrix_acks:
                     topic = f"m-{size}-p{parts}-a{acks}"
                     row = {"size": size, "parts": parts, "acks": acks}
                     order = ["samsa", "kafka"] if flip else ["kafka", "samsa"]
                     flip = not flip
                     for side in order:
-                        bs = brokers[side]
+                        bs, pid = brokers[side], pids[side]
                         create_topic(bs, topic, parts)
-                        row[f"{side}_in"] = kcat_produce(bs, topic, data, n, acks, 900)
+                        row[f"{side}_in"] = with_cpu(pid, n * size, lambda: kcat_produce(bs, topic, data, n, acks, 900))
                         # reading is fast and short: the best of three, on both brokers alike
-                        row[f"{side}_out"] = best_of(3, lambda: kcat_consume(bs, topic, n, 900))
-                        row[f"{side}_raw"] = best_of(3, lambda: raw_fetch(bs, topic, parts, n))
+                        row[f"{side}_out"] = best_of(3, lambda: with_cpu(pid, n * size,
+                                                                          lambda: kcat_consume(bs, topic, n, 900)))
+                        row[f"{side}_raw"] = best_of(3, lambda: with_cpu(pid, n * size,
+                                                                          lambda: raw_fetch(bs, topic, parts, n)))
                         print(f"  {size} B p{parts} acks={acks} {side}: in {row[f'{side}_in']['rate']:,.0f} "
                               f"out {row[f'{side}_out']['rate']:,.0f} raw {row[f'{side}_raw']['rate']:,.0f} records/s "
+                              f"(CPU s/GB {row[f'{side}_in']['cpu_s_per_gb']:.2f} {row[f'{side}_out']['cpu_s_per_gb']:.2f} "
+                              f"{row[f'{side}_raw']['cpu_s_per_gb']:.2f}) "
                               f"{row[f'{side}_in']['error'] or ''}{row[f'{side}_out']['error'] or ''}", flush=True)
                     rows.append(row)
     finally:
@@ -250,7 +271,8 @@ def matrix(args, work: Path) -> int:
     print(f"\n{len(rows)} loads in {time.time() - started:.0f} s; load average before {load0}, after {load1}; "
           f"{os.cpu_count()} CPUs\n")
     print("| record | partitions | acks | dir | Kafka (rec/s) | Samsa (rec/s) | Samsa/Kafka | Samsa MB/s "
-          "| bare limit MB/s | Samsa / limit |\n|---|---:|---|---|---:|---:|---:|---:|---:|---:|")
+          "| bare limit MB/s | Samsa / limit | broker CPU s/GB Kafka / Samsa |"
+          "\n|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for row in rows:
         size, lim = row["size"], limits[row["size"]]
         for d, limit in (("in", lim["write_MBps"]), ("out", lim["sendfile_MBps"]), ("raw", lim["sendfile_MBps"])):
@@ -259,9 +281,11 @@ def matrix(args, work: Path) -> int:
             ratio = f"{sm['rate'] / k['rate']:.2f}" if not err else f"error: {str(err)[:60]}"
             mbps = sm["rate"] * size / 1e6
             print(f"| {size} B | {row['parts']} | {row['acks']} | {d} | {k['rate']:,.0f} | {sm['rate']:,.0f} | {ratio} "
-                  f"| {mbps:,.0f} | {limit:,.0f} ({'write' if d == 'in' else 'sendfile'}) | {mbps / limit:.2f} |")
+                  f"| {mbps:,.0f} | {limit:,.0f} ({'write' if d == 'in' else 'sendfile'}) | {mbps / limit:.2f} "
+                  f"| {k.get('cpu_s_per_gb', 0):.2f} / {sm.get('cpu_s_per_gb', 0):.2f} |")
     print("\nin: kcat producing; out: kcat consuming (-f '%o\\n'); raw: a minimal Fetch loop (one connection, "
-          "batch headers only), the brokers' own out-rate")
+          "batch headers only), the brokers' own out-rate; broker CPU: the broker process's user + system CPU "
+          "seconds per GB moved (of the run shown)")
     if args.out:
         args.out.write_text(json.dumps({"rows": rows, "limits": limits, "load_before": load0, "load_after": load1},
                                        indent=1, default=str))
@@ -277,6 +301,12 @@ def main() -> int:
     ap.add_argument("--out", type=Path, help="write the results as JSON here")
     ap.add_argument("--matrix", action="store_true", help="the byte-size matrix (see above) instead")
     ap.add_argument("--matrix-mb", type=int, default=30, help="megabytes per load of the matrix")
+    ap.add_argument("--matrix-sizes", type=lambda v: [int(x) for x in v.split(",")], default=[100, 1024, 10240, 102400],
+                    help="record sizes of the matrix, comma-separated (default: all four)")
+    ap.add_argument("--matrix-partitions", type=lambda v: [int(x) for x in v.split(",")], default=[1, 8],
+                    help="partition counts of the matrix, comma-separated (default: 1,8)")
+    ap.add_argument("--matrix-acks", type=lambda v: v.split(","), default=["1", "all"],
+                    help="acks of the matrix, comma-separated (default: 1,all)")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="kafka-compare-"))
     if args.matrix:
