@@ -154,17 +154,23 @@ class FileSlice:
             self.close()
 
     def send_now(self, sock_fd: int) -> bool:
-        """``sendfile`` to a non-blocking socket as far as it takes now: True when all is sent."""
+        """``sendfile`` to a non-blocking socket as far as it takes now: True when all is sent.
+        A short send means the socket is full: no second call to hear EAGAIN, the caller waits
+        for the socket to have room (a file that ended early then sends 0: ShortFileError)."""
         i, done = self._at
         ranges = self.ranges
         try:
             while i < len(ranges):
                 fd, pos, n = ranges[i]
                 while done < n:
-                    sent = os.sendfile(sock_fd, fd, pos + done, n - done)
+                    want = n - done
+                    sent = os.sendfile(sock_fd, fd, pos + done, want)
                     if sent == 0:
-                        raise ShortFileError(f"segment file ended {n - done} bytes before the fetched range")
+                        raise ShortFileError(f"segment file ended {want} bytes before the fetched range")
                     done += sent
+                    if sent < want:
+                        self._at = (i, done)
+                        return False
                 i, done = i + 1, 0
         except BlockingIOError:
             self._at = (i, done)
