@@ -540,8 +540,9 @@ class Connection(asyncio.BufferedProtocol):
 def set_buffer_sizes(sock: socket.socket, send: int, receive: int) -> None:
     """``socket.send.buffer.bytes`` and ``socket.receive.buffer.bytes`` on a listening socket
     (its connections inherit them); -1 (or 0) leaves the OS default (autotuning). Kafka's
-    default, 102400, also bounds how much of a fetch answer sits in the socket at once: a
-    sendfile hands over at most that much and the next follows as the client reads."""
+    default send buffer, 102400, bounds how much of a fetch answer sits in the socket at once:
+    a sendfile hands over at most that much and the next follows as the client reads (an
+    autotuned send buffer of megabytes cost the broker twice the CPU per byte sent here)."""
     if send > 0:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send)
     if receive > 0:

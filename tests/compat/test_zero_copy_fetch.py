@@ -274,17 +274,26 @@ def test_clients_gone_in_the_middle_of_an_answer_cost_only_their_connections(zbr
     assert consume_all(zbroker.bootstrap_servers, topic, 4, 4 * len(MIXED_SIZES)) == mixed(4)
 
 
-def test_connections_have_the_configured_socket_buffers(zbroker):
-    """socket.send.buffer.bytes and socket.receive.buffer.bytes (Kafka's defaults, 102400) are
-    the accepted connections' SO_SNDBUF and SO_RCVBUF (Linux reports twice the size set)."""
-    connections = zbroker.server.dispatcher.connections
-    with socket.create_connection(("127.0.0.1", zbroker.port), timeout=WAIT) as s:
+def _server_side_buffers(broker) -> tuple[int, int]:
+    """SO_SNDBUF and SO_RCVBUF of the broker's end of a new connection."""
+    connections = broker.server.dispatcher.connections
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=WAIT) as s:
         me = "%s:%d" % s.getsockname()[:2]
         wait_until(lambda: any(c.peer == me for c in list(connections)), "the broker accepted the connection", WAIT)
         conn = next(c for c in list(connections) if c.peer == me)
         sock = conn.transport.get_extra_info("socket")
-        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) == 2 * 102400
-        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) == 2 * 102400
+        return sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF), sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+
+
+def test_connections_have_the_configured_socket_buffers(zbroker):
+    """socket.send.buffer.bytes (Kafka's default, 102400) is the accepted connections' SO_SNDBUF
+    (Linux reports twice the size set); socket.receive.buffer.bytes their SO_RCVBUF when it is
+    configured, else the OS's default stays."""
+    with socket.socket() as fresh:
+        default_rcvbuf = fresh.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+    assert _server_side_buffers(zbroker) == (2 * 102400, default_rcvbuf)
+    with Broker({"socket.send.buffer.bytes": 65536, "socket.receive.buffer.bytes": 50000}) as b:
+        assert _server_side_buffers(b) == (2 * 65536, 2 * 50000)
 
 
 def test_read_committed_over_sendfile_skips_aborted_transactions(zbroker, sent):
