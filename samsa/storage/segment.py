@@ -303,8 +303,12 @@ class LogSegment:
 
     def _locate_from(self, pos: int, offset: int, entry_offset: int | None) -> tuple[int, int, int] | None:
         fd, end = self.fd, self.size
+        # The batch sought starts within about one index interval of the entry: read that much
+        # first (plus a header), then in bigger chunks if the index is sparser than configured.
+        step = min(self.index_interval_bytes + 2 * PEEK_SIZE, LOCATE_CHUNK)
         while pos + PEEK_SIZE <= end:
-            chunk = os.pread(fd, min(LOCATE_CHUNK, end - pos), pos)
+            chunk = os.pread(fd, min(step, end - pos), pos)
+            step = LOCATE_CHUNK
             n = len(chunk)
             off = 0
             while off + PEEK_SIZE <= n:
