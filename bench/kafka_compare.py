@@ -12,7 +12,7 @@ nodes against three Samsa brokers (with ZooKeeper), replication factor 3, acks=a
 Prints a Markdown table of throughput (records/s) and the Samsa/Kafka ratio. Not a test.
 
     .venv/bin/python bench/kafka_compare.py --matrix [--matrix-mb 30] [--matrix-sizes 1024,10240]
-        [--matrix-partitions 1] [--matrix-acks all]
+        [--matrix-partitions 1] [--matrix-acks all] [--samsa-conf socket.send.buffer.bytes=-1]
 
 The byte-size matrix instead: kcat producing (in) then consuming (out) 100 B, 1 KB, 10 KB and
 100 KB records, 1 and 8 partitions, acks=1 and acks=all, about ``--matrix-mb`` MB per load, on
@@ -229,7 +229,7 @@ def matrix(args, work: Path) -> int:
     load0 = os.getloadavg()
     started = time.time()
     kafka = KafkaProcess(work / "kafka").start()
-    samsa = BrokerProcess(work / "samsa").start()
+    samsa = BrokerProcess(work / "samsa", **dict(c.split("=", 1) for c in args.samsa_conf)).start()
     brokers = {"kafka": kafka.bootstrap, "samsa": samsa.bootstrap}
     pids = {"kafka": kafka.proc.pid, "samsa": samsa.proc.pid}
     flip = False
@@ -269,7 +269,7 @@ def matrix(args, work: Path) -> int:
         samsa.stop()
     load1 = os.getloadavg()
     print(f"\n{len(rows)} loads in {time.time() - started:.0f} s; load average before {load0}, after {load1}; "
-          f"{os.cpu_count()} CPUs\n")
+          f"{os.cpu_count()} CPUs; Samsa settings {args.samsa_conf or 'default'}\n")
     print("| record | partitions | acks | dir | Kafka (rec/s) | Samsa (rec/s) | Samsa/Kafka | Samsa MB/s "
           "| bare limit MB/s | Samsa / limit | broker CPU s/GB Kafka / Samsa |"
           "\n|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|")
@@ -307,6 +307,8 @@ def main() -> int:
                     help="partition counts of the matrix, comma-separated (default: 1,8)")
     ap.add_argument("--matrix-acks", type=lambda v: v.split(","), default=["1", "all"],
                     help="acks of the matrix, comma-separated (default: 1,all)")
+    ap.add_argument("--samsa-conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="a setting of the matrix's Samsa broker (e.g. socket.send.buffer.bytes=-1); repeatable")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="kafka-compare-"))
     if args.matrix:
