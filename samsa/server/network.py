@@ -338,8 +338,12 @@ class Connection(asyncio.BufferedProtocol):
         except (ShortFileError, ConnectionError) as e:  # a sendfile that could not finish
             self.close(f"fetch answer not sent whole: {e}")
             return
-        except OSError as e:  # writing straight to the socket failed
-            self.close(f"fetch answer not sent whole: {e}")
+        except OSError as e:
+            if isinstance(task, asyncio.Task):  # a handler's, not a send's: as any handler bug
+                log.exception("request from %s failed", self.peer)
+                self.close(f"internal error: {e}")
+                return
+            self.close(f"fetch answer not sent whole: {e}")  # writing straight to the socket failed
             return
         except Exception as e:  # a handler bug: the one connection pays, not the broker
             log.exception("request from %s failed", self.peer)
