@@ -66,8 +66,10 @@ def test_real_time_decisions_once_each_across_a_killed_pipeline(fresh_broker, tm
         feeder.start()
         wait_until(lambda: decided() > 600 or proc.poll() is not None, timeout=120, what="decisions as they come")
         assert proc.poll() is None, printed()[-3000:]
-        # Spark has checkpointed no Real-Time Mode batch: its restart decides all of these again.
-        assert not list(Path(state, "checkpoints", "payments-decide-realtime", "commits").glob("[0-9]*"))
+        # Spark has checkpointed at most the warm-up batch (--real-time-warm-up-ms, 10 s; the next
+        # ones last BATCH_MS): its restart decides again what came after it.
+        commits = Path(state, "checkpoints", "payments-decide-realtime", "commits").glob("[0-9]*")
+        assert {c.name for c in commits} <= {"0"}
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the driver, its JVM and its child process, as data comes in
         proc.wait()

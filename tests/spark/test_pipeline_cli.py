@@ -11,9 +11,9 @@ from samsa.cli.pipeline import main
 from spark_helpers import read_topic
 
 
-def samsa(*args: str) -> subprocess.CompletedProcess:
+def samsa(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "samsa.cli.main", *args], capture_output=True, text=True,
-                          timeout=120)
+                          timeout=timeout)
 
 
 def test_help_lists_the_pipelines_and_bad_usage_is_one_line():
@@ -59,7 +59,7 @@ def test_embedded_broker_is_a_child_process_and_a_taken_port_is_one_line(fresh_b
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     ran = samsa("pipeline", "run", "payments", "--embedded", "--bootstrap-server", f"127.0.0.1:{port}",
-                "--state-dir", str(tmp_path / "state"), "--available-now")
+                "--state-dir", str(tmp_path / "state"), "--available-now", timeout=420)  # a Spark JVM, loaded
     assert ran.returncode == 0, ran.stderr[-3000:]
     assert f"listening on 127.0.0.1:{port}, data in {tmp_path / 'state' / 'broker'}" in ran.stdout
     assert "shut down completed" in (tmp_path / "state" / "broker.log").read_text()  # stopped with the pipeline
