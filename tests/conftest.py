@@ -21,7 +21,7 @@ from broker_process import BrokerProcess  # noqa: E402
 # Units are handed out longest first (the folders of FIRST, then the collection's order), so
 # the short ones (unit/, last) fill in at the end instead of one long unit running alone.
 WHOLE_FOLDERS = ("tests/spark/",)
-FIRST = ("tests/spark/", "tests/cluster/", "tests/connect/")
+FIRST = ("tests/spark/", "tests/cluster/", "tests/raft/", "tests/connect/")
 
 
 def work_unit(nodeid: str) -> str:

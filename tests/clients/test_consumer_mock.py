@@ -90,7 +90,7 @@ def test_group_on_the_mock_coordinator_commits_and_resumes(mock):
 
 def test_mock_started_in_this_process_found_by_its_log_line():
     """The mock as the docs start it: a confluent-kafka client with test.mock.num.brokers (3
-    here: partition leaders spread over brokers), its port taken from the log line
+    here), its port taken from the log line
     "... replaced with 127.0.0.1:PORT"."""
     ports: list[int] = []
 
@@ -118,8 +118,10 @@ def test_mock_started_in_this_process_found_by_its_log_line():
         c.subscribe(["inproc"])
         got = read(c, 200)
         assert sorted(r.value for r in got) == sorted(b"x%d" % i for i in range(200))
-        leaders = {p.leader for p in c.partitions_for("inproc")}
-        assert len(leaders) > 1  # fetched from several brokers
+        # The mock's brokers lead them (where: the mock's choice, at times all on one broker in
+        # a long run; fetching from several brokers and following a moved leader are the
+        # "moving" test's, on bench/mock_broker.py, which places leaders itself).
+        assert {p.leader for p in c.partitions_for("inproc")} <= {1, 2, 3}
     del producer
 
 

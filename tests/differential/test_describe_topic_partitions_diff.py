@@ -8,6 +8,7 @@ from harness import create_topic
 
 A, B = "dtp-walk-a", "dtp-walk-b"  # 3 and 2 partitions
 UNKNOWN = "dtp-walk-aa"            # sorts between them
+AFTER = "dtp-walk-c"               # sorts after B on both sides, whatever other tests made there
 
 
 def _dtp(side, topics, limit, cursor=None) -> dict | str:
@@ -44,10 +45,12 @@ def test_dtp_pages_through_named_topics(diff):
 
 
 def test_dtp_pages_through_every_topic(diff):
-    """No topics named: every topic, from a cursor on A (the other scenarios' topics sort after
-    ``dtp-walk-b`` on one side only, so the walk stops at B)."""
+    """No topics named: every topic, from a cursor on A, until the cursor passes B (a topic of this
+    test's own sorts after B on both sides: what other tests made on either broker does not decide
+    whether the walk ends at B)."""
     def run(side):
         _setup(side)
+        create_topic(side, AFTER, 1)
         pages, cursor = [], {"topic_name": A, "partition_index": 1}
         for _ in range(4):
             r = _dtp(side, [], 2, cursor)

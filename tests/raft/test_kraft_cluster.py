@@ -383,8 +383,12 @@ def test_snapshots_let_the_log_go_and_a_lagging_node_fetches_one(tmp_path):
             r = subprocess.run([*shell, "ls", path], capture_output=True, text=True, timeout=300)
             assert r.returncode == 0 and "shell fault" not in r.stdout + r.stderr, r.stdout + r.stderr[-2000:]
             return [ln.strip() for ln in r.stdout.splitlines() if ln.strip() and "] " not in ln]
-        assert {f"snap-{i}" for i in range(8)} <= set(shell_ls("/image/topics/byName"))
-        assert shell_ls("/image/cluster/brokers") == ["1", "2", "3"]
+        # (the shell answers a command given on its command line at times before its image is loaded:
+        # an empty listing, asked again)
+        wait_until(lambda: {f"snap-{i}" for i in range(8)} <= set(shell_ls("/image/topics/byName")),
+                   "kafka-metadata-shell to list the topics", 600)
+        wait_until(lambda: shell_ls("/image/cluster/brokers") == ["1", "2", "3"],
+                   "kafka-metadata-shell to list the brokers", 600)
     finally:
         c.stop()
 
