@@ -525,7 +525,8 @@ class RaftNode:
             leader = msg.current_leader
         else:
             leader = LeaderIdAndEpoch(msg.leader_id, msg.leader_epoch)
-        if isinstance(msg, VoteResponse) and msg.vote_granted and leader.leader_epoch == self.epoch:
+        if isinstance(msg, VoteResponse) and msg.vote_granted and (
+                leader.leader_epoch == self.epoch or self._pre_vote_epoch(leader)):
             return   # a voter that grants has not heard that leader lately: not news of it
         if leader.leader_epoch >= 0:
             self._observe(leader.leader_id, leader.leader_epoch)
@@ -587,13 +588,20 @@ class RaftNode:
             return
         # A candidate counts votes of its own epoch (a voter moves to it before answering); a
         # prospective also counts pre-votes from voters still in an older epoch.
-        if resp.leader_epoch != self.epoch and (self.state == RaftState.CANDIDATE or resp.leader_epoch > self.epoch):
+        if resp.leader_epoch != self.epoch and (self.state == RaftState.CANDIDATE or resp.leader_epoch > self.epoch) \
+                and not (resp.vote_granted and self._pre_vote_epoch(LeaderIdAndEpoch(resp.leader_id, resp.leader_epoch))):
             return
         (self.v.granted if resp.vote_granted else self.v.rejected).add(ev.source)
         if self.state == RaftState.PROSPECTIVE:
             self._maybe_candidate()
         else:
             self._maybe_leader()
+
+    def _pre_vote_epoch(self, leader: LeaderIdAndEpoch) -> bool:
+        """A pre-vote granted by a voter that moved to the epoch asked about (this one's + 1, no
+        leader), as Apache Kafka 4.4's voters do: a grant, not news of a newer epoch."""
+        return (self.state == RaftState.PROSPECTIVE and leader.leader_epoch == self.epoch + 1
+                and leader.leader_id == NO_ID)
 
     def _maybe_candidate(self) -> None:
         if self._majority(self.v.granted):
