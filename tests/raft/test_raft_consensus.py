@@ -667,3 +667,14 @@ def test_voter_changes_go_to_the_leader():
     f = node(node_id=3, qs=QuorumStateData(leader_id=1, leader_epoch=2))
     _, resp = admin(f, m.AddRaftVoterRequest(CID, 4), 1)
     assert resp.error_code == E_NOT_LEADER_OR_FOLLOWER
+
+
+def test_a_pre_vote_granted_by_a_voter_that_moved_to_the_asked_epoch_counts():
+    """Apache Kafka 4.4's voter answers a pre-vote for epoch + 1 from inside that epoch (no leader):
+    a grant, not news of a newer epoch; with it the prospective stands in epoch + 1."""
+    n = node()
+    out = fire(n, timer(n.out))
+    reqs = sends(out, VoteRequest)
+    assert n.state == RaftState.PROSPECTIVE and reqs[0].message.replica_epoch == n.epoch + 1
+    answer(n, reqs[0], VoteResponse(0, NO_ID, n.epoch + 1, True), 120)
+    assert n.state == RaftState.CANDIDATE and n.epoch == 1
