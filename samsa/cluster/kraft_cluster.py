@@ -59,11 +59,10 @@ def _raise(code: int, message: str | None) -> None:
 class KRaftMetadataStore:
     """The metadata store of a KRaft broker: reads from the image, writes through the controller."""
 
-    def __init__(self, channel: Channel, cluster_id: str, timeout_ms: int = 30000, loop_timeout_ms: int = 4000):
+    def __init__(self, channel: Channel, cluster_id: str, timeout_ms: int = 30000):
         self.channel = channel
         self.cluster_id = cluster_id
         self.timeout_ms = timeout_ms
-        self.loop_timeout_ms = loop_timeout_ms
         self.broker_epoch: Callable[[], int] = lambda: -1
         # Called (on the broker's loop) when the image's ACLs, or its quotas and credentials, changed.
         self.on_acls: list[Callable[[], None]] = []
@@ -76,15 +75,8 @@ class KRaftMetadataStore:
         return self._image(lambda im: copy.deepcopy(im.topics))
 
     def _send(self, key: int, body: dict) -> dict:
-        """A write to the controller, waited for. On the broker's event loop (an auto-created or
-        internal topic) for a few seconds at most: a quorum without a leader must not stop every
-        client for the whole request timeout; elsewhere (a worker thread) for all of it."""
-        try:
-            asyncio.get_running_loop()
-            timeout = min(self.timeout_ms, self.loop_timeout_ms)
-        except RuntimeError:
-            timeout = self.timeout_ms
-        return self.channel.request_sync(key, body, timeout)
+        """A write to the controller, waited for (bounded on the broker's event loop: the channel's)."""
+        return self.channel.request_sync(key, body, self.timeout_ms)
 
     def create_topic(self, topic: TopicInfo) -> None:
         resp = self._send(ApiKey.CREATE_TOPICS, {"topics": [{

@@ -116,8 +116,7 @@ class BrokerServer:
             log.info("waiting for the KRaft controller quorum (%s) and its metadata log",
                      ",".join(self.config["controller.quorum.voters"]))
             await self.kraft.wait_caught_up()
-            self.store = KRaftMetadataStore(self.kraft, kraft_cluster_id or "",
-                                            loop_timeout_ms=2 * self.config["controller.quorum.request.timeout.ms"])
+            self.store = KRaftMetadataStore(self.kraft, kraft_cluster_id or "")
         else:
             self.store = self._store or await self._open_store(Path(self.config["metadata.log.dir"] or dirs[0]),
                                                                zookeeper, kraft_cluster_id)

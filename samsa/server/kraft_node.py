@@ -218,10 +218,13 @@ class MetadataNode:
         (a topic created at once): there, while no active controller answers (a request, the
         heartbeats every ``broker.heartbeat.interval.ms`` too, found none before its timeout, and
         none answered since), it gives up at once with REQUEST_TIMED_OUT instead of stopping the
-        broker for ``timeout_ms``; the request is left to finish by its own deadline."""
+        broker for ``timeout_ms``; the request is left to finish by its own deadline. Otherwise it
+        waits there 2 x ``controller.quorum.request.timeout.ms`` at most."""
         on_loop = _on_event_loop()
         if on_loop and self._unanswered:
             raise errors.RequestTimedOutError("no active controller answers")
+        if on_loop:   # a topic created at once: a few seconds at most, not the whole request timeout
+            timeout_ms = min(timeout_ms, 2 * self.config["controller.quorum.request.timeout.ms"])
         fut = self.submit(self.controller_request(api_key, body, timeout_ms))
         deadline = time.monotonic() + timeout_ms / 1000 + 5
         while True:
