@@ -699,8 +699,10 @@ class RaftNode:
             self._update_high_watermark()
         self.v.parked.pop(req.replica_id, None)   # a newer fetch replaces one its sender gave up on
         hw = self._hw_wire()
-        if (req.fetch_offset >= self.log.end and req.max_wait_ms > 0
-                and (hw < 0 or req.high_watermark != NO_HW and req.high_watermark >= hw)):
+        # Parked at the log end unless the fetcher is behind the high watermark; one that does
+        # not tell its own (Fetch before v18: NO_HW, max int64, as in Kafka) waits like one that
+        # knows it: a moving high watermark wakes the parked fetches anyway.
+        if req.fetch_offset >= self.log.end and req.max_wait_ms > 0 and (hw < 0 or req.high_watermark >= hw):
             self.v.parked[req.replica_id] = _Parked(ev.correlation_id, req, self._now + req.max_wait_ms)
             return
         self._answer(ev, self._fetch_answer(req))

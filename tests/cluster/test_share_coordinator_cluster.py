@@ -85,7 +85,8 @@ def test_remote_share_state_survives_its_coordinator(cluster_factory):
         after = wait_until(lambda: (r := read_at(new_sc))["error_code"] == 0 and r, what="the state reloaded",
                            timeout=60)
         assert (after["state_epoch"], after["start_offset"]) == (1, 5)
-        assert wait_until(lambda: described(gc), what="the offsets described again", timeout=60) == (5, 7)
+        # (lag -1, unknown, while the partition's new leader is not yet known where the lag is read)
+        wait_until(lambda: described(gc) == (5, 7), what="the offsets described again", timeout=60)
         # DeleteGroups at the group coordinator deletes the share state at the share coordinator
         assert raws[gc].call(42, 2, {"groups_names": [group]})["results"][0]["error_code"] == 0
         gone = read_at(new_sc)

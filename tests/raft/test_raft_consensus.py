@@ -395,6 +395,13 @@ def test_a_fetch_with_nothing_new_waits_for_an_append():
     out = fire(n, t + 72)                                # MaxWaitMs passed: answered empty
     resp = [s for s in sends(out, FetchResponse) if s.correlation_id == 502][0].message
     assert resp.records == () and resp.high_watermark == 2
+    # A fetcher that does not tell its high watermark (Fetch v17: NO_HW) waits too, rather than
+    # being answered at once, again and again, while nothing happens (an idle quorum's CPU).
+    out = fetch(n, 3, 2, 1, t + 80, wait=50, cid=503)
+    assert not sends(out, FetchResponse)
+    out = n.handle(Append("b"), t + 90)
+    resp = [s for s in sends(out, FetchResponse) if s.correlation_id == 503][0].message
+    assert resp.records == RecordsRange(2, 3)
 
 
 def test_fetch_of_another_epoch_is_fenced_or_unknown():

@@ -87,7 +87,7 @@ def parquet_rows(table_dir: Path) -> list[dict]:
     return [r for f in sorted(files) for r in pq.read_table(f, partitioning=None).to_pylist()]
 
 
-@pytest.mark.timeout(900)  # JVMs on a shared two-core machine: minutes when it is loaded
+@pytest.mark.timeout(1200)  # JVMs on a shared two-core machine: minutes when it is loaded
 def test_both_pipelines_on_a_spark_cluster_through_a_killed_worker_and_broker(clusters, tmp_path):
     samsa_cluster, spark = clusters
     bs = samsa_cluster.bootstrap
@@ -140,9 +140,22 @@ def test_both_pipelines_on_a_spark_cluster_through_a_killed_worker_and_broker(cl
     def counts() -> int:
         return len(read_committed(bs, activity.COUNTS, partitions=2, timeout=20))
 
+    def why() -> str:  # what a timed-out wait reports: the drivers' last words and the master's view
+        state = spark.state() or {}
+        apps = [(a.get("name"), a.get("state"), a.get("cores")) for a in state.get("activeapps", [])]
+        workers = [(w.get("id"), w.get("state"), w.get("coresused")) for w in state.get("workers", [])]
+        return "\n".join([f"spark apps {apps}, workers {workers}",
+                          *(f"--- {name} driver:\n{printed(name)[-2500:]}" for name in procs)])
+
+    def waited(predicate, timeout: float, what: str) -> None:
+        try:
+            wait_until(predicate, timeout=timeout, interval=1, what=what)
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n{why()}") from None
+
     try:
-        wait_until(lambda: exited() or (ends(payments.DECISIONS) > 0 and ends(activity.COUNTS) > 0),
-                   timeout=300, interval=1, what="the first decisions and counts")
+        waited(lambda: exited() or (ends(payments.DECISIONS) > 0 and ends(activity.COUNTS) > 0),
+               timeout=420, what="the first decisions and counts")
         alive()
         mark("first decisions and counts")
         spark.kill_worker(1)
@@ -154,15 +167,15 @@ def test_both_pipelines_on_a_spark_cluster_through_a_killed_worker_and_broker(cl
         more.join()
         mark("killed, rest sent")
         want = activity_windows([json.loads(v) for v in events])
-        wait_until(lambda: exited() or (ends(payments.DECISIONS) >= len(txs) and ends(activity.COUNTS) >= len(want)
-                                        and decisions() >= len(txs) and counts() >= len(want)),
-                   timeout=300, interval=1, what="every decision and count")
+        waited(lambda: exited() or (ends(payments.DECISIONS) >= len(txs) and ends(activity.COUNTS) >= len(want)
+                                    and decisions() >= len(txs) and counts() >= len(want)),
+               timeout=300, what="every decision and count")
         alive()
         mark("every decision and count")
         # The archives trail (2 s triggers, joins wait for their watermark): wait for them too.
-        wait_until(lambda: len(parquet_rows(tmp_path / "activity" / "warehouse" / activity.TABLE)) >= len(want)
-                   and len(parquet_rows(tmp_path / "payments" / "warehouse" / payments.TABLE)) > 0,
-                   timeout=120, interval=1, what="the warehouse tables")
+        waited(lambda: len(parquet_rows(tmp_path / "activity" / "warehouse" / activity.TABLE)) >= len(want)
+               and len(parquet_rows(tmp_path / "payments" / "warehouse" / payments.TABLE)) > 0,
+               timeout=120, what="the warehouse tables")
         mark("warehouse tables")
     finally:
         for p in procs.values():
