@@ -52,17 +52,16 @@ from samsa.protocol.errors import (E_DUPLICATE_VOTER, E_FENCED_LEADER_EPOCH, E_I
                                    E_INVALID_REQUEST, E_NOT_LEADER_OR_FOLLOWER, E_POSITION_OUT_OF_RANGE,
                                    E_REQUEST_TIMED_OUT, E_SNAPSHOT_NOT_FOUND, E_UNKNOWN_LEADER_EPOCH,
                                    E_UNSUPPORTED_VERSION, E_VOTER_NOT_FOUND)
-from samsa.raft.messages import (NO_ID, AddRaftVoterRequest, AddRaftVoterResponse, Append, AppendRefused, Appended,
-                                 AppendToLog, Batch, RemoveRaftVoterRequest, RemoveRaftVoterResponse, SnapshotLoaded,
-                                 BeginQuorumEpochRequest, BeginQuorumEpochResponse, Committed, DeleteLogBefore,
-                                 EndQuorumEpochRequest, EndQuorumEpochResponse, EpochEndOffset, FetchRequest,
-                                 FetchResponse, FetchSnapshotRequest, FetchSnapshotResponse, InstallSnapshot,
-                                 LeaderChanged, LeaderIdAndEpoch, PersistQuorumState, Received, RecordsRange,
-                                 Resign, Send, SetTimer, SnapshotChunk, SnapshotId, SnapshotTaken, TimerExpired,
-                                 TruncateTo, VoteRequest, VoteResponse, WriteSnapshotChunk)
+from samsa.raft.messages import (NO_HW, NO_ID, AddRaftVoterRequest, AddRaftVoterResponse, Append, AppendRefused,
+                                 Appended, AppendToLog, Batch, RemoveRaftVoterRequest, RemoveRaftVoterResponse,
+                                 SnapshotLoaded, BeginQuorumEpochRequest, BeginQuorumEpochResponse, Committed,
+                                 DeleteLogBefore, EndQuorumEpochRequest, EndQuorumEpochResponse, EpochEndOffset,
+                                 FetchRequest, FetchResponse, FetchSnapshotRequest, FetchSnapshotResponse,
+                                 InstallSnapshot, LeaderChanged, LeaderIdAndEpoch, PersistQuorumState, Received,
+                                 RecordsRange, Resign, Send, SetTimer, SnapshotChunk, SnapshotId, SnapshotTaken,
+                                 TimerExpired, TruncateTo, VoteRequest, VoteResponse, WriteSnapshotChunk)
 from samsa.raft.quorum_state import QuorumStateData
 
-NO_HW = 2**63 - 1   # FetchRequest.high_watermark when the fetcher does not know it (KIP-1166)
 
 
 class RaftInvariantError(AssertionError):

@@ -119,6 +119,9 @@ class EndQuorumEpochResponse:
     leader_epoch: int
 
 
+NO_HW = 2**63 - 1   # FetchRequest.high_watermark when the fetcher does not know it, or does not say (before v18)
+
+
 @dataclass(frozen=True)
 class FetchRequest:              # API 1 on the metadata partition (v17; high_watermark is v18's, KIP-1166)
     cluster_id: str | None
@@ -129,7 +132,7 @@ class FetchRequest:              # API 1 on the metadata partition (v17; high_wa
     log_start_offset: int
     max_wait_ms: int = 0
     replica_epoch: int = -1      # ReplicaState.ReplicaEpoch
-    high_watermark: int = 2**63 - 1   # the fetcher's high watermark; max int64 when unknown
+    high_watermark: int = NO_HW      # the fetcher's high watermark (v18, KIP-1166)
 
 
 @dataclass(frozen=True)

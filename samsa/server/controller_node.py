@@ -108,7 +108,7 @@ class ControllerServer:
             ApiKey.VOTE: (self._raft, 0, 2),
             ApiKey.BEGIN_QUORUM_EPOCH: (self._raft, 0, 1),
             ApiKey.END_QUORUM_EPOCH: (self._raft, 0, 1),
-            ApiKey.FETCH: (self._raft, 13, 17),
+            ApiKey.FETCH: (self._raft, 13, 18),
             ApiKey.FETCH_SNAPSHOT: (self._raft, 0, 1),
             ApiKey.ENVELOPE: (self._envelope, 0, 0),
             ApiKey.DESCRIBE_QUORUM: (self._describe_quorum, 0, 2),

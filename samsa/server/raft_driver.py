@@ -50,7 +50,7 @@ METADATA_TOPIC_ID = bytes(15) + b"\x01"
 QUORUM_STATE = "quorum-state"
 PARTITION_METADATA = "partition.metadata"
 #: The versions this driver speaks to the other voters (Kafka 4.4's).
-VERSIONS = {ApiKey.VOTE: 2, ApiKey.BEGIN_QUORUM_EPOCH: 1, ApiKey.END_QUORUM_EPOCH: 1, ApiKey.FETCH: 17,
+VERSIONS = {ApiKey.VOTE: 2, ApiKey.BEGIN_QUORUM_EPOCH: 1, ApiKey.END_QUORUM_EPOCH: 1, ApiKey.FETCH: 18,
             ApiKey.FETCH_SNAPSHOT: 1}
 
 
@@ -509,7 +509,7 @@ def to_wire(msg, cluster_id: str, fetch_max_bytes: int) -> tuple[int, dict]:
                     "partition": 0, "current_leader_epoch": msg.current_leader_epoch,
                     "fetch_offset": msg.fetch_offset, "last_fetched_epoch": msg.last_fetched_epoch,
                     "log_start_offset": msg.log_start_offset, "partition_max_bytes": fetch_max_bytes,
-                    "replica_directory_id": m.ZERO_UUID}]}],
+                    "replica_directory_id": m.ZERO_UUID, "high_watermark": msg.high_watermark}]}],
             "forgotten_topics_data": [], "rack_id": ""}
     if isinstance(msg, m.FetchSnapshotRequest):
         return ApiKey.FETCH_SNAPSHOT, {"cluster_id": cluster_id, "replica_id": msg.replica_id,
@@ -585,7 +585,7 @@ def from_wire_request(key: int, version: int, body: dict):
         replica_epoch = (body.get("replica_state") or {}).get("replica_epoch", -1) if version >= 15 else -1
         return m.FetchRequest(cluster_id, replica_id, p["current_leader_epoch"], p["fetch_offset"],
                               p["last_fetched_epoch"], p["log_start_offset"], max_wait_ms=body["max_wait_ms"],
-                              replica_epoch=replica_epoch)
+                              replica_epoch=replica_epoch, high_watermark=p.get("high_watermark", m.NO_HW))
     if key == ApiKey.FETCH_SNAPSHOT:
         topics = body.get("topics") or []
         if len(topics) != 1 or topics[0]["name"] != METADATA_TOPIC or len(topics[0]["partitions"]) != 1:

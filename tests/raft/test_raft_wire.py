@@ -30,7 +30,8 @@ def through_wire_request(msg, version: int):
     (m.VoteRequest(CID, 2, 5, 1, 4, 37), (0, 1, 2)),
     (m.BeginQuorumEpochRequest(CID, 3, 1, 5), (1,)),
     (m.EndQuorumEpochRequest(CID, 1, 5, (3, 2)), (0, 1)),
-    (m.FetchRequest(CID, 2, 5, 37, 4, 0, max_wait_ms=500), (13, 15, 17)),
+    (m.FetchRequest(CID, 2, 5, 37, 4, 0, max_wait_ms=500), (13, 15, 17, 18)),
+    (m.FetchRequest(CID, 2, 5, 37, 4, 0, max_wait_ms=500, high_watermark=30), (18,)),  # KIP-1166
 ])
 def test_requests_cross_the_wire_unchanged(msg, versions):
     for version in versions:
