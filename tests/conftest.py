@@ -18,14 +18,22 @@ from broker_process import BrokerProcess  # noqa: E402
 # module's tests run in their order. xdist's own ``--dist loadgroup`` would do this from
 # ``xdist_group`` marks, but with pytest 9.2 it silently stops grouping (pytest-xdist#1386):
 # so the units are made here, by path, in the scheduler xdist asks the conftest for.
-# Units are handed out longest first (the folders of FIRST, then the collection's order), so
+# Units are handed out longest first (those of FIRST, in its order, then the collection's), so
 # the short ones (unit/, last) fill in at the end instead of one long unit running alone.
 WHOLE_FOLDERS = ("tests/spark/",)
-FIRST = ("tests/spark/", "tests/cluster/", "tests/raft/", "tests/connect/")
+# Modules of a whole folder that use none of its shared fixtures (these start their own Spark
+# drivers as processes): units of their own, so they run beside the folder, not after it.
+OWN_UNITS = ("tests/spark/test_spark_cluster.py", "tests/spark/test_payments_realtime.py",
+             "tests/spark/test_pipeline_cli.py")
+FIRST = ("tests/spark/test_spark_cluster.py", "tests/spark/test_payments_realtime.py",
+         "tests/spark/test_pipeline_cli.py", "tests/spark/", "tests/raft/test_kraft_nemesis.py", "tests/cluster/",
+         "tests/raft/", "tests/connect/")
 
 
 def work_unit(nodeid: str) -> str:
     path = nodeid.split("::", 1)[0]
+    if path in OWN_UNITS:
+        return path
     return next((folder for folder in WHOLE_FOLDERS if path.startswith(folder)), path)
 
 
