@@ -247,6 +247,54 @@ class GroupTool:
         return partitions_of(self.admin, topics)
 
 
+class ListedGroupTool(GroupTool):
+    """--list and --describe as kafka-share-groups and kafka-streams-groups have them (the
+    consumer groups tool's differ): a subclass names its group kind's ``STATES`` and Admin calls,
+    and prints --describe's three views (``print_states``, ``print_members``, ``print_offsets``)."""
+
+    STATES: tuple[str, ...] = ()
+
+    def list_groups(self, states: list[str] | None) -> list:
+        raise NotImplementedError
+
+    def describe_groups(self, group_ids: list[str]) -> dict:
+        raise NotImplementedError
+
+    def print_states(self, found: list) -> None:
+        raise NotImplementedError
+
+    def print_members(self, found: list) -> None:
+        raise NotImplementedError
+
+    def print_offsets(self, found: list) -> None:
+        raise NotImplementedError
+
+    def all_group_ids(self) -> list[str]:
+        return [g.group_id for g in self.list_groups(None)]
+
+    def list(self) -> int:
+        states = parse_states(self.o.state, self.STATES) if self.o.state else None
+        groups = self.list_groups(states)
+        if self.o.state is None:
+            for g in groups:
+                print(g.group_id)
+            return 0
+        print_table(["GROUP", "STATE"], [[g.group_id, g.state or "Unknown"] for g in groups], [None, 0])
+        return 0
+
+    def describe(self) -> int:
+        group_ids = self.group_ids()
+        described = self.describe_groups(group_ids) if group_ids else {}
+        found = [described[g] for g in group_ids]
+        if self.o.state is not None:
+            self.print_states(found)
+        elif self.o.members:
+            self.print_members(found)
+        else:
+            self.print_offsets(found)
+        return 0
+
+
 def partitions_of(admin: Admin, topics: list[tuple[str, list[int] | None]]) -> list[TopicPartition]:
     """The partitions that --topic names: all of a topic's unless some are listed."""
     described = admin.describe_topics(list(dict.fromkeys(name for name, _ in topics)))

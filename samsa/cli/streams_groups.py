@@ -24,7 +24,7 @@ import time
 from samsa.cli import group_tools
 from samsa.cli.common import Parser, UsageError, error_message
 from samsa.cli.consumer_groups import parse_duration
-from samsa.cli.group_tools import (GroupTool, add_reset_specifications, cant, check_common, check_delete_offsets,
+from samsa.cli.group_tools import (ListedGroupTool, add_reset_specifications, cant, check_common, check_delete_offsets,
                                    check_only_with,
                                    check_reset_scope, parse_datetime, parse_offsets_file, parse_topics, plan_reset,
                                    print_deletion, print_table, reset_choice, run, warn)
@@ -120,35 +120,14 @@ def assignments(m: StreamsMemberDescription, verbose: bool) -> str:
     return out
 
 
-class Tool(GroupTool):
-    def all_group_ids(self) -> list[str]:
-        return [g.group_id for g in self.admin.list_streams_groups()]
+class Tool(ListedGroupTool):
+    STATES = STATES
 
-    # ---------------------------------------------------------------- --list
+    def list_groups(self, states: list[str] | None) -> list:
+        return self.admin.list_streams_groups(states)
 
-    def list(self) -> int:
-        states = group_tools.parse_states(self.o.state, STATES) if self.o.state else None
-        groups = self.admin.list_streams_groups(states)
-        if self.o.state is None:
-            for g in groups:
-                print(g.group_id)
-            return 0
-        print_table(["GROUP", "STATE"], [[g.group_id, g.state or "Unknown"] for g in groups], [None, 0])
-        return 0
-
-    # ---------------------------------------------------------------- --describe
-
-    def describe(self) -> int:
-        group_ids = self.group_ids()
-        described = self.admin.describe_streams_groups(group_ids) if group_ids else {}
-        found = [described[g] for g in group_ids]
-        if self.o.state is not None:
-            self.print_states(found)
-        elif self.o.members:
-            self.print_members(found)
-        else:
-            self.print_offsets(found)
-        return 0
+    def describe_groups(self, group_ids: list[str]) -> dict[str, StreamsGroupDescription]:
+        return self.admin.describe_streams_groups(group_ids)
 
     @staticmethod
     def _no_members(d: StreamsGroupDescription) -> bool:
