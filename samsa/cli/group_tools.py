@@ -13,7 +13,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
-from samsa.cli.common import UsageError, admin_config, run_tool
+from samsa.cli.common import UsageError, admin_config, error_message, run_tool
 from samsa.client.admin import Admin
 from samsa.client import offset_reset
 from samsa.client.offset_reset import Clamped, ResetError
@@ -281,6 +281,22 @@ class ListedGroupTool(GroupTool):
             return 0
         print_table(["GROUP", "STATE"], [[g.group_id, g.state or "Unknown"] for g in groups], [None, 0])
         return 0
+
+    KIND = ""  # "share", "streams": the groups' kind, as the tool's messages name it
+
+    def delete_groups(self, group_ids: list[str]) -> dict:
+        raise NotImplementedError
+
+    def delete(self) -> int:
+        group_ids = self.group_ids()
+        ours = {g.group_id for g in self.list_groups(None)}
+        failed: dict[str, str] = {g: f"Group '{g}' is not a {self.KIND} group." for g in group_ids if g not in ours}
+        todo = [g for g in group_ids if g in ours]
+        for group_id, e in (self.delete_groups(todo) if todo else {}).items():
+            if e is not None:
+                failed[group_id] = error_message(e)
+        return print_deletion(f"{self.KIND} group", [g for g in todo if g not in failed],
+                              {g: failed[g] for g in group_ids if g in failed}, failures_to_stderr=True)
 
     def describe(self) -> int:
         group_ids = self.group_ids()

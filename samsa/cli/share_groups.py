@@ -25,7 +25,7 @@ from samsa.cli import group_tools
 from samsa.cli.common import Parser, UsageError, error_message
 from samsa.cli.group_tools import (ListedGroupTool, add_reset_specifications, assignment, cant, check_common,
                                    check_delete_offsets, check_only_with, check_reset_scope, parse_datetime,
-                                   parse_offsets_file, parse_topics, plan_reset, print_deletion, print_table,
+                                   parse_offsets_file, parse_topics, plan_reset, print_table,
                                    reset_choice, run, warn)
 from samsa.client.types import ShareGroupDescription, TopicPartition
 from samsa.protocol import errors
@@ -107,10 +107,13 @@ def parse_states(text: str) -> list[str]:
 
 
 class Tool(ListedGroupTool):
-    STATES = STATES
+    STATES, KIND = STATES, "share"
 
     def list_groups(self, states: list[str] | None) -> list:
         return self.admin.list_share_groups(states)
+
+    def delete_groups(self, group_ids: list[str]) -> dict:
+        return self.admin.delete_share_groups(group_ids)
 
     def describe_groups(self, group_ids: list[str]) -> dict[str, ShareGroupDescription]:
         return self.admin.describe_share_groups(group_ids)
@@ -226,17 +229,6 @@ class Tool(ListedGroupTool):
                           from_file=from_file, by_time=by_time)
 
     # ---------------------------------------------------------------- --delete
-
-    def delete(self) -> int:
-        group_ids = self.group_ids()
-        share = {g.group_id for g in self.admin.list_share_groups()}
-        failed: dict[str, str] = {g: f"Group '{g}' is not a share group." for g in group_ids if g not in share}
-        todo = [g for g in group_ids if g in share]
-        for group_id, e in (self.admin.delete_share_groups(todo) if todo else {}).items():
-            if e is not None:
-                failed[group_id] = error_message(e)
-        return print_deletion("share group", [g for g in todo if g not in failed],
-                              {g: failed[g] for g in group_ids if g in failed}, failures_to_stderr=True)
 
     # ---------------------------------------------------------------- --delete-offsets
 

@@ -25,9 +25,8 @@ from samsa.cli import group_tools
 from samsa.cli.common import Parser, UsageError, error_message
 from samsa.cli.consumer_groups import parse_duration
 from samsa.cli.group_tools import (ListedGroupTool, add_reset_specifications, cant, check_common, check_delete_offsets,
-                                   check_only_with,
-                                   check_reset_scope, parse_datetime, parse_offsets_file, parse_topics, plan_reset,
-                                   print_deletion, print_table, reset_choice, run, warn)
+                                   check_only_with, check_reset_scope, parse_datetime, parse_offsets_file, parse_topics,
+                                   plan_reset, print_table, reset_choice, run, warn)
 from samsa.client.types import StreamsGroupDescription, StreamsMemberDescription, TopicPartition
 from samsa.protocol import errors
 
@@ -121,10 +120,13 @@ def assignments(m: StreamsMemberDescription, verbose: bool) -> str:
 
 
 class Tool(ListedGroupTool):
-    STATES = STATES
+    STATES, KIND = STATES, "streams"
 
     def list_groups(self, states: list[str] | None) -> list:
         return self.admin.list_streams_groups(states)
+
+    def delete_groups(self, group_ids: list[str]) -> dict:
+        return self.admin.delete_streams_groups(group_ids)
 
     def describe_groups(self, group_ids: list[str]) -> dict[str, StreamsGroupDescription]:
         return self.admin.describe_streams_groups(group_ids)
@@ -255,17 +257,6 @@ class Tool(ListedGroupTool):
                           from_file=from_file, by_time=by_time)
 
     # ---------------------------------------------------------------- --delete
-
-    def delete(self) -> int:
-        group_ids = self.group_ids()
-        streams = {g.group_id for g in self.admin.list_streams_groups()}
-        failed: dict[str, str] = {g: f"Group '{g}' is not a streams group." for g in group_ids if g not in streams}
-        todo = [g for g in group_ids if g in streams]
-        for group_id, e in (self.admin.delete_streams_groups(todo) if todo else {}).items():
-            if e is not None:
-                failed[group_id] = error_message(e)
-        return print_deletion("streams group", [g for g in todo if g not in failed],
-                              {g: failed[g] for g in group_ids if g in failed}, failures_to_stderr=True)
 
     # ---------------------------------------------------------------- --delete-offsets
 
