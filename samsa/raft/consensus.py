@@ -35,8 +35,9 @@ move. The rules, from KIP-595 and KIP-996:
   RemoveRaftVoter at a time, only after an offset of its epoch is committed, adds only a caught-up
   observer, and answers once the change is committed; a leader that removed itself resigns.
   Replicas vote whatever their own membership (their set may be stale), and one that a change not
-  yet committed removes still stands for election. UpdateRaftVoter (endpoints) is the I/O
-  layer's: the core keeps no endpoints.
+  yet committed removes still stands for election. The core keeps no endpoints: an
+  UpdateRaftVoter (in the leader's epoch, for a voter) appends a VotersRecord of the same set, in
+  which the I/O layer writes the voter's new endpoints, answered once committed like the others.
 * Observers (brokers) fetch like followers and never vote; without a leader they ask the
   bootstrap servers in turn.
 """
@@ -54,6 +55,7 @@ from samsa.protocol.errors import (E_DUPLICATE_VOTER, E_FENCED_LEADER_EPOCH, E_I
                                    E_UNSUPPORTED_VERSION, E_VOTER_NOT_FOUND)
 from samsa.raft.messages import (NO_ID, AddRaftVoterRequest, AddRaftVoterResponse, Append, AppendRefused, Appended,
                                  AppendToLog, Batch, RemoveRaftVoterRequest, RemoveRaftVoterResponse, SnapshotLoaded,
+                                 UpdateRaftVoterRequest, UpdateRaftVoterResponse,
                                  BeginQuorumEpochRequest, BeginQuorumEpochResponse, Committed, DeleteLogBefore,
                                  EndQuorumEpochRequest, EndQuorumEpochResponse, EpochEndOffset, FetchRequest,
                                  FetchResponse, FetchSnapshotRequest, FetchSnapshotResponse, InstallSnapshot,
@@ -101,6 +103,7 @@ class Ev(enum.Enum):
     SNAPSHOT_LOADED = "snapshot loaded"
     ADD_VOTER_REQUEST = "AddRaftVoterRequest"
     REMOVE_VOTER_REQUEST = "RemoveRaftVoterRequest"
+    UPDATE_VOTER_REQUEST = "UpdateRaftVoterRequest"
 
 
 _MESSAGE_EVENTS = {
@@ -110,6 +113,7 @@ _MESSAGE_EVENTS = {
     FetchRequest: Ev.FETCH_REQUEST, FetchResponse: Ev.FETCH_RESPONSE,
     FetchSnapshotRequest: Ev.FETCH_SNAPSHOT_REQUEST, FetchSnapshotResponse: Ev.FETCH_SNAPSHOT_RESPONSE,
     AddRaftVoterRequest: Ev.ADD_VOTER_REQUEST, RemoveRaftVoterRequest: Ev.REMOVE_VOTER_REQUEST,
+    UpdateRaftVoterRequest: Ev.UPDATE_VOTER_REQUEST,
 }
 
 
@@ -869,10 +873,13 @@ class RaftNode:
 
     def _on_voter_change(self, ev: Received) -> None:
         req = ev.message
-        kind = AddRaftVoterResponse if isinstance(req, AddRaftVoterRequest) else RemoveRaftVoterResponse
+        kind = _VOTER_CHANGE_RESPONSE[type(req)]
 
         def refuse(code: int, why: str) -> None:
-            self._answer(ev, kind(code, why))
+            self._answer(ev, kind(code) if kind is UpdateRaftVoterResponse else kind(code, why))
+        if kind is UpdateRaftVoterResponse and req.current_leader_epoch != self.epoch:
+            return refuse(E_FENCED_LEADER_EPOCH if req.current_leader_epoch < self.epoch else E_UNKNOWN_LEADER_EPOCH,
+                          f"leader epoch {req.current_leader_epoch}, not {self.epoch}")
         if self.kraft_version < 1:
             return refuse(E_UNSUPPORTED_VERSION, "kraft.version 0: the voter set is static")
         hw = self.high_watermark
@@ -889,6 +896,10 @@ class RaftNode:
                     or obs.last_fetch_ms < self._now - self.config.fetch_timeout_ms):
                 return refuse(E_REQUEST_TIMED_OUT, f"{req.voter_id} is not a caught-up observer")
             new = voters | {req.voter_id}
+        elif kind is UpdateRaftVoterResponse:
+            if req.voter_id not in voters:
+                return refuse(E_VOTER_NOT_FOUND, f"{req.voter_id} is not a voter")
+            new = voters     # the same set; the I/O layer writes the voter's new endpoints in its VotersRecord
         else:
             if req.voter_id not in voters:
                 return refuse(E_VOTER_NOT_FOUND, f"{req.voter_id} is not a voter")
@@ -914,8 +925,7 @@ class RaftNode:
                 self.v.check_quorum_deadline = self._now    # resign (check quorum does it)
 
     def _refuse_voter_change(self, ev: Received) -> None:
-        kind = AddRaftVoterResponse if isinstance(ev.message, AddRaftVoterRequest) else RemoveRaftVoterResponse
-        self._answer(ev, kind(E_NOT_LEADER_OR_FOLLOWER, "not the leader"))
+        self._answer(ev, _error_response(ev.message, E_NOT_LEADER_OR_FOLLOWER, self.leader))
 
     def _snapshot_taken(self, ev: SnapshotTaken) -> None:
         snap = ev.snapshot_id
@@ -1071,9 +1081,13 @@ def _error_response(msg, code: int, leader: LeaderIdAndEpoch):
         return AddRaftVoterResponse(code)
     if isinstance(msg, RemoveRaftVoterRequest):
         return RemoveRaftVoterResponse(code)
+    if isinstance(msg, UpdateRaftVoterRequest):
+        return UpdateRaftVoterResponse(code)
     return FetchSnapshotResponse(code, leader)
 
 
+_VOTER_CHANGE_RESPONSE = {AddRaftVoterRequest: AddRaftVoterResponse, RemoveRaftVoterRequest: RemoveRaftVoterResponse,
+                          UpdateRaftVoterRequest: UpdateRaftVoterResponse}
 _RESPONSE_OF = {VoteRequest: VoteResponse, BeginQuorumEpochRequest: BeginQuorumEpochResponse,
                 EndQuorumEpochRequest: EndQuorumEpochResponse, FetchRequest: FetchResponse,
                 FetchSnapshotRequest: FetchSnapshotResponse}
@@ -1121,6 +1135,9 @@ _row(_ALL, E.SNAPSHOT_TAKEN, N._snapshot_taken)
 _row(_ALL, E.SNAPSHOT_LOADED, N._on_snapshot_loaded)
 _row([S.LEADER], E.ADD_VOTER_REQUEST, N._on_voter_change)
 _row([S.LEADER], E.REMOVE_VOTER_REQUEST, N._on_voter_change)
+_row([S.LEADER], E.UPDATE_VOTER_REQUEST, N._on_voter_change)
+_row([S.UNATTACHED, S.PROSPECTIVE, S.CANDIDATE, S.FOLLOWER, S.RESIGNED], E.UPDATE_VOTER_REQUEST,
+     N._refuse_voter_change)
 _row([S.UNATTACHED, S.PROSPECTIVE, S.CANDIDATE, S.FOLLOWER, S.RESIGNED], E.ADD_VOTER_REQUEST,
      N._refuse_voter_change)
 _row([S.UNATTACHED, S.PROSPECTIVE, S.CANDIDATE, S.FOLLOWER, S.RESIGNED], E.REMOVE_VOTER_REQUEST,

@@ -559,7 +559,8 @@ def test_message_fields_are_kafkas_names():
              m.FetchRequest: "FetchRequest", m.FetchResponse: "FetchResponse",
              m.FetchSnapshotRequest: "FetchSnapshotRequest", m.FetchSnapshotResponse: "FetchSnapshotResponse",
              m.AddRaftVoterRequest: "AddRaftVoterRequest", m.AddRaftVoterResponse: "AddRaftVoterResponse",
-             m.RemoveRaftVoterRequest: "RemoveRaftVoterRequest", m.RemoveRaftVoterResponse: "RemoveRaftVoterResponse"}
+             m.RemoveRaftVoterRequest: "RemoveRaftVoterRequest", m.RemoveRaftVoterResponse: "RemoveRaftVoterResponse",
+             m.UpdateRaftVoterRequest: "UpdateRaftVoterRequest", m.UpdateRaftVoterResponse: "UpdateRaftVoterResponse"}
     # FetchRequest v18's HighWatermark (KIP-1166) and AddRaftVoter v1's AckWhenCommitted: newer than
     # the schemas Samsa has for those two (Fetch v17, AddRaftVoter v0)
     extra = {m.FetchRequest: {"high_watermark"}, m.AddRaftVoterRequest: {"ack_when_committed"}}
@@ -661,6 +662,30 @@ def test_a_follower_takes_voter_sets_from_the_log_and_truncation_undoes_them():
     answer(f, sends(out, FetchRequest)[0], FetchResponse(0, 1, 0, LeaderIdAndEpoch(1, 2),
                                                          diverging_epoch=EpochEndOffset(2, 1)), 2)
     assert f.voters == {1, 2, 3} and f.log.end == 1
+
+
+def test_update_voter_rewrites_the_same_set_and_answers_once_committed():
+    n, t = dynamic_leader()
+    _, resp = admin(n, m.UpdateRaftVoterRequest(CID, n.epoch - 1, 2), t + 1)
+    assert resp.error_code == E_FENCED_LEADER_EPOCH
+    _, resp = admin(n, m.UpdateRaftVoterRequest(CID, n.epoch + 1, 2), t + 1)
+    assert resp.error_code == E_UNKNOWN_LEADER_EPOCH
+    _, resp = admin(n, m.UpdateRaftVoterRequest(CID, n.epoch, 7), t + 1)
+    assert resp.error_code == E_VOTER_NOT_FOUND
+    out, resp = admin(n, m.UpdateRaftVoterRequest(CID, n.epoch, 2), t + 2)
+    assert resp is None
+    batch = of(out, AppendToLog)[0].batches[0]
+    assert batch.control and batch.voters == {1, 2, 3} and n.voters == {1, 2, 3}
+    _, resp = admin(n, m.UpdateRaftVoterRequest(CID, n.epoch, 3), t + 3, cid=4243)
+    assert resp.error_code == E_REQUEST_TIMED_OUT        # one change at a time
+    out = fetch(n, 2, 2, 1, t + 4)
+    assert [s.message for s in sends(out) if s.destination == 0] == [m.UpdateRaftVoterResponse(0)]
+    f = node(node_id=3, qs=QuorumStateData(leader_id=1, leader_epoch=2))
+    _, resp = admin(f, m.UpdateRaftVoterRequest(CID, 2, 3), 1)
+    assert resp.error_code == E_NOT_LEADER_OR_FOLLOWER
+    s = leader_with(LogState(), 1)
+    _, resp = admin(s, m.UpdateRaftVoterRequest(CID, s.epoch, 2), s._now)
+    assert resp.error_code == E_UNSUPPORTED_VERSION
 
 
 def test_voter_changes_go_to_the_leader():
