@@ -237,3 +237,22 @@ def test_a_broker_registers_and_is_unfenced_as_with_kafka(sides):
         steps.append(ask(port, ApiKey.BROKER_HEARTBEAT, 1, _heartbeat(8, epoch - 1, hw)))
         out[side] = steps
     assert out["samsa"] == out["kafka"]
+
+
+VOTER_CHANGES = {   # with static voters (kraft.version 0), as both sides here are formatted
+    "add-voter": (ApiKey.ADD_RAFT_VOTER, {"cluster_id": CLUSTER_ID, "timeout_ms": 5000, "voter_id": 2,
+                                          "voter_directory_id": bytes(range(16)), "listeners": [
+                                              {"name": "CONTROLLER", "host": "127.0.0.1", "port": 1}]}),
+    "remove-voter": (ApiKey.REMOVE_RAFT_VOTER, {"cluster_id": CLUSTER_ID, "voter_id": 1,
+                                                "voter_directory_id": bytes(range(16))}),
+    "add-voter-another-cluster": (ApiKey.ADD_RAFT_VOTER, {"cluster_id": "x", "timeout_ms": 5000, "voter_id": 2,
+                                                          "voter_directory_id": bytes(range(16)), "listeners": []}),
+}
+
+
+@pytest.mark.parametrize("case", list(VOTER_CHANGES))
+def test_voter_changes_with_static_voters_are_refused_as_by_kafka(sides, case):
+    """AddRaftVoter/RemoveRaftVoter (KIP-853) on a kraft.version 0 quorum: the same error codes."""
+    key, body = VOTER_CHANGES[case]
+    codes = {side: ask(port, key, 0, body)["error_code"] for side, port in sides.items()}
+    assert codes["samsa"] == codes["kafka"] != 0, codes

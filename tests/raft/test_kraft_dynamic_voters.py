@@ -193,27 +193,57 @@ def _produce_and_read(c: Quorum, topic: str, n: int = 50) -> None:
     assert sorted(got) == sorted(f"{topic}-{k}".encode() for k in range(n))
 
 
+CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
+OTHER_DIR = bytes(range(16))
+
+
+def bad_changes(leader: int, leader_dir: bytes, leader_port: int, epoch: int) -> list[tuple[str, int, dict]]:
+    """Voter changes a leader refuses, with what Kafka 4.4.0 answers each (checked against it below)."""
+    cid = CLUSTER_ID
+    update = {"cluster_id": cid, "current_leader_epoch": epoch, "voter_id": leader, "voter_directory_id": leader_dir,
+              "listeners": [{"name": "CONTROLLER", "host": "127.0.0.1", "port": leader_port}],
+              "k_raft_version_feature": {"min_supported_version": 0, "max_supported_version": 1}}
+    return [
+        ("a voter added again", ApiKey.ADD_RAFT_VOTER, add_voter(cid, leader, leader_dir, leader_port)),
+        ("an unknown voter removed", ApiKey.REMOVE_RAFT_VOTER, remove_voter(cid, 9, OTHER_DIR)),
+        ("a voter removed by another directory id", ApiKey.REMOVE_RAFT_VOTER, remove_voter(cid, leader, OTHER_DIR)),
+        ("a replica that is not an observer added", ApiKey.ADD_RAFT_VOTER, add_voter(cid, 7, OTHER_DIR, 1)),
+        ("another cluster's", ApiKey.ADD_RAFT_VOTER, add_voter("another-cluster", 7, OTHER_DIR, 1)),
+        ("no endpoint for the controller listener", ApiKey.ADD_RAFT_VOTER,
+         {**add_voter(cid, 7, OTHER_DIR, 1), "listeners": []}),
+        ("an unknown voter updated", ApiKey.UPDATE_RAFT_VOTER, {**update, "voter_id": 9}),
+        ("an update in an old epoch", ApiKey.UPDATE_RAFT_VOTER, {**update, "current_leader_epoch": epoch - 1}),
+    ]
+
+
+#: What Apache Kafka 4.4.0's controller answers each of ``bad_changes`` (test_kafka_gives_the_same_errors).
+EXPECTED = {
+    "a voter added again": errors.E_DUPLICATE_VOTER,
+    "an unknown voter removed": errors.E_VOTER_NOT_FOUND,
+    "a voter removed by another directory id": errors.E_VOTER_NOT_FOUND,
+    "a replica that is not an observer added": errors.E_REQUEST_TIMED_OUT,
+    "another cluster's": errors.E_INCONSISTENT_CLUSTER_ID,
+    "no endpoint for the controller listener": errors.E_INVALID_REQUEST,
+    "an unknown voter updated": errors.E_VOTER_NOT_FOUND,
+    "an update in an old epoch": errors.E_FENCED_LEADER_EPOCH,
+}
+
+
+def answers(port: int, leader: int, leader_dir: bytes, epoch: int) -> dict[str, int]:
+    return {what: ask(port, key, body)["error_code"]
+            for what, key, body in bad_changes(leader, leader_dir, port, epoch)}
+
+
 def test_bad_voter_changes_get_kafkas_errors(cluster):
     c = cluster
     q = c.quorum()
     leader = q["leader_id"]
     port = c.nodes[leader].controller_port
-    cid = "MkU3OEVBNTcwNTJENDM2Qg"
-    for body, key, code in [
-        (add_voter(cid, 2, parse_uuid(c.directory_id(2)), c.cports[2]), ApiKey.ADD_RAFT_VOTER,
-         errors.E_DUPLICATE_VOTER),
-        (remove_voter(cid, 9, bytes(range(16))), ApiKey.REMOVE_RAFT_VOTER, errors.E_VOTER_NOT_FOUND),
-        (remove_voter(cid, 2, bytes(range(16))), ApiKey.REMOVE_RAFT_VOTER, errors.E_VOTER_NOT_FOUND),
-        (add_voter(cid, 7, bytes(range(16)), 1), ApiKey.ADD_RAFT_VOTER, errors.E_REQUEST_TIMED_OUT),
-        (add_voter("another-cluster", 7, bytes(range(16)), 1), ApiKey.ADD_RAFT_VOTER,
-         errors.E_INCONSISTENT_CLUSTER_ID),
-        ({**add_voter(cid, 7, bytes(range(16)), 1), "listeners": []}, ApiKey.ADD_RAFT_VOTER,
-         errors.E_INVALID_REQUEST),
-    ]:
-        assert ask(port, key, body)["error_code"] == code, (key, body)
+    assert answers(port, leader, parse_uuid(c.directory_id(leader)), q["leader_epoch"]) == EXPECTED
     follower = next(i for i in (1, 2, 3) if i != leader)
     assert ask(c.nodes[follower].controller_port, ApiKey.REMOVE_RAFT_VOTER,
-               remove_voter(cid, 3, parse_uuid(c.directory_id(3))))["error_code"] == errors.E_NOT_LEADER_OR_FOLLOWER
+               remove_voter(CLUSTER_ID, 3, parse_uuid(c.directory_id(3))))["error_code"] == \
+        errors.E_NOT_LEADER_OR_FOLLOWER
 
 
 def test_kafkas_remove_controller_takes_a_voter_out(cluster):
@@ -250,3 +280,21 @@ def test_the_active_controller_killed_two_voters_go_on_and_a_moved_one_updates_i
         return eps.get(old) == [f"CONTROLLER://127.0.0.1:{new_port}"]
     wait_until(moved, f"controller {old}'s new endpoint in the voter set", 60)
     assert "UpdateRaftVoter to leader" in n.log_text()
+
+
+def test_kafka_gives_the_same_errors(tmp_path):
+    """The same bad changes against an Apache Kafka 4.4.0 controller formatted --standalone."""
+    port = free_port()
+    kafka = kafka_process.KafkaProcess(tmp_path / "kafka", controller_port=port, cluster_id=CLUSTER_ID)
+    kafka.props = {"process.roles": "controller", "node.id": "1", "listeners": f"CONTROLLER://127.0.0.1:{port}",
+                   "controller.listener.names": "CONTROLLER", "listener.security.protocol.map": "CONTROLLER:PLAINTEXT",
+                   "controller.quorum.bootstrap.servers": f"127.0.0.1:{port}", "log.dirs": str(tmp_path / "kafka-logs")}
+    kafka.format_args = ("--standalone",)
+    try:
+        kafka.spawn()
+        q = wait_until(lambda: (d := describe_quorum(port, timeout_ms=2000)) and d["high_watermark"] > 0 and d,
+                       "Kafka's controller leading with a committed offset", 120)
+        directory = parse_uuid(read_meta_props(tmp_path / "kafka-logs")["directory.id"])
+        assert answers(port, 1, directory, q["leader_epoch"]) == EXPECTED
+    finally:
+        kafka.stop()
