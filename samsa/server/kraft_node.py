@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 # The highest version of each controller API the broker sends (what Samsa's controller answers).
 VERSIONS = {62: 4, 63: 2, 56: 3, 19: 7, 20: 6, 37: 3, 44: 1, 43: 2, 45: 0, 67: 0, 55: 2, 30: 3, 31: 3, 49: 1, 51: 0,
-            57: 2}
+            57: 2, 80: 0, 81: 0}
 
 
 class MetadataView:

@@ -687,8 +687,11 @@ class RaftDriver:
             return conn
 
     async def _request(self, dest: int, message, cid: int) -> None:
-        key, body = to_wire(message, self.cluster_id, self.fetch_max_bytes, self.directory_id,
-                            self.directory_id_of(dest) if dest >= 0 else m.ZERO_UUID, self.own_endpoints)
+        if self.dynamic:     # static voters (kraft.version 0) have no directory ids on the wire
+            key, body = to_wire(message, self.cluster_id, self.fetch_max_bytes, self.directory_id,
+                                self.directory_id_of(dest) if dest >= 0 else m.ZERO_UUID, self.own_endpoints)
+        else:
+            key, body = to_wire(message, self.cluster_id, self.fetch_max_bytes)
         try:
             conn = await self._connection(dest)
             version = conn.pick_version(key, max_version=VERSIONS[key])

@@ -76,8 +76,12 @@ class Quorum:
         q = self.quorum()
         return sorted(v["replica_id"] for v in q["observers"]) if q else []
 
-    def tool(self, *args: str, controller: int | None = None):
-        i = controller or (self.quorum() or {}).get("leader_id", 1)
+    def tool(self, *args: str, through_broker: bool = False):
+        """kafka-metadata-quorum with --bootstrap-controller (the active controller), or with
+        --bootstrap-server (the broker, which forwards to the active controller)."""
+        if through_broker:
+            return kafka_process.run_tool(QUORUM_TOOL, "--bootstrap-server", self.broker.bootstrap, *args)
+        i = (self.quorum() or {}).get("leader_id", 1)
         return kafka_process.run_tool(QUORUM_TOOL, "--bootstrap-controller",
                                       f"127.0.0.1:{self.nodes[i].controller_port}", *args)
 
@@ -133,14 +137,14 @@ def _status_voters(c: Quorum) -> list[dict]:
     return json.loads(line.split(":", 1)[1])
 
 
-def _add_controller(c: Quorum, i: int) -> None:
+def _add_controller(c: Quorum, i: int, through_broker: bool = False) -> None:
     """Kafka's add-controller with the new controller's server.properties, once it is a caught-up
     observer (until then the leader answers REQUEST_TIMED_OUT, and the tool fails)."""
     wait_until(lambda: i in c.observers(), f"controller {i} fetching as an observer", 30)
     out = []
 
     def added() -> bool:
-        r = c.tool("--command-config", str(c.nodes[i].conf), "add-controller")
+        r = c.tool("--command-config", str(c.nodes[i].conf), "add-controller", through_broker=through_broker)
         out.append(r)
         return r.returncode == 0
     wait_until(added, f"kafka-metadata-quorum add-controller of {i}", 90)
@@ -247,13 +251,15 @@ def test_bad_voter_changes_get_kafkas_errors(cluster):
 
 
 def test_kafkas_remove_controller_takes_a_voter_out(cluster):
+    """Through the broker (--bootstrap-server), which forwards to the active controller, as Kafka's do."""
     c = cluster
-    r = c.tool("remove-controller", "--controller-id", "3", "--controller-directory-id", c.directory_id(3))
+    r = c.tool("remove-controller", "--controller-id", "3", "--controller-directory-id", c.directory_id(3),
+               through_broker=True)
     assert r.returncode == 0, r.stdout + r.stderr
     assert c.voters() == [1, 2]
     wait_until(lambda: 3 in c.observers(), "controller 3 fetching on as an observer", 30)
     assert _replication(c)[3] == "Observer"
-    _add_controller(c, 3)           # and back, for what follows
+    _add_controller(c, 3, through_broker=True)           # and back, for what follows
     assert c.voters() == [1, 2, 3]
 
 
