@@ -37,7 +37,8 @@ move. The rules, from KIP-595 and KIP-996:
   Replicas vote whatever their own membership (their set may be stale), and one that a change not
   yet committed removes still stands for election. The core keeps no endpoints: an
   UpdateRaftVoter (in the leader's epoch, for a voter) appends a VotersRecord of the same set, in
-  which the I/O layer writes the voter's new endpoints, answered once committed like the others.
+  which the I/O layer writes the voter's new endpoints, and is answered at once, as Kafka's
+  leader answers it (with static voters it writes nothing and answers a voter with success).
 * Observers (brokers) fetch like followers and never vote; without a leader they ask the
   bootstrap servers in turn.
 """
@@ -877,13 +878,19 @@ class RaftNode:
 
         def refuse(code: int, why: str) -> None:
             self._answer(ev, kind(code) if kind is UpdateRaftVoterResponse else kind(code, why))
-        if kind is UpdateRaftVoterResponse and req.current_leader_epoch != self.epoch:
-            return refuse(E_FENCED_LEADER_EPOCH if req.current_leader_epoch < self.epoch else E_UNKNOWN_LEADER_EPOCH,
-                          f"leader epoch {req.current_leader_epoch}, not {self.epoch}")
+        hw = self.high_watermark
+        committed = hw is not None and hw > self.v.epoch_start_offset
+        if kind is UpdateRaftVoterResponse:
+            if req.current_leader_epoch != self.epoch:
+                return refuse(E_FENCED_LEADER_EPOCH if req.current_leader_epoch < self.epoch
+                              else E_UNKNOWN_LEADER_EPOCH, f"leader epoch {req.current_leader_epoch}, not {self.epoch}")
+            if not committed:
+                return refuse(E_REQUEST_TIMED_OUT, "the leader has not committed an offset of its epoch yet")
+            if self.kraft_version < 1:   # static voters: nothing to write (Kafka keeps it in memory)
+                return refuse(0 if req.voter_id in self.voters else E_VOTER_NOT_FOUND, "")
         if self.kraft_version < 1:
             return refuse(E_UNSUPPORTED_VERSION, "kraft.version 0: the voter set is static")
-        hw = self.high_watermark
-        if hw is None or hw <= self.v.epoch_start_offset:
+        if not committed:
             return refuse(E_REQUEST_TIMED_OUT, "the leader has not committed an offset of its epoch yet")
         if self._voter_change_pending():
             return refuse(E_REQUEST_TIMED_OUT, "a change of the voter set is not committed yet")
@@ -907,9 +914,12 @@ class RaftNode:
                 return refuse(E_INVALID_REQUEST, "the last voter cannot be removed")
             new = voters - {req.voter_id}
         offset = self.log.end
-        self.v.pending_change = (offset, ev.source, ev.correlation_id, kind)
+        if kind is not UpdateRaftVoterResponse:   # answered once committed; an update at once (as Kafka's)
+            self.v.pending_change = (offset, ev.source, ev.correlation_id, kind)
         self._append_local(Batch(offset, offset, self.epoch, data=("Voters", tuple(sorted(new))), control=True,
                                  voters=frozenset(new)))
+        if kind is UpdateRaftVoterResponse:
+            self._answer(ev, kind(0))
 
     def _voter_change_pending(self) -> bool:
         """One voter change at a time: the last VotersRecord must be committed (KIP-853)."""

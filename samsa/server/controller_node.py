@@ -251,8 +251,12 @@ class ControllerServer:
     # ---- handlers
 
     def _api_versions(self, key: int, version: int, body: dict) -> dict:
+        """With the features this node supports (v3+), kraft.version among them: what a Kafka
+        leader asks a controller it is to add as a voter (KIP-853)."""
         return {"error_code": 0, "throttle_time_ms": 0,
-                "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in self._versions()]}
+                "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in self._versions()],
+                "supported_features": [{"name": n, "min_version": lo, "max_version": hi}
+                                       for n, (lo, hi) in sorted(kraft_mode.supported_features().items())]}
 
     def _raft(self, key: int, version: int, body: dict):
         """As Kafka's KafkaRaftClient: another cluster's request is refused with a top-level
@@ -309,6 +313,10 @@ class ControllerServer:
                                                    f"the controller listener {self.listener_name}")
         elif key != ApiKey.REMOVE_RAFT_VOTER and vdir == m.ZERO_UUID:
             code, why = errors.E_INVALID_REQUEST, "the voter's directory id is missing"
+        elif key == ApiKey.UPDATE_RAFT_VOTER and not (
+                body["k_raft_version_feature"]["min_supported_version"] <= self.driver.kraft_version
+                <= body["k_raft_version_feature"]["max_supported_version"]):
+            code, why = errors.E_INVALID_REQUEST, f"the voter does not support kraft.version {self.driver.kraft_version}"
         else:
             code, why = 0, None
         if key == ApiKey.UPDATE_RAFT_VOTER:

@@ -673,19 +673,23 @@ def test_update_voter_rewrites_the_same_set_and_answers_once_committed():
     _, resp = admin(n, m.UpdateRaftVoterRequest(CID, n.epoch, 7), t + 1)
     assert resp.error_code == E_VOTER_NOT_FOUND
     out, resp = admin(n, m.UpdateRaftVoterRequest(CID, n.epoch, 2), t + 2)
-    assert resp is None
+    assert resp == m.UpdateRaftVoterResponse(0)           # answered once appended, as Kafka's leader does
     batch = of(out, AppendToLog)[0].batches[0]
     assert batch.control and batch.voters == {1, 2, 3} and n.voters == {1, 2, 3}
     _, resp = admin(n, m.UpdateRaftVoterRequest(CID, n.epoch, 3), t + 3, cid=4243)
-    assert resp.error_code == E_REQUEST_TIMED_OUT        # one change at a time
-    out = fetch(n, 2, 2, 1, t + 4)
-    assert [s.message for s in sends(out) if s.destination == 0] == [m.UpdateRaftVoterResponse(0)]
+    assert resp.error_code == E_REQUEST_TIMED_OUT        # one change at a time: that VotersRecord is not committed
+    fetch(n, 2, 2, 1, t + 4)
+    _, resp = admin(n, m.UpdateRaftVoterRequest(CID, n.epoch, 3), t + 5, cid=4244)
+    assert resp == m.UpdateRaftVoterResponse(0)
     f = node(node_id=3, qs=QuorumStateData(leader_id=1, leader_epoch=2))
     _, resp = admin(f, m.UpdateRaftVoterRequest(CID, 2, 3), 1)
     assert resp.error_code == E_NOT_LEADER_OR_FOLLOWER
-    s = leader_with(LogState(), 1)
-    _, resp = admin(s, m.UpdateRaftVoterRequest(CID, s.epoch, 2), s._now)
-    assert resp.error_code == E_UNSUPPORTED_VERSION
+    s = leader_with(LogState(), 1)                         # static voters (kraft.version 0)
+    fetch(s, 2, 1, 1, s._now + 1)
+    out, resp = admin(s, m.UpdateRaftVoterRequest(CID, s.epoch, 2), s._now + 2)
+    assert resp == m.UpdateRaftVoterResponse(0) and not of(out, AppendToLog)   # nothing written
+    _, resp = admin(s, m.UpdateRaftVoterRequest(CID, s.epoch, 9), s._now + 3)
+    assert resp.error_code == E_VOTER_NOT_FOUND
 
 
 def test_voter_changes_go_to_the_leader():
