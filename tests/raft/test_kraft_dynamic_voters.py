@@ -6,7 +6,8 @@ formatted ``--no-initial-controllers`` (observers until added) and a broker-only
 active controller SIGKILLed leaves two that elect a new leader while the broker keeps serving,
 and the killed controller restarted on another port tells the leader (UpdateRaftVoter). Then the
 same bad changes against an Apache Kafka 4.4.0 controller formatted ``--standalone``: the same
-error codes. One cluster for the module; the tests run in order."""
+error codes; and a Samsa controller added to that Kafka quorum by Kafka's add-controller. One
+Samsa cluster for the module; the tests run in order."""
 
 from __future__ import annotations
 
@@ -288,19 +289,45 @@ def test_the_active_controller_killed_two_voters_go_on_and_a_moved_one_updates_i
     assert "UpdateRaftVoter to leader" in n.log_text()
 
 
-def test_kafka_gives_the_same_errors(tmp_path):
-    """The same bad changes against an Apache Kafka 4.4.0 controller formatted --standalone."""
+def test_a_kafka_controller_answers_alike_and_adds_a_samsa_controller(tmp_path):
+    """The same bad changes against an Apache Kafka 4.4.0 controller formatted --standalone: the
+    same error codes. Then a Samsa controller formatted --no-initial-controllers, given Kafka's as
+    bootstrap server, follows it as an observer and Kafka's add-controller makes it a voter of
+    Kafka's quorum (Kafka's leader first asks its ApiVersions for kraft.version)."""
     port = free_port()
     kafka = kafka_process.KafkaProcess(tmp_path / "kafka", controller_port=port, cluster_id=CLUSTER_ID)
     kafka.props = {"process.roles": "controller", "node.id": "1", "listeners": f"CONTROLLER://127.0.0.1:{port}",
                    "controller.listener.names": "CONTROLLER", "listener.security.protocol.map": "CONTROLLER:PLAINTEXT",
                    "controller.quorum.bootstrap.servers": f"127.0.0.1:{port}", "log.dirs": str(tmp_path / "kafka-logs")}
     kafka.format_args = ("--standalone",)
+    samsa = Node(tmp_path / "samsa", 2, "controller", "", None, free_port(), ("--no-initial-controllers",),
+                 **{"controller.quorum.bootstrap.servers": f"127.0.0.1:{port}"})
     try:
         kafka.spawn()
+        samsa.start()
         q = wait_until(lambda: (d := describe_quorum(port, timeout_ms=2000)) and d["high_watermark"] > 0 and d,
                        "Kafka's controller leading with a committed offset", 120)
         directory = parse_uuid(read_meta_props(tmp_path / "kafka-logs")["directory.id"])
         assert answers(port, 1, directory, q["leader_epoch"]) == EXPECTED
+
+        def observing() -> bool:
+            obs = describe_quorum(port, timeout_ms=2000)["observers"]
+            return any(o["replica_id"] == 2 and o["log_end_offset"] > 0 for o in obs)
+        wait_until(observing, "Samsa's controller fetching from Kafka's as an observer", 60)
+        tool = ("--bootstrap-controller", f"127.0.0.1:{port}")
+        wait_until(lambda: kafka_process.run_tool(QUORUM_TOOL, *tool, "--command-config", str(samsa.conf),
+                                                  "add-controller").returncode == 0,
+                   "Kafka's add-controller of Samsa's controller", 90)
+        voters = describe_quorum(port, timeout_ms=2000)["current_voters"]
+        assert sorted(v["replica_id"] for v in voters) == [1, 2]
+
+        def following() -> bool:
+            r = kafka_process.run_tool(QUORUM_TOOL, *tool, "describe", "--replication")
+            rows = {int(row[0]): row[-1] for row in (ln.split() for ln in r.stdout.splitlines()[1:]) if row}
+            return rows == {1: "Leader", 2: "Follower"}
+        wait_until(following, "Samsa's controller a follower in Kafka's describe --replication", 60)
+        # Samsa's controller took the voter set from the VotersRecord Kafka's leader wrote
+        assert re.search(rf"voter set at offset \d+: 1@\('127.0.0.1', {port}\), 2@", samsa.log_text())
     finally:
+        samsa.kill()
         kafka.stop()
