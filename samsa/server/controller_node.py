@@ -483,7 +483,7 @@ class ControllerServer:
         if not due or end <= 0 or (latest is not None and latest[0].end_offset >= end):
             return
         sid = m.SnapshotId(end, self._applied_epoch)
-        voters = list(self.driver.voter_sets.at(end).values()) if self.driver.dynamic else None
+        voters = (list(self.driver.voter_sets.at(end).values()) or None) if self.driver.dynamic else None
         path = write_snapshot(self.driver.log.dir, Snapshot(records=snapshot_records(self.image),
                                                             kraft_version=self.driver.kraft_version, voters=voters),
                               end, self._applied_epoch)

@@ -2,8 +2,8 @@
 
 These KRaft nodes start, their directories formatted by ``samsa storage format``:
 
-* ``process.roles=broker,controller`` with itself as the only voter: a whole cluster by itself,
-  its metadata in Samsa's own store;
+* ``process.roles=broker,controller`` with itself as the only voter and no bootstrap servers: a
+  whole cluster by itself, its metadata in Samsa's own store;
 * a voter of a controller quorum with static voters (``controller.quorum.voters`` naming it):
   ``process.roles=controller`` (``samsa.server.controller_node``) or ``broker,controller``
   (combined: a broker beside its controller);
@@ -60,7 +60,8 @@ def controller_only(config: BrokerConfig) -> bool:
 
 def follows_quorum(config: BrokerConfig) -> bool:
     """A broker of a KRaft cluster: it learns metadata from the quorum's log (``kraft_cluster``).
-    A combined node that is its only voter keeps its metadata in Samsa's own store instead."""
+    A combined node that is its only static voter (or formatted --standalone without bootstrap
+    servers) keeps its metadata in Samsa's own store instead; with dynamic voters it may grow."""
     roles = config["process.roles"]
     return "broker" in roles and (dynamic(config) or bool(config["controller.quorum.voters"]) and
                                   voter_ids(config) != [config["node.id"]])

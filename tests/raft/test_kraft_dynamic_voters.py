@@ -27,7 +27,7 @@ from raft_processes import describe_quorum
 from samsa.client.connection import BrokerConnection
 from samsa.protocol import errors
 from samsa.protocol.api_keys import ApiKey
-from samsa.storage.kraft import parse_uuid, read_meta_props
+from samsa.storage.kraft import decode_snapshot, parse_uuid, read_meta_props
 from waiting import wait_until
 
 if not kafka_process.available():
@@ -46,7 +46,10 @@ class Quorum:
     def __init__(self, root: Path):
         self.cports = {i: free_port() for i in (1, 2, 3)}
         self.bootstrap_servers = ",".join(f"127.0.0.1:{p}" for p in self.cports.values())
-        extra = {"controller.quorum.bootstrap.servers": self.bootstrap_servers, **ONE_BROKER}
+        # Snapshots often (KIP-630): the voter set travels in them too (the new controllers may
+        # start from the leader's, the restarted one from its own).
+        extra = {"controller.quorum.bootstrap.servers": self.bootstrap_servers, **ONE_BROKER,
+                 "metadata.log.max.record.bytes.between.snapshots": "4096"}
         self.nodes = {i: Node(root / f"c{i}", i, "controller", "", None, self.cports[i],
                               ("--standalone",) if i == 1 else ("--no-initial-controllers",), **extra)
                       for i in (1, 2, 3)}
@@ -287,6 +290,15 @@ def test_the_active_controller_killed_two_voters_go_on_and_a_moved_one_updates_i
         return eps.get(old) == [f"CONTROLLER://127.0.0.1:{new_port}"]
     wait_until(moved, f"controller {old}'s new endpoint in the voter set", 60)
     assert "UpdateRaftVoter to leader" in n.log_text()
+    # The snapshots the controllers wrote carry the voter set in force at their offset (KRaftVoters),
+    # which the restarted one started from: {1, 2} while 3 was out, {1, 2, 3} after.
+    snaps = [p for p in (c.nodes[old].data_dir / "__cluster_metadata-0").glob("*.checkpoint")
+             if not p.name.startswith("00000000000000000000-")]
+    assert snaps, "no snapshot written"
+    for snap in snaps:
+        voters = decode_snapshot(snap.read_bytes()).voters
+        assert voters is not None and sorted(v["voter_id"] for v in voters) in ([1, 2], [1, 2, 3]), snap.name
+        assert all(v["voter_directory_id"] == parse_uuid(c.directory_id(v["voter_id"])) for v in voters)
 
 
 def test_a_kafka_controller_answers_alike_and_adds_a_samsa_controller(tmp_path):
