@@ -39,6 +39,8 @@ move. The rules, from KIP-595 and KIP-996:
   UpdateRaftVoter (in the leader's epoch, for a voter) appends a VotersRecord of the same set, in
   which the I/O layer writes the voter's new endpoints, and is answered at once, as Kafka's
   leader answers it (with static voters it writes nothing and answers a voter with success).
+* The first leader of a dynamic quorum (nothing of the voter set in its log yet) writes the voter
+  set beside its LeaderChange, in the same control batch of three records.
 * Observers (brokers) fetch like followers and never vote; without a leader they ask the
   bootstrap servers in turn.
 """
@@ -618,9 +620,15 @@ class RaftNode:
         if self.state == RaftState.CANDIDATE and self._majority(self.v.granted):
             self.leader_id = self.node_id
             self._transition(RaftState.LEADER)
-            self.v.epoch_start_offset = self.log.end
-            self._append_local(Batch(self.log.end, self.log.end, self.epoch, data=("LeaderChange", self.node_id),
-                                     control=True))
+            self.v.epoch_start_offset = base = self.log.end
+            if self.kraft_version >= 1 and not self.log.voter_sets and self.log.snapshot is None:
+                # The first leader of a dynamic quorum: the formatted voter set goes into the log
+                # beside its LeaderChange (KRaftVersion and VotersRecord, as Kafka's leader
+                # writes them), so that replicas that were not formatted with it learn it.
+                self._append_local(Batch(base, base + 2, self.epoch, control=True, voters=self.voters,
+                                         data=("LeaderChange", self.node_id, tuple(sorted(self.voters)))))
+            else:
+                self._append_local(Batch(base, base, self.epoch, data=("LeaderChange", self.node_id), control=True))
 
     def _majority(self, ids) -> bool:
         return len(ids & self.voters) * 2 > len(self.voters)

@@ -442,8 +442,8 @@ class RaftDriver:
                 text = out.state.to_json(0, self.voters) if not self.dynamic else out.state.to_json()
                 write_atomically(self.quorum_state_path, text.encode())
             elif isinstance(out, m.AppendToLog):
-                batches = tuple(self._voters_batch(b) if isinstance(b.data, tuple) and b.data[0] == "Voters" else b
-                                for b in out.batches)
+                batches = tuple(self._voters_batch(b) if isinstance(b.data, tuple) and (
+                    b.data[0] == "Voters" or len(b.data) == 3) else b for b in out.batches)
                 self.log.append(batches, sorted(self.node.voters))
                 for b in batches:
                     if b.control:
@@ -499,15 +499,21 @@ class RaftDriver:
     # ---- dynamic voters (KIP-853)
 
     def _voters_batch(self, b: m.Batch) -> m.Batch:
-        """The core's VotersRecord as a control batch: each voter's record as the voter set has it,
-        or as the AddRaftVoter/UpdateRaftVoter that changed it gave it."""
+        """The core's VotersRecord as a control batch (a first leader's after its LeaderChange and
+        KRaftVersion): each voter's record as the voter set has it, or as the AddRaftVoter/
+        UpdateRaftVoter that changed it gave it."""
         current = self.voter_sets.current()
         records = []
-        for i in b.data[1]:
+        for i in b.data[-1]:
             rec = self._pending_records.pop(i, None) or current.get(i) or self.voter_sets.find(i)
             records.append(rec or voters_record(i, m.ZERO_UUID, []))
-        key, value = mr.encode_control(mr.KRAFT_VOTERS, {"version": 0, "voters": records})
-        data = build_batch([(key, value, _wall())], base_offset=b.base_offset, is_control=True,
+        now = _wall()
+        control = [mr.encode_control(mr.KRAFT_VOTERS, {"version": 0, "voters": records})]
+        if b.data[0] == "LeaderChange":     # a first leader's: LeaderChange, KRaftVersion, VotersRecord
+            control[:0] = [mr.encode_control(mr.LEADER_CHANGE, {
+                "leader_id": b.data[1], "voters": [{"voter_id": v} for v in b.data[2]], "granting_voters": []}),
+                mr.encode_control(mr.KRAFT_VERSION, {"k_raft_version": self.kraft_version})]
+        data = build_batch([(k, v, now) for k, v in control], base_offset=b.base_offset, is_control=True,
                            partition_leader_epoch=b.epoch)
         return replace(b, data=bytes(data))
 

@@ -597,10 +597,12 @@ def test_quorum_state_json_is_kafkas():
 def dynamic_leader():
     n = RaftNode(1, (1, 2, 3), cluster_id=CID, config=CFG, rng=random.Random(7), kraft_version=1)
     n.out = n.start(0)
-    elect(n)
+    out = elect(n)
+    first = of(out, AppendToLog)[0].batches[0]        # the first leader writes the voter set beside its LeaderChange
+    assert (first.base_offset, first.last_offset, first.control, first.voters) == (0, 2, True, {1, 2, 3})
     t = n._now
-    fetch(n, 2, 1, 1, t + 1)                             # commits the leader change: hw 1
-    assert n.high_watermark == 1
+    fetch(n, 2, 3, 1, t + 1)                             # commits that batch: hw 3
+    assert n.high_watermark == 3
     return n, t + 1
 
 
@@ -608,6 +610,17 @@ def admin(n, request, now, cid=4242):
     out = n.handle(Received(0, request, cid), now)
     answers = [s.message for s in sends(out) if s.destination == 0]
     return out, (answers[0] if answers else None)
+
+
+def test_only_a_first_leader_writes_the_voter_set_beside_its_leader_change():
+    log = LogState(end_offset=3, epochs=((1, 0),), voter_sets=((0, frozenset({1, 2, 3})),))
+    n = RaftNode(1, (1, 2, 3), cluster_id=CID, config=CFG, rng=random.Random(7), kraft_version=1, log=log,
+                 quorum_state=QuorumStateData(leader_epoch=1))
+    n.out = n.start(0)
+    batch = of(elect(n), AppendToLog)[0].batches[0]
+    assert (batch.base_offset, batch.last_offset, batch.voters, batch.data) == (3, 3, None, ("LeaderChange", 1))
+    s = leader_with(LogState(), 1)                       # static voters (kraft.version 0): the marker alone
+    assert of(s.out, AppendToLog)[0].batches[0].voters is None
 
 
 def test_voter_changes_need_kraft_version_1():
@@ -622,18 +635,18 @@ def test_add_voter_appends_a_voters_record_and_answers_once_committed():
     assert resp.error_code == E_DUPLICATE_VOTER
     _, resp = admin(n, m.AddRaftVoterRequest(CID, 4), t + 2)
     assert resp.error_code == E_REQUEST_TIMED_OUT      # 4 has not fetched: not a caught-up observer
-    fetch(n, 4, 1, 1, t + 3)                             # observer 4 caught up
+    fetch(n, 4, 3, 1, t + 3)                             # observer 4 caught up
     out, resp = admin(n, m.AddRaftVoterRequest(CID, 4), t + 4)
     assert resp is None                                  # answered when committed
     batch = of(out, AppendToLog)[0].batches[0]
-    assert batch.control and batch.voters == {1, 2, 3, 4} and batch.base_offset == 1
+    assert batch.control and batch.voters == {1, 2, 3, 4} and batch.base_offset == 3
     assert n.voters == {1, 2, 3, 4}                      # in force once appended
     _, resp = admin(n, m.RemoveRaftVoterRequest(CID, 3), t + 5, cid=4243)
     assert resp.error_code == E_REQUEST_TIMED_OUT      # one change at a time
-    out = fetch(n, 2, 2, 1, t + 6)
-    assert n.high_watermark == 1                         # 2 of 4 voters: not a majority any more
-    out = fetch(n, 4, 2, 1, t + 7)
-    assert n.high_watermark == 2
+    out = fetch(n, 2, 4, 1, t + 6)
+    assert n.high_watermark == 3                         # 2 of 4 voters: not a majority any more
+    out = fetch(n, 4, 4, 1, t + 7)
+    assert n.high_watermark == 4
     assert [s.message for s in sends(out) if s.destination == 0] == [m.AddRaftVoterResponse(0)]
 
 
@@ -643,10 +656,10 @@ def test_remove_voter_and_a_leader_that_removes_itself_resigns():
     assert resp.error_code == E_VOTER_NOT_FOUND
     out, resp = admin(n, m.RemoveRaftVoterRequest(CID, 1), t + 2)
     assert resp is None and n.voters == {2, 3} and n.state == RaftState.LEADER
-    fetch(n, 2, 2, 1, t + 3)
-    assert n.high_watermark == 1                         # the leader's own log no longer counts
-    out = fetch(n, 3, 2, 1, t + 4)
-    assert n.high_watermark == 2
+    fetch(n, 2, 4, 1, t + 3)
+    assert n.high_watermark == 3                         # the leader's own log no longer counts
+    out = fetch(n, 3, 4, 1, t + 4)
+    assert n.high_watermark == 4
     assert [s.message for s in sends(out) if s.destination == 0] == [m.RemoveRaftVoterResponse(0)]
     out = fire(n, t + 4)
     assert n.state == RaftState.RESIGNED
@@ -664,7 +677,7 @@ def test_a_follower_takes_voter_sets_from_the_log_and_truncation_undoes_them():
     assert f.voters == {1, 2, 3} and f.log.end == 1
 
 
-def test_update_voter_rewrites_the_same_set_and_answers_once_committed():
+def test_update_voter_rewrites_the_same_set_and_answers_at_once():
     n, t = dynamic_leader()
     _, resp = admin(n, m.UpdateRaftVoterRequest(CID, n.epoch - 1, 2), t + 1)
     assert resp.error_code == E_FENCED_LEADER_EPOCH
@@ -678,7 +691,7 @@ def test_update_voter_rewrites_the_same_set_and_answers_once_committed():
     assert batch.control and batch.voters == {1, 2, 3} and n.voters == {1, 2, 3}
     _, resp = admin(n, m.UpdateRaftVoterRequest(CID, n.epoch, 3), t + 3, cid=4243)
     assert resp.error_code == E_REQUEST_TIMED_OUT        # one change at a time: that VotersRecord is not committed
-    fetch(n, 2, 2, 1, t + 4)
+    fetch(n, 2, 4, 1, t + 4)
     _, resp = admin(n, m.UpdateRaftVoterRequest(CID, n.epoch, 3), t + 5, cid=4244)
     assert resp == m.UpdateRaftVoterResponse(0)
     f = node(node_id=3, qs=QuorumStateData(leader_id=1, leader_epoch=2))
