@@ -35,8 +35,12 @@ move. The rules, from KIP-595 and KIP-996:
   RemoveRaftVoter at a time, only after an offset of its epoch is committed, adds only a caught-up
   observer, and answers once the change is committed; a leader that removed itself resigns.
   Replicas vote whatever their own membership (their set may be stale), and one that a change not
-  yet committed removes still stands for election. UpdateRaftVoter (endpoints) is the I/O
-  layer's: the core keeps no endpoints.
+  yet committed removes still stands for election. The core keeps no endpoints: an
+  UpdateRaftVoter (in the leader's epoch, for a voter) appends a VotersRecord of the same set, in
+  which the I/O layer writes the voter's new endpoints, and is answered at once, as Kafka's
+  leader answers it (with static voters it writes nothing and answers a voter with success).
+* The first leader of a dynamic quorum (nothing of the voter set in its log yet) writes the voter
+  set beside its LeaderChange, in the same control batch of three records.
 * Observers (brokers) fetch like followers and never vote; without a leader they ask the
   bootstrap servers in turn.
 """
@@ -54,12 +58,13 @@ from samsa.protocol.errors import (E_DUPLICATE_VOTER, E_FENCED_LEADER_EPOCH, E_I
                                    E_UNSUPPORTED_VERSION, E_VOTER_NOT_FOUND)
 from samsa.raft.messages import (NO_HW, NO_ID, AddRaftVoterRequest, AddRaftVoterResponse, Append, AppendRefused,
                                  Appended, AppendToLog, Batch, RemoveRaftVoterRequest, RemoveRaftVoterResponse,
-                                 SnapshotLoaded, BeginQuorumEpochRequest, BeginQuorumEpochResponse, Committed,
-                                 DeleteLogBefore, EndQuorumEpochRequest, EndQuorumEpochResponse, EpochEndOffset,
-                                 FetchRequest, FetchResponse, FetchSnapshotRequest, FetchSnapshotResponse,
-                                 InstallSnapshot, LeaderChanged, LeaderIdAndEpoch, PersistQuorumState, Received,
-                                 RecordsRange, Resign, Send, SetTimer, SnapshotChunk, SnapshotId, SnapshotTaken,
-                                 TimerExpired, TruncateTo, VoteRequest, VoteResponse, WriteSnapshotChunk)
+                                 SnapshotLoaded, UpdateRaftVoterRequest, UpdateRaftVoterResponse,
+                                 BeginQuorumEpochRequest, BeginQuorumEpochResponse, Committed, DeleteLogBefore,
+                                 EndQuorumEpochRequest, EndQuorumEpochResponse, EpochEndOffset, FetchRequest,
+                                 FetchResponse, FetchSnapshotRequest, FetchSnapshotResponse, InstallSnapshot,
+                                 LeaderChanged, LeaderIdAndEpoch, PersistQuorumState, Received, RecordsRange, Resign,
+                                 Send, SetTimer, SnapshotChunk, SnapshotId, SnapshotTaken, TimerExpired, TruncateTo,
+                                 VoteRequest, VoteResponse, WriteSnapshotChunk)
 from samsa.raft.quorum_state import QuorumStateData
 
 
@@ -100,6 +105,7 @@ class Ev(enum.Enum):
     SNAPSHOT_LOADED = "snapshot loaded"
     ADD_VOTER_REQUEST = "AddRaftVoterRequest"
     REMOVE_VOTER_REQUEST = "RemoveRaftVoterRequest"
+    UPDATE_VOTER_REQUEST = "UpdateRaftVoterRequest"
 
 
 _MESSAGE_EVENTS = {
@@ -109,6 +115,7 @@ _MESSAGE_EVENTS = {
     FetchRequest: Ev.FETCH_REQUEST, FetchResponse: Ev.FETCH_RESPONSE,
     FetchSnapshotRequest: Ev.FETCH_SNAPSHOT_REQUEST, FetchSnapshotResponse: Ev.FETCH_SNAPSHOT_RESPONSE,
     AddRaftVoterRequest: Ev.ADD_VOTER_REQUEST, RemoveRaftVoterRequest: Ev.REMOVE_VOTER_REQUEST,
+    UpdateRaftVoterRequest: Ev.UPDATE_VOTER_REQUEST,
 }
 
 
@@ -612,9 +619,15 @@ class RaftNode:
         if self.state == RaftState.CANDIDATE and self._majority(self.v.granted):
             self.leader_id = self.node_id
             self._transition(RaftState.LEADER)
-            self.v.epoch_start_offset = self.log.end
-            self._append_local(Batch(self.log.end, self.log.end, self.epoch, data=("LeaderChange", self.node_id),
-                                     control=True))
+            self.v.epoch_start_offset = base = self.log.end
+            if self.kraft_version >= 1 and not self.log.voter_sets and self.log.snapshot is None:
+                # The first leader of a dynamic quorum: the formatted voter set goes into the log
+                # beside its LeaderChange (KRaftVersion and VotersRecord, as Kafka's leader
+                # writes them), so that replicas that were not formatted with it learn it.
+                self._append_local(Batch(base, base + 2, self.epoch, control=True, voters=self.voters,
+                                         data=("LeaderChange", self.node_id, tuple(sorted(self.voters)))))
+            else:
+                self._append_local(Batch(base, base, self.epoch, data=("LeaderChange", self.node_id), control=True))
 
     def _majority(self, ids) -> bool:
         return len(ids & self.voters) * 2 > len(self.voters)
@@ -870,14 +883,23 @@ class RaftNode:
 
     def _on_voter_change(self, ev: Received) -> None:
         req = ev.message
-        kind = AddRaftVoterResponse if isinstance(req, AddRaftVoterRequest) else RemoveRaftVoterResponse
+        kind = _VOTER_CHANGE_RESPONSE[type(req)]
 
         def refuse(code: int, why: str) -> None:
-            self._answer(ev, kind(code, why))
+            self._answer(ev, kind(code) if kind is UpdateRaftVoterResponse else kind(code, why))
+        hw = self.high_watermark
+        committed = hw is not None and hw > self.v.epoch_start_offset
+        if kind is UpdateRaftVoterResponse:
+            if req.current_leader_epoch != self.epoch:
+                return refuse(E_FENCED_LEADER_EPOCH if req.current_leader_epoch < self.epoch
+                              else E_UNKNOWN_LEADER_EPOCH, f"leader epoch {req.current_leader_epoch}, not {self.epoch}")
+            if not committed:
+                return refuse(E_REQUEST_TIMED_OUT, "the leader has not committed an offset of its epoch yet")
+            if self.kraft_version < 1:   # static voters: nothing to write (Kafka keeps it in memory)
+                return refuse(0 if req.voter_id in self.voters else E_VOTER_NOT_FOUND, "")
         if self.kraft_version < 1:
             return refuse(E_UNSUPPORTED_VERSION, "kraft.version 0: the voter set is static")
-        hw = self.high_watermark
-        if hw is None or hw <= self.v.epoch_start_offset:
+        if not committed:
             return refuse(E_REQUEST_TIMED_OUT, "the leader has not committed an offset of its epoch yet")
         if self._voter_change_pending():
             return refuse(E_REQUEST_TIMED_OUT, "a change of the voter set is not committed yet")
@@ -890,6 +912,10 @@ class RaftNode:
                     or obs.last_fetch_ms < self._now - self.config.fetch_timeout_ms):
                 return refuse(E_REQUEST_TIMED_OUT, f"{req.voter_id} is not a caught-up observer")
             new = voters | {req.voter_id}
+        elif kind is UpdateRaftVoterResponse:
+            if req.voter_id not in voters:
+                return refuse(E_VOTER_NOT_FOUND, f"{req.voter_id} is not a voter")
+            new = voters     # the same set; the I/O layer writes the voter's new endpoints in its VotersRecord
         else:
             if req.voter_id not in voters:
                 return refuse(E_VOTER_NOT_FOUND, f"{req.voter_id} is not a voter")
@@ -897,9 +923,12 @@ class RaftNode:
                 return refuse(E_INVALID_REQUEST, "the last voter cannot be removed")
             new = voters - {req.voter_id}
         offset = self.log.end
-        self.v.pending_change = (offset, ev.source, ev.correlation_id, kind)
+        if kind is not UpdateRaftVoterResponse:   # answered once committed; an update at once (as Kafka's)
+            self.v.pending_change = (offset, ev.source, ev.correlation_id, kind)
         self._append_local(Batch(offset, offset, self.epoch, data=("Voters", tuple(sorted(new))), control=True,
                                  voters=frozenset(new)))
+        if kind is UpdateRaftVoterResponse:
+            self._answer(ev, kind(0))
 
     def _voter_change_pending(self) -> bool:
         """One voter change at a time: the last VotersRecord must be committed (KIP-853)."""
@@ -915,8 +944,7 @@ class RaftNode:
                 self.v.check_quorum_deadline = self._now    # resign (check quorum does it)
 
     def _refuse_voter_change(self, ev: Received) -> None:
-        kind = AddRaftVoterResponse if isinstance(ev.message, AddRaftVoterRequest) else RemoveRaftVoterResponse
-        self._answer(ev, kind(E_NOT_LEADER_OR_FOLLOWER, "not the leader"))
+        self._answer(ev, _error_response(ev.message, E_NOT_LEADER_OR_FOLLOWER, self.leader))
 
     def _snapshot_taken(self, ev: SnapshotTaken) -> None:
         snap = ev.snapshot_id
@@ -1072,9 +1100,13 @@ def _error_response(msg, code: int, leader: LeaderIdAndEpoch):
         return AddRaftVoterResponse(code)
     if isinstance(msg, RemoveRaftVoterRequest):
         return RemoveRaftVoterResponse(code)
+    if isinstance(msg, UpdateRaftVoterRequest):
+        return UpdateRaftVoterResponse(code)
     return FetchSnapshotResponse(code, leader)
 
 
+_VOTER_CHANGE_RESPONSE = {AddRaftVoterRequest: AddRaftVoterResponse, RemoveRaftVoterRequest: RemoveRaftVoterResponse,
+                          UpdateRaftVoterRequest: UpdateRaftVoterResponse}
 _RESPONSE_OF = {VoteRequest: VoteResponse, BeginQuorumEpochRequest: BeginQuorumEpochResponse,
                 EndQuorumEpochRequest: EndQuorumEpochResponse, FetchRequest: FetchResponse,
                 FetchSnapshotRequest: FetchSnapshotResponse}
@@ -1122,6 +1154,9 @@ _row(_ALL, E.SNAPSHOT_TAKEN, N._snapshot_taken)
 _row(_ALL, E.SNAPSHOT_LOADED, N._on_snapshot_loaded)
 _row([S.LEADER], E.ADD_VOTER_REQUEST, N._on_voter_change)
 _row([S.LEADER], E.REMOVE_VOTER_REQUEST, N._on_voter_change)
+_row([S.LEADER], E.UPDATE_VOTER_REQUEST, N._on_voter_change)
+_row([S.UNATTACHED, S.PROSPECTIVE, S.CANDIDATE, S.FOLLOWER, S.RESIGNED], E.UPDATE_VOTER_REQUEST,
+     N._refuse_voter_change)
 _row([S.UNATTACHED, S.PROSPECTIVE, S.CANDIDATE, S.FOLLOWER, S.RESIGNED], E.ADD_VOTER_REQUEST,
      N._refuse_voter_change)
 _row([S.UNATTACHED, S.PROSPECTIVE, S.CANDIDATE, S.FOLLOWER, S.RESIGNED], E.REMOVE_VOTER_REQUEST,

@@ -194,6 +194,19 @@ class RemoveRaftVoterResponse:
     error_message: str | None = None
 
 
+@dataclass(frozen=True)
+class UpdateRaftVoterRequest:    # API 82 (KIP-853): a voter's endpoints changed (the I/O layer keeps them)
+    cluster_id: str | None
+    current_leader_epoch: int
+    voter_id: int
+    voter_directory_id: bytes = ZERO_UUID
+
+
+@dataclass(frozen=True)
+class UpdateRaftVoterResponse:
+    error_code: int
+
+
 Request = Union[VoteRequest, BeginQuorumEpochRequest, EndQuorumEpochRequest, FetchRequest, FetchSnapshotRequest]
 Response = Union[VoteResponse, BeginQuorumEpochResponse, EndQuorumEpochResponse, FetchResponse, FetchSnapshotResponse]
 

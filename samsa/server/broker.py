@@ -114,7 +114,8 @@ class BrokerServer:
             self.kraft = MetadataNode(self.config)
             await self.kraft.start()
             log.info("waiting for the KRaft controller quorum (%s) and its metadata log",
-                     ",".join(self.config["controller.quorum.voters"]))
+                     ",".join(self.config["controller.quorum.voters"]) or
+                     "bootstrap servers " + ",".join(self.config["controller.quorum.bootstrap.servers"]))
             await self.kraft.wait_caught_up()
             self.store = KRaftMetadataStore(self.kraft, kraft_cluster_id or "")
         else:

@@ -38,10 +38,11 @@ from samsa.raft.consensus import RaftConfig, RaftState
 from samsa.server import kraft_mode
 from samsa.server.network import Connection, ConnectionLimits
 from samsa.server.raft_driver import (METADATA_TOPIC, MetadataLog, RaftDriver, Voter, _now, from_wire_request,
-                                     to_wire_response)
+                                     to_wire_response, voters_record)
 from samsa.storage.dir_lock import LogDirLocks
 from samsa.storage.config import LogConfig
-from samsa.storage.kraft import METADATA_PARTITION_DIR, Snapshot, read_metadata_log, write_snapshot
+from samsa.storage.kraft import (METADATA_PARTITION_DIR, Snapshot, parse_uuid, read_meta_props, read_metadata_log,
+                                 uuid_string, write_snapshot)
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +114,9 @@ class ControllerServer:
             ApiKey.ENVELOPE: (self._envelope, 0, 0),
             ApiKey.DESCRIBE_QUORUM: (self._describe_quorum, 0, 2),
             ApiKey.DESCRIBE_CLUSTER: (self._describe_cluster, 1, 1),
+            ApiKey.ADD_RAFT_VOTER: (self._voter_change, 0, 0),
+            ApiKey.REMOVE_RAFT_VOTER: (self._voter_change, 0, 0),
+            ApiKey.UPDATE_RAFT_VOTER: (self._voter_change, 0, 0),
         }
 
     # ---- lifecycle
@@ -126,6 +130,7 @@ class ControllerServer:
         c = self.config
         self.logic = ControllerLogic(self.image, self.cluster_id, session_timeout_ms=c["broker.session.timeout.ms"],
                                      unclean_default=c["unclean.leader.election.enable"])
+        props = read_meta_props(meta_dir) or {}
         self.driver = RaftDriver(
             self.broker_id, [Voter(i, h, p) for i, h, p in kraft_mode.voters(c)], self.cluster_id, meta_dir,
             RaftConfig(election_timeout_ms=c["controller.quorum.election.timeout.ms"],
@@ -134,7 +139,10 @@ class ControllerServer:
                        request_timeout_ms=c["controller.quorum.request.timeout.ms"],
                        retry_backoff_ms=c["controller.quorum.retry.backoff.ms"]),
             idle_interval_ms=c["metadata.max.idle.interval.ms"], fetch_max_bytes=c["controller.quorum.fetch.max.bytes"],
-            log_config=LogConfig(segment_bytes=c["metadata.log.segment.bytes"], segment_ms=c["metadata.log.segment.ms"]))
+            log_config=LogConfig(segment_bytes=c["metadata.log.segment.bytes"], segment_ms=c["metadata.log.segment.ms"]),
+            bootstrap_servers=kraft_mode.bootstrap_servers(c) if kraft_mode.dynamic(c) else [],
+            listener_name=self.listener_name,
+            directory_id=parse_uuid(props["directory.id"]) if props.get("directory.id") else m.ZERO_UUID)
         latest = MetadataLog.latest_snapshot_in(meta_dir / METADATA_PARTITION_DIR)
         if latest is not None:
             self._load_snapshot(latest[1])
@@ -144,20 +152,24 @@ class ControllerServer:
         self.driver.on_leader_changed = self._leadership
         if not self.observer:
             await self._listen()
+            self.driver.own_endpoints = [(n, h or "localhost", p) for n, h, p in self.bound]
         self.driver.start()
         for server in self.servers:
             await server.start_serving()
         self.started.set()
+        quorum = (",".join(str(v[0]) for v in kraft_mode.voters(c)) if not kraft_mode.dynamic(c) else
+                  "%s (dynamic, kraft.version %d; bootstrap servers %s)" % (
+                      ",".join(map(str, sorted(self.driver.node.voters))) or "(none known yet)",
+                      self.driver.kraft_version, ",".join(c["controller.quorum.bootstrap.servers"])))
         if self.observer:
             log.info("[MetadataNode id=%d] started: an observer of the KRaft controller quorum of voters %s "
-                     "(cluster %s), following the metadata log __cluster_metadata", self.broker_id,
-                     ",".join(str(v[0]) for v in kraft_mode.voters(c)), self.cluster_id)
+                     "(cluster %s), following the metadata log __cluster_metadata", self.broker_id, quorum,
+                     self.cluster_id)
             return
         log.info("[ControllerServer id=%d] started, listening on %s. KRaft controller quorum of voters %s "
                  "(cluster %s): this node takes part in electing the leader and replicating the metadata log "
                  "__cluster_metadata, and serves brokers while it is the active controller.",
-                 self.broker_id, ", ".join(f"{n}://{h}:{p}" for n, h, p in self.bound),
-                 ",".join(str(v[0]) for v in kraft_mode.voters(c)), self.cluster_id)
+                 self.broker_id, ", ".join(f"{n}://{h}:{p}" for n, h, p in self.bound), quorum, self.cluster_id)
 
     async def _listen(self) -> None:
         loop = asyncio.get_running_loop()
@@ -239,8 +251,12 @@ class ControllerServer:
     # ---- handlers
 
     def _api_versions(self, key: int, version: int, body: dict) -> dict:
+        """With the features this node supports (v3+), kraft.version among them: what a Kafka
+        leader asks a controller it is to add as a voter (KIP-853)."""
         return {"error_code": 0, "throttle_time_ms": 0,
-                "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in self._versions()]}
+                "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in self._versions()],
+                "supported_features": [{"name": n, "min_version": lo, "max_version": hi}
+                                       for n, (lo, hi) in sorted(kraft_mode.supported_features().items())]}
 
     def _raft(self, key: int, version: int, body: dict):
         """As Kafka's KafkaRaftClient: another cluster's request is refused with a top-level
@@ -257,6 +273,13 @@ class ControllerServer:
             return {"error_code": code, "topics": []}
         source = (msg.replica_id if isinstance(msg, (m.VoteRequest, m.FetchRequest, m.FetchSnapshotRequest))
                   else msg.leader_id)
+        if key == ApiKey.FETCH:
+            parts = (body.get("topics") or [{}])[0].get("partitions") or [{}]
+            self.driver.saw_replica(msg.replica_id, parts[0].get("replica_directory_id") or m.ZERO_UUID)
+        if isinstance(msg, m.BeginQuorumEpochRequest):
+            for ep in body.get("leader_endpoints") or ():
+                if ep["name"] == self.listener_name:
+                    self.driver.learned(msg.leader_id, ep["host"], ep["port"])
         if isinstance(msg, m.EndQuorumEpochRequest):
             log.info("[RaftManager id=%d] EndQuorumEpoch from %d: it ends epoch %d (preferred candidates %s)",
                      self.broker_id, msg.leader_id, msg.leader_epoch, list(msg.preferred_candidates))
@@ -270,7 +293,68 @@ class ControllerServer:
             records = self.driver.read_records(msg.records, self.config["controller.quorum.fetch.max.bytes"])
         elif isinstance(msg, m.FetchSnapshotResponse) and isinstance(msg.unaligned_records, m.SnapshotChunk):
             records = self.driver.read_snapshot(msg.unaligned_records)
-        return to_wire_response(key, msg, records)
+        return to_wire_response(key, msg, records,
+                                self.driver.leader_endpoint() if isinstance(msg, m.FetchResponse) else ())
+
+    def _voter_change(self, key: int, version: int, body: dict):
+        """AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter (KIP-853), as Kafka's KafkaRaftClient
+        answers them: another cluster's with INCONSISTENT_CLUSTER_ID, an endpoint missing for
+        the controller listener with INVALID_REQUEST, the rest decided by the Raft leader (not
+        the leader: NOT_LEADER_OR_FOLLOWER) and answered once the new voter set is committed, or
+        REQUEST_TIMED_OUT after the request's timeout."""
+        cluster_id = body.get("cluster_id")
+        listeners = {ln["name"]: (ln["host"], ln["port"]) for ln in body.get("listeners") or ()}
+        vid, vdir = body["voter_id"], body["voter_directory_id"]
+        record = None
+        if cluster_id is not None and cluster_id != self.cluster_id:
+            code, why = errors.E_INCONSISTENT_CLUSTER_ID, None
+        elif key != ApiKey.REMOVE_RAFT_VOTER and self.listener_name not in listeners:
+            code, why = errors.E_INVALID_REQUEST, (f"the voter's endpoints {sorted(listeners)} name no endpoint for "
+                                                   f"the controller listener {self.listener_name}")
+        elif key != ApiKey.REMOVE_RAFT_VOTER and vdir == m.ZERO_UUID:
+            code, why = errors.E_INVALID_REQUEST, "the voter's directory id is missing"
+        elif key == ApiKey.UPDATE_RAFT_VOTER and not (
+                body["k_raft_version_feature"]["min_supported_version"] <= self.driver.kraft_version
+                <= body["k_raft_version_feature"]["max_supported_version"]):
+            code, why = errors.E_INVALID_REQUEST, f"the voter does not support kraft.version {self.driver.kraft_version}"
+        else:
+            code, why = 0, None
+        if key == ApiKey.UPDATE_RAFT_VOTER:
+            def shape(code_: int, _why=None) -> dict:
+                leader = self.driver.node.leader
+                where = self.driver.address(leader.leader_id) if leader.leader_id >= 0 else None
+                return {"throttle_time_ms": 0, "error_code": code_, "current_leader": {
+                    "leader_id": leader.leader_id, "leader_epoch": leader.leader_epoch,
+                    "host": where[0] if where else "", "port": where[1] if where else -1}}
+        else:
+            def shape(code_: int, why_=None) -> dict:
+                return {"throttle_time_ms": 0, "error_code": code_,
+                        "error_message": why_ if code_ else None}
+        if code:
+            return shape(code, why)
+        if key == ApiKey.ADD_RAFT_VOTER:
+            msg = m.AddRaftVoterRequest(cluster_id, vid, body["timeout_ms"], vdir)
+        elif key == ApiKey.REMOVE_RAFT_VOTER:
+            msg = m.RemoveRaftVoterRequest(cluster_id, vid, vdir)
+        else:
+            msg = m.UpdateRaftVoterRequest(cluster_id, body["current_leader_epoch"], vid, vdir)
+        if key != ApiKey.REMOVE_RAFT_VOTER:
+            record = voters_record(vid, vdir, [(n, h, p) for n, (h, p) in listeners.items()])
+            feature = body.get("k_raft_version_feature")
+            if feature:
+                record["k_raft_version_feature"] = dict(feature)
+        fut = self.driver.voter_change(-1, msg, record)
+        timeout = body.get("timeout_ms") or self.config["controller.quorum.request.timeout.ms"] * 15
+
+        async def answer() -> dict:
+            try:
+                out = await asyncio.wait_for(asyncio.shield(fut), timeout / 1000)
+            except asyncio.TimeoutError:
+                return shape(errors.E_REQUEST_TIMED_OUT, "the new voter set was not committed in time")
+            log.info("[RaftManager id=%d] %s of voter %d (directory %s): %s", self.broker_id, type(msg).__name__,
+                     vid, uuid_string(vdir), errors.error_name(out.error_code) if out.error_code else "done")
+            return shape(out.error_code, getattr(out, "error_message", None))
+        return answer()
 
     def _envelope(self, key: int, version: int, body: dict):
         """A request a Kafka broker forwards (KIP-590): the inner request decided as if sent here,
@@ -310,11 +394,11 @@ class ControllerServer:
         out = {"error_code": 0, "error_message": "", "topics": [{"topic_name": METADATA_TOPIC, "partitions": [part]}]}
         if version >= 2 and not part["error_code"]:
             out["nodes"] = [{"node_id": i, "listeners": [{"name": self.listener_name, "host": h, "port": p}]}
-                            for i, h, p in kraft_mode.voters(self.config)]
+                            for i, h, p in self.driver.voter_endpoints()]
         return out
 
     def _describe_cluster(self, key: int, version: int, body: dict) -> dict:
-        voters = kraft_mode.voters(self.config)
+        voters = self.driver.voter_endpoints()
         leader = self.driver.node.leader_id
         return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "endpoint_type": CONTROLLER,
                 "cluster_id": self.cluster_id,
@@ -399,8 +483,10 @@ class ControllerServer:
         if not due or end <= 0 or (latest is not None and latest[0].end_offset >= end):
             return
         sid = m.SnapshotId(end, self._applied_epoch)
-        path = write_snapshot(self.driver.log.dir, Snapshot(records=snapshot_records(self.image)), end,
-                              self._applied_epoch)
+        voters = (list(self.driver.voter_sets.at(end).values()) or None) if self.driver.dynamic else None
+        path = write_snapshot(self.driver.log.dir, Snapshot(records=snapshot_records(self.image),
+                                                            kraft_version=self.driver.kraft_version, voters=voters),
+                              end, self._applied_epoch)
         self._bytes_since_snapshot = 0
         self._last_snapshot_ms = _now()
         log.info("[MetadataNode id=%d] wrote snapshot %s of the metadata at offset %d", self.broker_id, path.name,

@@ -2,16 +2,20 @@
 
 These KRaft nodes start, their directories formatted by ``samsa storage format``:
 
-* ``process.roles=broker,controller`` with itself as the only voter: a whole cluster by itself,
-  its metadata in Samsa's own store;
+* ``process.roles=broker,controller`` with itself as the only voter and no bootstrap servers: a
+  whole cluster by itself, its metadata in Samsa's own store;
 * a voter of a controller quorum with static voters (``controller.quorum.voters`` naming it):
   ``process.roles=controller`` (``samsa.server.controller_node``) or ``broker,controller``
   (combined: a broker beside its controller);
 * ``process.roles=broker`` with static voters not naming it: a broker that registers with the
-  quorum and follows its metadata log (``samsa.cluster.kraft_cluster``).
+  quorum and follows its metadata log (``samsa.cluster.kraft_cluster``);
+* dynamic voters (KIP-853): ``controller.quorum.bootstrap.servers`` without
+  ``controller.quorum.voters``, the voter set being the metadata log's (a controller formatted
+  ``--standalone``, ``--initial-controllers`` or ``--no-initial-controllers``, the last an observer
+  until ``kafka-metadata-quorum add-controller`` adds it; a broker finds the leader through
+  those servers).
 
-Anything else (dynamic voters) is refused with one line, never served alone as an unrelated
-single broker.
+Anything else is refused with one line, never served alone as an unrelated single broker.
 """
 
 from __future__ import annotations
@@ -36,16 +40,31 @@ def voters(config: BrokerConfig) -> list[tuple[int, str, int]]:
     return out
 
 
+def bootstrap_servers(config: BrokerConfig) -> list[tuple[str, int]]:
+    """``controller.quorum.bootstrap.servers`` as (host, port)."""
+    out = []
+    for v in config["controller.quorum.bootstrap.servers"]:
+        host, port = v.strip().rsplit(":", 1)
+        out.append((host.strip("[]"), int(port)))
+    return out
+
+
+def dynamic(config: BrokerConfig) -> bool:
+    """Dynamic voters (KIP-853): bootstrap servers, no static voters."""
+    return not config["controller.quorum.voters"] and bool(config["controller.quorum.bootstrap.servers"])
+
+
 def controller_only(config: BrokerConfig) -> bool:
     return list(config["process.roles"]) == ["controller"]
 
 
 def follows_quorum(config: BrokerConfig) -> bool:
     """A broker of a KRaft cluster: it learns metadata from the quorum's log (``kraft_cluster``).
-    A combined node that is its only voter keeps its metadata in Samsa's own store instead."""
+    A combined node that is its only static voter (or formatted --standalone without bootstrap
+    servers) keeps its metadata in Samsa's own store instead; with dynamic voters it may grow."""
     roles = config["process.roles"]
-    return "broker" in roles and bool(config["controller.quorum.voters"]) and \
-        voter_ids(config) != [config["node.id"]]
+    return "broker" in roles and (dynamic(config) or bool(config["controller.quorum.voters"]) and
+                                  voter_ids(config) != [config["node.id"]])
 
 
 def check_start(config: BrokerConfig) -> str | None:
@@ -62,14 +81,14 @@ def check_start(config: BrokerConfig) -> str | None:
     except KRaftStorageError as e:
         raise ConfigError(str(e)) from None
     voters_ = config["controller.quorum.voters"]
-    if "controller" in roles and voters_ and node_id in voter_ids(config):
+    if "controller" in roles and (voters_ and node_id in voter_ids(config) or dynamic(config)):
         names = config["controller.listener.names"]
         listeners = {ln.split("://", 1)[0] for ln in config.listeners}
         if not names or names[0] not in listeners:
             raise ConfigError(f"controller.listener.names ({','.join(names) or '(none)'}) must name a listener in "
                               f"listeners ({','.join(config.listeners)})")
         return cluster_id
-    if roles == ["broker"] and voters_ and node_id not in voter_ids(config):
+    if roles == ["broker"] and (voters_ and node_id not in voter_ids(config) or dynamic(config)):
         if not config["controller.listener.names"]:
             raise ConfigError("controller.listener.names must be set on a KRaft broker: it names the listener "
                               "of the controllers it registers with")
@@ -79,8 +98,8 @@ def check_start(config: BrokerConfig) -> str | None:
         raise ConfigError(
             "KRaft: Samsa cannot serve this node: it serves controllers and brokers with static voters "
             "(controller.quorum.voters, naming this node when process.roles has controller, not naming it when "
-            "process.roles=broker), and process.roles=broker,controller formatted --standalone; dynamic voters "
-            "(controller.quorum.bootstrap.servers alone) are not supported yet "
+            "process.roles=broker), dynamic voters (controller.quorum.bootstrap.servers without "
+            "controller.quorum.voters), and process.roles=broker,controller formatted --standalone "
             f"(process.roles={','.join(roles)}, node.id={node_id}, controller.quorum.voters={','.join(voters_) or '(none)'}, "
             f"controller.quorum.bootstrap.servers={','.join(config['controller.quorum.bootstrap.servers']) or '(none)'})")
     return cluster_id

@@ -25,14 +25,13 @@ from samsa.client.connection import BrokerConnection
 from samsa.cluster.kraft_image import Changes, Registration
 from samsa.cluster.metadata import TopicInfo
 from samsa.protocol import errors
-from samsa.server import kraft_mode
 from samsa.server.controller_node import ControllerServer
 
 log = logging.getLogger(__name__)
 
 # The highest version of each controller API the broker sends (what Samsa's controller answers).
 VERSIONS = {62: 4, 63: 2, 56: 3, 19: 7, 20: 6, 37: 3, 44: 1, 43: 2, 45: 0, 67: 0, 55: 2, 30: 3, 31: 3, 49: 1, 51: 0,
-            57: 2}
+            57: 2, 80: 0, 81: 0}
 
 
 class MetadataView:
@@ -169,13 +168,13 @@ class MetadataNode:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_ms / 1000
         backoff = self.config["controller.quorum.retry.backoff.ms"] / 1000
-        voters = {i: (h, p) for i, h, p in kraft_mode.voters(self.config)}
         if self._conn_lock is None:
             self._conn_lock = asyncio.Lock()
         last: Exception | None = None
         while loop.time() < deadline:
             leader = self.server.leader_id
-            if leader not in voters:
+            where = self.server.driver.address(leader) if leader >= 0 else None
+            if where is None:
                 await asyncio.sleep(backoff)
                 continue
             conn = None
@@ -184,7 +183,7 @@ class MetadataNode:
                     if self._conn is None or self._conn[0] != leader or not self._conn[1].connected:
                         if self._conn is not None:
                             self._conn[1].close()
-                        host, port = voters[leader]
+                        host, port = where
                         conn = BrokerConnection(host, port, client_id=f"broker-{self.node_id}-to-controller",
                                                 request_timeout_ms=timeout_ms, connect_timeout_ms=5000)
                         self._conn = (leader, conn)

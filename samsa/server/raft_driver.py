@@ -9,7 +9,15 @@ The driver owns the three things the core leaves out:
 * **time**: one asyncio timer for the core's ``SetTimer``, on the monotonic clock;
 * **the wire**: requests from the other voters arrive through the controller listener
   (:meth:`RaftDriver.request`, answered when the core says), and the core's own requests go out on
-  one connection per voter (``controller.quorum.voters``), their answers fed back to the core.
+  one connection per voter, their answers fed back to the core;
+* **the voters' endpoints**: static voters (``controller.quorum.voters``, kraft.version 0) as
+  configured; dynamic voters (KIP-853, kraft.version 1) from the last VotersRecord in the log (the
+  bootstrap checkpoint's, a snapshot's, the log's: :class:`VoterSets`), with their directory ids;
+  an observer without a leader asks ``controller.quorum.bootstrap.servers`` (ids -2, -3, ... as
+  Kafka numbers them) and learns the leader's endpoint from the answers (NodeEndpoints). The
+  VotersRecord the core appends for AddRaftVoter/RemoveRaftVoter/UpdateRaftVoter is written here,
+  with the endpoints and directory ids the request gave; a voter whose endpoints differ from those
+  in the voter set sends the leader UpdateRaftVoter, as Kafka's voters do after they start.
 
 As Kafka's active controller does, a new leader whose log holds no metadata records yet writes
 the bootstrap records ``samsa storage format`` left (``bootstrap.checkpoint``), and the leader
@@ -23,7 +31,7 @@ import logging
 import os
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -32,7 +40,7 @@ from samsa.protocol import errors
 from samsa.protocol import metadata_records as mr
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.batch import iter_headers
-from samsa.protocol.records import build_batch
+from samsa.protocol.records import build_batch, iter_batches
 from samsa.raft import messages as m
 from samsa.raft.consensus import LogState, RaftConfig, RaftNode, RaftState
 from samsa.raft.quorum_state import QuorumStateData, uuid_to_str
@@ -59,6 +67,73 @@ class Voter:
     node_id: int
     host: str
     port: int
+
+
+def voters_record(node_id: int, directory_id: bytes, endpoints) -> dict:
+    """One voter of a VotersRecord: ``endpoints`` as (listener name, host, port)."""
+    return {"voter_id": node_id, "voter_directory_id": directory_id,
+            "endpoints": [{"name": n, "host": h, "port": p} for n, h, p in endpoints],
+            "k_raft_version_feature": {"min_supported_version": 0, "max_supported_version": 1}}
+
+
+class VoterSets:
+    """The voter sets of the metadata log with their endpoints and directory ids (KIP-853): the
+    one at the log start (``base``: the snapshot's or the bootstrap checkpoint's VotersRecord) and
+    each later VotersRecord as (offset, voters by id); the core keeps the same history as ids."""
+
+    def __init__(self, base: dict[int, dict] | None = None):
+        self.base: dict[int, dict] = dict(base or {})
+        self.history: list[tuple[int, dict[int, dict]]] = []
+
+    @staticmethod
+    def of(records) -> dict[int, dict]:
+        return {r["voter_id"]: r for r in records or []}
+
+    def current(self) -> dict[int, dict]:
+        return self.history[-1][1] if self.history else self.base
+
+    def at(self, offset: int) -> dict[int, dict]:
+        """The voter set in force for a snapshot ending at ``offset`` (the last one before it)."""
+        before = [vs for o, vs in self.history if o < offset]
+        return before[-1] if before else self.base
+
+    def append(self, offset: int, records) -> None:
+        self.history.append((offset, self.of(records)))
+
+    def truncate(self, offset: int) -> None:
+        while self.history and self.history[-1][0] >= offset:
+            self.history.pop()
+
+    def fold(self, start: int) -> None:
+        """The log now starts at ``start``: the sets before it are the base."""
+        self.base = self.at(start)
+        self.history = [(o, vs) for o, vs in self.history if o >= start]
+
+    def find(self, node_id: int) -> dict | None:
+        """The newest record of ``node_id`` (it may have left the set since)."""
+        for _, vs in reversed(self.history):
+            if node_id in vs:
+                return vs[node_id]
+        return self.base.get(node_id)
+
+    def log_state(self) -> tuple[frozenset, tuple[tuple[int, frozenset], ...]]:
+        return frozenset(self.base), tuple((o, frozenset(vs)) for o, vs in self.history)
+
+
+def endpoint(record: dict, listener: str) -> tuple[str, int] | None:
+    """A voter's endpoint on ``listener`` (its first one when it has none by that name)."""
+    eps = record.get("endpoints") or []
+    ep = next((e for e in eps if e["name"] == listener), eps[0] if eps else None)
+    return (ep["host"], ep["port"]) if ep else None
+
+
+def control_records(buf):
+    """``(offset, control kind, data)`` of each control record (KRaftVersion, VotersRecord, ...) in ``buf``."""
+    for header, records in iter_batches(buf):
+        if header.is_control:
+            for r in records:
+                kind, data = mr.decode_control(r.key, r.value)
+                yield r.offset, kind, data
 
 
 def _now() -> int:
@@ -88,6 +163,20 @@ class MetadataLog:
                 return True
             offset = headers[-1].next_offset
         return False
+
+    def control_records(self) -> list[tuple[int, int, dict]]:
+        """``(offset, kind, data)`` of the KRaftVersion and VotersRecord control records in the log
+        (KIP-853), read a megabyte at a time from its start."""
+        out = []
+        offset = self.log.log_start_offset
+        while offset < self.log.log_end_offset:
+            buf = self.log.read(offset, 1 << 20, min_one_batch=True)
+            headers = [h for _, h in iter_headers(buf)]
+            if not headers:
+                break
+            out += [(o, k, d) for o, k, d in control_records(buf) if k in (mr.KRAFT_VERSION, mr.KRAFT_VOTERS)]
+            offset = headers[-1].next_offset
+        return out
 
     def snapshots(self) -> list[tuple[m.SnapshotId, Path]]:
         return self.snapshots_in(self.dir)
@@ -191,8 +280,17 @@ def parse_batches(records: bytes) -> tuple[m.Batch, ...]:
     """A Fetch answer's record bytes as the core's batches (offsets, epoch, control; data: the bytes)."""
     out = []
     for pos, h in iter_headers(records):
-        out.append(m.Batch(h.base_offset, h.last_offset, h.partition_leader_epoch, data=bytes(records[pos:pos + h.size]),
-                           control=h.is_control))
+        data = bytes(records[pos:pos + h.size])
+        voters = None
+        if h.is_control:
+            try:
+                for _, kind, d in control_records(data):
+                    if kind == mr.KRAFT_VOTERS:
+                        voters = frozenset(v["voter_id"] for v in d["voters"])
+            except (errors.KafkaError, KeyError, ValueError):
+                pass     # not one Samsa decodes: not a VotersRecord
+        out.append(m.Batch(h.base_offset, h.last_offset, h.partition_leader_epoch, data=data,
+                           control=h.is_control, voters=voters))
     return tuple(out)
 
 
@@ -201,9 +299,22 @@ class RaftDriver:
 
     def __init__(self, node_id: int, voters: list[Voter], cluster_id: str, metadata_dir: Path,
                  config: RaftConfig, *, idle_interval_ms: int = 500, fetch_max_bytes: int = 1048576,
-                 log_config: LogConfig | None = None):
+                 log_config: LogConfig | None = None, bootstrap_servers: list[tuple[str, int]] = (),
+                 listener_name: str = "", directory_id: bytes = m.ZERO_UUID):
         self.node_id = node_id
-        self.voters = {v.node_id: v for v in voters}
+        self.voters = {v.node_id: v for v in voters}     # static voters (controller.quorum.voters); else {}
+        self.dynamic = not self.voters                   # KIP-853: the voter set is the log's
+        # controller.quorum.bootstrap.servers, numbered -2, -3, ... as Kafka's observers number them
+        self.bootstrap = {-2 - i: hp for i, hp in enumerate(bootstrap_servers)}
+        self.listener_name = listener_name
+        self.directory_id = directory_id
+        self.own_endpoints: list[tuple[str, str, int]] = []   # (listener, host, port) a voter serves on
+        self.voter_sets = VoterSets()
+        self.kraft_version = 0
+        self._learned: dict[int, tuple[str, int]] = {}        # endpoints learned from NodeEndpoints
+        self._replica_dirs: dict[int, bytes] = {}              # directory ids fetchers sent (the leader's view)
+        self._pending_records: dict[int, dict] = {}            # voter records the next VotersRecord carries
+        self._updated_in_epoch = -1                            # UpdateRaftVoter sent in this epoch
         self.cluster_id = cluster_id
         self.metadata_dir = metadata_dir
         self.config = config
@@ -241,8 +352,26 @@ class RaftDriver:
         qs = None
         if self.quorum_state_path.exists():
             qs = QuorumStateData.from_json(self.quorum_state_path.read_text())
+        state = self.log.state()
+        boot = bootstrap_snapshot(self.metadata_dir)
+        boot = decode_snapshot(boot.read_bytes()) if boot is not None else None
+        snap = self.log.latest_snapshot()
+        snap = decode_snapshot(snap[1].read_bytes()) if snap is not None else None
+        controls = [(o, k, d) for o, k, d in self.log.control_records() if o >= state.start_offset]
+        self.kraft_version = max([boot.kraft_version if boot else 0, snap.kraft_version if snap else 0]
+                                 + [d["k_raft_version"] for _, k, d in controls if k == mr.KRAFT_VERSION])
+        if self.dynamic:
+            base = snap.voters if snap is not None and snap.voters is not None else (boot.voters if boot else None)
+            self.voter_sets = VoterSets(VoterSets.of(base))
+            for o, k, d in controls:
+                if k == mr.KRAFT_VOTERS:
+                    self.voter_sets.append(o, d["voters"])
+            voters, sets = self.voter_sets.log_state()
+            state = replace(state, voters=voters, voter_sets=sets)
         self.node = RaftNode(self.node_id, frozenset(self.voters), cluster_id=self.cluster_id, config=self.config,
-                             quorum_state=qs, log=self.log.state(), rng=random.Random())
+                             quorum_state=qs, log=state, rng=random.Random(),
+                             bootstrap_servers=sorted(self.bootstrap, reverse=True) if self.bootstrap else None,
+                             kraft_version=self.kraft_version)
         log.info("[RaftManager id=%d] metadata log %s: offsets %d..%d, quorum state %s", self.node_id, self.log.dir,
                  self.log.log.log_start_offset, self.log.log.log_end_offset, qs.to_json() if qs else "(none)")
         self._run(self.node.start(_now()))
@@ -310,12 +439,19 @@ class RaftDriver:
         for out in outputs:
             if isinstance(out, m.PersistQuorumState):
                 # static voters (controller.quorum.voters, kraft.version 0): version 0, as Kafka writes it
-                write_atomically(self.quorum_state_path, out.state.to_json(0, self.voters).encode())
+                text = out.state.to_json(0, self.voters) if not self.dynamic else out.state.to_json()
+                write_atomically(self.quorum_state_path, text.encode())
             elif isinstance(out, m.AppendToLog):
-                self.log.append(out.batches, sorted(self.node.voters))
+                batches = tuple(self._voters_batch(b) if isinstance(b.data, tuple) and (
+                    b.data[0] == "Voters" or len(b.data) == 3) else b for b in out.batches)
+                self.log.append(batches, sorted(self.node.voters))
+                for b in batches:
+                    if b.control:
+                        self._control_appended(b)
             elif isinstance(out, m.TruncateTo):
                 log.info("[RaftManager id=%d] truncating the metadata log to %d", self.node_id, out.offset)
                 self.log.truncate(out.offset)
+                self.voter_sets.truncate(out.offset)
             elif isinstance(out, m.Send):
                 self._send(out)
             elif isinstance(out, m.Committed):
@@ -329,6 +465,7 @@ class RaftDriver:
                 self._set_timer(out.deadline_ms)
             elif isinstance(out, m.DeleteLogBefore):
                 self.log.delete_before(out.offset)
+                self.voter_sets.fold(out.offset)
             elif isinstance(out, m.WriteSnapshotChunk):
                 self.log.write_snapshot_chunk(out.snapshot_id, out.position, out.data)
             elif isinstance(out, m.InstallSnapshot):
@@ -336,8 +473,16 @@ class RaftDriver:
                 log.info("[RaftManager id=%d] installed snapshot %s fetched from the leader", self.node_id, path.name)
                 if self.on_snapshot_installed is not None:
                     self.on_snapshot_installed(path)
-                asyncio.get_running_loop().call_soon(
-                    self._handle, m.SnapshotLoaded(out.snapshot_id, frozenset(self.voters)))
+                voters = frozenset(self.voters)
+                snap = decode_snapshot(path.read_bytes())
+                if self.dynamic and snap.voters is not None:
+                    self.voter_sets = VoterSets(VoterSets.of(snap.voters))
+                    voters = frozenset(self.voter_sets.base)
+                elif self.dynamic:
+                    voters = frozenset(self.node.voters)
+                self.kraft_version = max(self.kraft_version, snap.kraft_version)
+                self.node.kraft_version = self.kraft_version
+                asyncio.get_running_loop().call_soon(self._handle, m.SnapshotLoaded(out.snapshot_id, voters))
             elif isinstance(out, (m.Appended, m.AppendRefused)):
                 self._appended = out
             else:
@@ -349,6 +494,127 @@ class RaftDriver:
             self._leader_changed(seen[0])
             if self.on_leader_changed is not None:
                 self.on_leader_changed()
+            self._maybe_update_voter()
+
+    # ---- dynamic voters (KIP-853)
+
+    def _voters_batch(self, b: m.Batch) -> m.Batch:
+        """The core's VotersRecord as a control batch (a first leader's after its LeaderChange and
+        KRaftVersion): each voter's record as the voter set has it, or as the AddRaftVoter/
+        UpdateRaftVoter that changed it gave it."""
+        current = self.voter_sets.current()
+        records = []
+        for i in b.data[-1]:
+            rec = self._pending_records.pop(i, None) or current.get(i) or self.voter_sets.find(i)
+            records.append(rec or voters_record(i, m.ZERO_UUID, []))
+        now = _wall()
+        control = [mr.encode_control(mr.KRAFT_VOTERS, {"version": 0, "voters": records})]
+        if b.data[0] == "LeaderChange":     # a first leader's: LeaderChange, KRaftVersion, VotersRecord
+            control[:0] = [mr.encode_control(mr.LEADER_CHANGE, {
+                "leader_id": b.data[1], "voters": [{"voter_id": v} for v in b.data[2]], "granting_voters": []}),
+                mr.encode_control(mr.KRAFT_VERSION, {"k_raft_version": self.kraft_version})]
+        data = build_batch([(k, v, now) for k, v in control], base_offset=b.base_offset, is_control=True,
+                           partition_leader_epoch=b.epoch)
+        return replace(b, data=bytes(data))
+
+    def _control_appended(self, b: m.Batch) -> None:
+        for offset, kind, data in control_records(b.data if isinstance(b.data, (bytes, bytearray)) else b""):
+            if kind == mr.KRAFT_VOTERS and self.dynamic:
+                self.voter_sets.append(offset, data["voters"])
+                log.info("[RaftManager id=%d] voter set at offset %d: %s", self.node_id, offset,
+                         ", ".join(f"{v['voter_id']}@{endpoint(v, self.listener_name)}" for v in data["voters"]))
+            elif kind == mr.KRAFT_VERSION:
+                self.kraft_version = max(self.kraft_version, data["k_raft_version"])
+                self.node.kraft_version = self.kraft_version
+
+    def address(self, node_id: int) -> tuple[str, int] | None:
+        """Where to reach a voter (or a bootstrap server, ids below -1)."""
+        if node_id in self.bootstrap:
+            return self.bootstrap[node_id]
+        if node_id in self.voters:
+            return self.voters[node_id].host, self.voters[node_id].port
+        rec = self.voter_sets.find(node_id)
+        found = endpoint(rec, self.listener_name) if rec is not None else None
+        return found or self._learned.get(node_id)
+
+    def learned(self, node_id: int, host: str, port: int) -> None:
+        """A leader's endpoint, as an answer's NodeEndpoints gave it."""
+        if node_id >= 0 and host and port > 0:
+            self._learned[node_id] = (host, port)
+
+    def saw_replica(self, replica_id: int, directory_id: bytes) -> None:
+        if replica_id >= 0:
+            self._replica_dirs[replica_id] = directory_id
+
+    def directory_id_of(self, node_id: int) -> bytes:
+        if node_id == self.node_id:
+            return self.directory_id
+        rec = self.voter_sets.current().get(node_id)
+        if rec is not None:
+            return rec["voter_directory_id"]
+        return self._replica_dirs.get(node_id, m.ZERO_UUID)
+
+    def voter_change(self, source: int, message, record: dict | None = None) -> asyncio.Future:
+        """An AddRaftVoter, RemoveRaftVoter or UpdateRaftVoter for the core, ``record`` the voter as
+        the VotersRecord should have it. The directory id must match: of a caught-up observer to
+        be added, of the voter to be removed or updated."""
+        node, code = self.node, 0
+        if node.state == RaftState.LEADER and self.kraft_version >= 1:
+            vid, vdir = message.voter_id, message.voter_directory_id
+            current = self.voter_sets.current()
+            if isinstance(message, m.AddRaftVoterRequest):
+                if vid not in node.voters and self._replica_dirs.get(vid, m.ZERO_UUID) != vdir:
+                    code = errors.E_REQUEST_TIMED_OUT
+            elif vid in current and current[vid]["voter_directory_id"] != vdir:
+                code = errors.E_VOTER_NOT_FOUND
+        if code:
+            fut = asyncio.get_running_loop().create_future()
+            fut.set_result(m.UpdateRaftVoterResponse(code) if isinstance(message, m.UpdateRaftVoterRequest) else
+                           (m.AddRaftVoterResponse if isinstance(message, m.AddRaftVoterRequest)
+                            else m.RemoveRaftVoterResponse)(code, "no such replica with that directory id"))
+            return fut
+        if record is not None:
+            self._pending_records[record["voter_id"]] = record
+        fut = self.request(source, message)
+        if record is not None:
+            fut.add_done_callback(lambda _f, vid=record["voter_id"]: self._pending_records.pop(vid, None))
+        return fut
+
+    def _maybe_update_voter(self) -> None:
+        """A voter following a leader whose voter set has other endpoints for it than it serves
+        on sends UpdateRaftVoter (once per epoch, as Kafka's voters do after they start)."""
+        node = self.node
+        if (not self.dynamic or self.kraft_version < 1 or not self.own_endpoints or node.state != RaftState.FOLLOWER
+                or node.leader_id < 0 or self._updated_in_epoch == node.epoch):
+            return
+        rec = self.voter_sets.current().get(self.node_id)
+        if rec is None:
+            return
+        mine = voters_record(self.node_id, self.directory_id, self.own_endpoints)
+        if (sorted((e["name"], e["host"], e["port"]) for e in rec["endpoints"])
+                == sorted((e["name"], e["host"], e["port"]) for e in mine["endpoints"])):
+            return
+        self._updated_in_epoch = node.epoch
+        task = asyncio.ensure_future(self._update_voter(node.leader_id, node.epoch, mine))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _update_voter(self, leader: int, epoch: int, mine: dict) -> None:
+        body = {"cluster_id": self.cluster_id, "current_leader_epoch": epoch, "voter_id": self.node_id,
+                "voter_directory_id": self.directory_id,
+                "listeners": [{"name": e["name"], "host": e["host"], "port": e["port"]} for e in mine["endpoints"]],
+                "k_raft_version_feature": mine["k_raft_version_feature"]}
+        try:
+            conn = await self._connection(leader)
+            resp = await conn.request(ApiKey.UPDATE_RAFT_VOTER, body, 0,
+                                      timeout_ms=self.config.request_timeout_ms * 2)
+        except (errors.KafkaError, OSError, asyncio.TimeoutError) as e:
+            resp = {"error_code": -1, "error": str(e)}
+        log.info("[RaftManager id=%d] UpdateRaftVoter to leader %d (epoch %d) with endpoints %s: %s", self.node_id,
+                 leader, epoch, body["listeners"], errors.error_name(resp["error_code"]) if resp["error_code"] >= 0
+                 else resp.get("error"))
+        if resp["error_code"] and not self._closed:
+            self._updated_in_epoch = -1      # again on the next change of leader or state
 
     def _set_timer(self, deadline_ms: int) -> None:
         if self._timer is not None:
@@ -394,7 +660,7 @@ class RaftDriver:
     def _send(self, out: m.Send) -> None:
         if isinstance(out.message, (m.VoteResponse, m.BeginQuorumEpochResponse, m.EndQuorumEpochResponse,
                                     m.FetchResponse, m.FetchSnapshotResponse, m.AddRaftVoterResponse,
-                                    m.RemoveRaftVoterResponse)):
+                                    m.RemoveRaftVoterResponse, m.UpdateRaftVoterResponse)):
             fut = self._answers.pop((out.destination, out.correlation_id), None)
             if fut is not None and not fut.done():
                 fut.set_result(out.message)
@@ -416,16 +682,22 @@ class RaftDriver:
                 return conn
             if conn is not None:
                 conn.close()
-            voter = self.voters[dest]
+            where = self.address(dest)
+            if where is None:
+                raise errors.KafkaError(f"no endpoint known for node {dest}")
             timeout = self.config.request_timeout_ms
-            conn = BrokerConnection(voter.host, voter.port, client_id=f"raft-client-{self.node_id}",
+            conn = BrokerConnection(where[0], where[1], client_id=f"raft-client-{self.node_id}",
                                     request_timeout_ms=timeout, connect_timeout_ms=timeout)
             self._conns[dest] = conn
             await conn.connect()
             return conn
 
     async def _request(self, dest: int, message, cid: int) -> None:
-        key, body = to_wire(message, self.cluster_id, self.fetch_max_bytes)
+        if self.dynamic:     # static voters (kraft.version 0) have no directory ids on the wire
+            key, body = to_wire(message, self.cluster_id, self.fetch_max_bytes, self.directory_id,
+                                self.directory_id_of(dest) if dest >= 0 else m.ZERO_UUID, self.own_endpoints)
+        else:
+            key, body = to_wire(message, self.cluster_id, self.fetch_max_bytes)
         try:
             conn = await self._connection(dest)
             version = conn.pick_version(key, max_version=VERSIONS[key])
@@ -437,6 +709,8 @@ class RaftDriver:
             if conn is not None:
                 conn.close()
             return      # the core's request timeout retries it
+        for ep in resp.get("node_endpoints") or ():
+            self.learned(ep["node_id"], ep["host"], ep["port"])
         try:
             answer = from_wire_response(key, resp)
         except (KeyError, TypeError, ValueError) as e:
@@ -453,11 +727,27 @@ class RaftDriver:
         part = self.node.describe_quorum()
         shift = _wall() - _now()
         for row in part["current_voters"] + part["observers"]:
-            row["replica_directory_id"] = m.ZERO_UUID     # static voters (controller.quorum.voters) have none
+            # static voters (controller.quorum.voters) have none
+            row["replica_directory_id"] = self.directory_id_of(row["replica_id"]) if self.dynamic else m.ZERO_UUID
             for k in ("last_fetch_timestamp", "last_caught_up_timestamp"):
                 if row[k] >= 0:
                     row[k] += shift
         return part
+
+    def voter_endpoints(self) -> list[tuple[int, str, int]]:
+        """The voters and where they listen (DescribeQuorum's Nodes, DescribeCluster on a controller)."""
+        out = []
+        for i in sorted(self.node.voters):
+            where = self.address(i)
+            if where is not None:
+                out.append((i, *where))
+        return out
+
+    def leader_endpoint(self) -> list[dict]:
+        """The leader's endpoint, for a Fetch answer's NodeEndpoints (as Kafka's leader sends it)."""
+        leader = self.node.leader_id
+        where = self.address(leader) if leader >= 0 else None
+        return [{"node_id": leader, "host": where[0], "port": where[1], "rack": None}] if where else []
 
     def read_records(self, rng: m.RecordsRange, max_bytes: int) -> bytes:
         return self.log.read(rng.start_offset, rng.end_offset, max_bytes)
@@ -478,27 +768,31 @@ def _one_partition(body: dict, topics_key: str = "topics") -> dict | None:
     return topics[0]["partitions"][0]
 
 
-def to_wire(msg, cluster_id: str, fetch_max_bytes: int) -> tuple[int, dict]:
-    """A core request as the Kafka request body (one topic, one partition)."""
+def to_wire(msg, cluster_id: str, fetch_max_bytes: int, own_dir: bytes = m.ZERO_UUID,
+            dest_dir: bytes = m.ZERO_UUID, own_endpoints=()) -> tuple[int, dict]:
+    """A core request as the Kafka request body (one topic, one partition); ``own_dir`` and
+    ``dest_dir`` the directory ids of this replica and of the one asked (KIP-853), ``own_endpoints``
+    where this leader listens (BeginQuorumEpoch, EndQuorumEpoch)."""
+    leader_endpoints = [{"name": n, "host": h, "port": p} for n, h, p in own_endpoints]
     if isinstance(msg, m.VoteRequest):
         return ApiKey.VOTE, {"cluster_id": cluster_id, "voter_id": msg.voter_id, "topics": [{
             "topic_name": METADATA_TOPIC, "partitions": [{
                 "partition_index": 0, "replica_epoch": msg.replica_epoch, "replica_id": msg.replica_id,
-                "replica_directory_id": m.ZERO_UUID, "voter_directory_id": m.ZERO_UUID,
+                "replica_directory_id": own_dir, "voter_directory_id": dest_dir,
                 "last_offset_epoch": msg.last_offset_epoch, "last_offset": msg.last_offset,
                 "pre_vote": msg.pre_vote}]}]}
     if isinstance(msg, m.BeginQuorumEpochRequest):
         return ApiKey.BEGIN_QUORUM_EPOCH, {"cluster_id": cluster_id, "voter_id": msg.voter_id, "topics": [{
             "topic_name": METADATA_TOPIC, "partitions": [{
-                "partition_index": 0, "voter_directory_id": m.ZERO_UUID, "leader_id": msg.leader_id,
-                "leader_epoch": msg.leader_epoch}]}], "leader_endpoints": []}
+                "partition_index": 0, "voter_directory_id": dest_dir, "leader_id": msg.leader_id,
+                "leader_epoch": msg.leader_epoch}]}], "leader_endpoints": leader_endpoints}
     if isinstance(msg, m.EndQuorumEpochRequest):
         return ApiKey.END_QUORUM_EPOCH, {"cluster_id": cluster_id, "topics": [{
             "topic_name": METADATA_TOPIC, "partitions": [{
                 "partition_index": 0, "leader_id": msg.leader_id, "leader_epoch": msg.leader_epoch,
                 "preferred_successors": list(msg.preferred_candidates),
                 "preferred_candidates": [{"candidate_id": c, "candidate_directory_id": m.ZERO_UUID}
-                                         for c in msg.preferred_candidates]}]}], "leader_endpoints": []}
+                                         for c in msg.preferred_candidates]}]}], "leader_endpoints": leader_endpoints}
     if isinstance(msg, m.FetchRequest):
         return ApiKey.FETCH, {
             "cluster_id": cluster_id, "replica_id": msg.replica_id,
@@ -509,7 +803,7 @@ def to_wire(msg, cluster_id: str, fetch_max_bytes: int) -> tuple[int, dict]:
                     "partition": 0, "current_leader_epoch": msg.current_leader_epoch,
                     "fetch_offset": msg.fetch_offset, "last_fetched_epoch": msg.last_fetched_epoch,
                     "log_start_offset": msg.log_start_offset, "partition_max_bytes": fetch_max_bytes,
-                    "replica_directory_id": m.ZERO_UUID, "high_watermark": msg.high_watermark}]}],
+                    "replica_directory_id": own_dir, "high_watermark": msg.high_watermark}]}],
             "forgotten_topics_data": [], "rack_id": ""}
     if isinstance(msg, m.FetchSnapshotRequest):
         return ApiKey.FETCH_SNAPSHOT, {"cluster_id": cluster_id, "replica_id": msg.replica_id,
@@ -518,7 +812,7 @@ def to_wire(msg, cluster_id: str, fetch_max_bytes: int) -> tuple[int, dict]:
                                                "partition": 0, "current_leader_epoch": msg.current_leader_epoch,
                                                "snapshot_id": {"end_offset": msg.snapshot_id.end_offset,
                                                                "epoch": msg.snapshot_id.epoch},
-                                               "position": msg.position, "replica_directory_id": m.ZERO_UUID}]}]}
+                                               "position": msg.position, "replica_directory_id": own_dir}]}]}
     raise TypeError(f"the driver does not send {type(msg).__name__}")
 
 
@@ -614,8 +908,8 @@ def from_wire_request(key: int, version: int, body: dict):
     return None
 
 
-def to_wire_response(key: int, msg, records: bytes | None = None) -> dict:
-    """The core's answer as the Kafka response body."""
+def to_wire_response(key: int, msg, records: bytes | None = None, node_endpoints=()) -> dict:
+    """The core's answer as the Kafka response body (``node_endpoints``: the leader's, for Fetch)."""
     if isinstance(msg, m.FetchResponse):
         part = {"partition_index": 0, "error_code": msg.error_code, "high_watermark": msg.high_watermark,
                 "last_stable_offset": msg.high_watermark, "log_start_offset": msg.log_start_offset,
@@ -627,7 +921,8 @@ def to_wire_response(key: int, msg, records: bytes | None = None) -> dict:
         if msg.snapshot_id is not None:
             part["snapshot_id"] = {"end_offset": msg.snapshot_id.end_offset, "epoch": msg.snapshot_id.epoch}
         return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": [{
-            "topic": METADATA_TOPIC, "topic_id": METADATA_TOPIC_ID, "partitions": [part]}]}
+            "topic": METADATA_TOPIC, "topic_id": METADATA_TOPIC_ID, "partitions": [part]}],
+            "node_endpoints": list(node_endpoints)}
     if isinstance(msg, m.FetchSnapshotResponse):
         sid = msg.snapshot_id or m.SnapshotId(-1, -1)
         return {"throttle_time_ms": 0, "error_code": 0, "topics": [{"name": METADATA_TOPIC, "partitions": [{

@@ -177,19 +177,30 @@ def test_start_refuses_a_bad_kraft_config_in_one_line(tmp_path, props, message):
     assert len(r.stderr.strip().splitlines()) == 1 and r.stderr.startswith(f"samsa server: {message}"), r.stderr
 
 
-def test_start_refuses_dynamic_voters_never_serving_alone(tmp_path):
-    """Initial controllers of three (dynamic voters, KIP-853) are refused in one line, never served alone."""
+def test_dynamic_voters_run_the_quorum_never_alone(tmp_path):
+    """Initial controllers of three (dynamic voters, KIP-853) with controller.quorum.bootstrap.servers:
+    accepted at start, and the node follows the quorum's metadata log (never Samsa's single-node
+    store); without its controller listener it is refused in one line.
+    (tests/raft/test_kraft_dynamic_voters.py runs such quorums.)"""
+    from samsa.broker_config import BrokerConfig
+    from samsa.server import kraft_mode
     dyn = tmp_path / "dyn"
-    conf = write_props(dyn, kraft_props(dyn, bootstrap=True))
+    props = kraft_props(dyn, bootstrap=True)
+    conf = write_props(dyn, props)
     ids = [run("storage", "random-uuid").stdout.strip() for _ in range(3)]
     controllers = ",".join(f"{i + 1}@127.0.0.1:{9093 + i}:{ids[i]}" for i in range(3))
     r = run("storage", "format", "-t", CLUSTER_ID, "-c", str(conf), "--initial-controllers", controllers)
     assert r.returncode == 0, r.stderr
     assert meta(dyn / "logs")["directory.id"] == ids[0]
+    config = BrokerConfig(props)
+    assert kraft_mode.check_start(config) == CLUSTER_ID and kraft_mode.dynamic(config)
+    assert kraft_mode.follows_quorum(config)
+    bad = write_props(dyn, {**props, "controller.listener.names": "OTHER"})
     for args in ([], ["-daemon"]):
-        r = run("server", "start", *args, str(conf))
-        assert r.returncode == 1 and r.stderr.startswith("samsa server: KRaft: Samsa cannot serve this node")
-        assert "dynamic voters" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+        r = run("server", "start", *args, str(bad))
+        assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert r.stderr.startswith("samsa server: requirement failed: The listeners config must contain a listener "
+                                   "with the name from controller.listener.names (OTHER)"), r.stderr
 
 
 def _serve_one_node(d: Path, conf_props: dict[str, str]) -> None:

@@ -237,3 +237,36 @@ def test_a_broker_registers_and_is_unfenced_as_with_kafka(sides):
         steps.append(ask(port, ApiKey.BROKER_HEARTBEAT, 1, _heartbeat(8, epoch - 1, hw)))
         out[side] = steps
     assert out["samsa"] == out["kafka"]
+
+
+VOTER_CHANGES = {   # with static voters (kraft.version 0), as both sides here are formatted
+    "add-voter": (ApiKey.ADD_RAFT_VOTER, {"cluster_id": CLUSTER_ID, "timeout_ms": 5000, "voter_id": 2,
+                                          "voter_directory_id": bytes(range(16)), "listeners": [
+                                              {"name": "CONTROLLER", "host": "127.0.0.1", "port": 1}]}),
+    "remove-voter": (ApiKey.REMOVE_RAFT_VOTER, {"cluster_id": CLUSTER_ID, "voter_id": 1,
+                                                "voter_directory_id": bytes(range(16))}),
+    "add-voter-another-cluster": (ApiKey.ADD_RAFT_VOTER, {"cluster_id": "x", "timeout_ms": 5000, "voter_id": 2,
+                                                          "voter_directory_id": bytes(range(16)), "listeners": []}),
+}
+
+
+@pytest.mark.parametrize("case", [*VOTER_CHANGES, "update-voter"])
+def test_voter_changes_with_static_voters_are_refused_as_by_kafka(sides, case):
+    """AddRaftVoter/RemoveRaftVoter/UpdateRaftVoter (KIP-853) on a kraft.version 0 quorum: the
+    same error codes (UpdateRaftVoter in the leader's epoch, for a voter it does not have: one
+    naming the leader itself makes Apache Kafka 4.4.0's controller halt, "Received a FETCH/
+    FETCH_SNAPSHOT request from the leader itself", seen here)."""
+    codes = {}
+    for side, port in sides.items():
+        if case == "update-voter":
+            epoch = ask(port, ApiKey.DESCRIBE_QUORUM, 2, quorum_body())["topics"][0]["partitions"][0]["leader_epoch"]
+            key, body = ApiKey.UPDATE_RAFT_VOTER, {
+                "cluster_id": CLUSTER_ID, "current_leader_epoch": epoch, "voter_id": 9,
+                "voter_directory_id": bytes(range(16)),
+                "listeners": [{"name": "CONTROLLER", "host": "127.0.0.1", "port": port}],
+                "k_raft_version_feature": {"min_supported_version": 0, "max_supported_version": 1}}
+        else:
+            key, body = VOTER_CHANGES[case]
+        codes[side] = ask(port, key, 0, body)["error_code"]
+    assert codes["samsa"] == codes["kafka"], codes
+    assert case == "update-voter" or codes["kafka"] != 0, codes

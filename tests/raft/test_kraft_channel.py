@@ -46,7 +46,8 @@ def _channel(voters: dict[int, int], leader: int) -> MetadataNode:
     node.config = {"controller.quorum.voters": [f"{i}@127.0.0.1:{port}" for i, port in voters.items()],
                    "controller.quorum.retry.backoff.ms": 20}
     node.node_id = 101
-    node.server = SimpleNamespace(leader_id=leader)
+    addresses = {i: ("127.0.0.1", port) for i, port in voters.items()}   # the driver's endpoints of the voters
+    node.server = SimpleNamespace(leader_id=leader, driver=SimpleNamespace(address=addresses.get))
     node._conn, node._conn_lock, node._unanswered = None, None, False
     return node
 

@@ -566,7 +566,8 @@ def test_message_fields_are_kafkas_names():
              m.FetchRequest: "FetchRequest", m.FetchResponse: "FetchResponse",
              m.FetchSnapshotRequest: "FetchSnapshotRequest", m.FetchSnapshotResponse: "FetchSnapshotResponse",
              m.AddRaftVoterRequest: "AddRaftVoterRequest", m.AddRaftVoterResponse: "AddRaftVoterResponse",
-             m.RemoveRaftVoterRequest: "RemoveRaftVoterRequest", m.RemoveRaftVoterResponse: "RemoveRaftVoterResponse"}
+             m.RemoveRaftVoterRequest: "RemoveRaftVoterRequest", m.RemoveRaftVoterResponse: "RemoveRaftVoterResponse",
+             m.UpdateRaftVoterRequest: "UpdateRaftVoterRequest", m.UpdateRaftVoterResponse: "UpdateRaftVoterResponse"}
     # FetchRequest v18's HighWatermark (KIP-1166) and AddRaftVoter v1's AckWhenCommitted: newer than
     # the schemas Samsa has for those two (Fetch v17, AddRaftVoter v0)
     extra = {m.FetchRequest: {"high_watermark"}, m.AddRaftVoterRequest: {"ack_when_committed"}}
@@ -603,10 +604,12 @@ def test_quorum_state_json_is_kafkas():
 def dynamic_leader():
     n = RaftNode(1, (1, 2, 3), cluster_id=CID, config=CFG, rng=random.Random(7), kraft_version=1)
     n.out = n.start(0)
-    elect(n)
+    out = elect(n)
+    first = of(out, AppendToLog)[0].batches[0]        # the first leader writes the voter set beside its LeaderChange
+    assert (first.base_offset, first.last_offset, first.control, first.voters) == (0, 2, True, {1, 2, 3})
     t = n._now
-    fetch(n, 2, 1, 1, t + 1)                             # commits the leader change: hw 1
-    assert n.high_watermark == 1
+    fetch(n, 2, 3, 1, t + 1)                             # commits that batch: hw 3
+    assert n.high_watermark == 3
     return n, t + 1
 
 
@@ -614,6 +617,17 @@ def admin(n, request, now, cid=4242):
     out = n.handle(Received(0, request, cid), now)
     answers = [s.message for s in sends(out) if s.destination == 0]
     return out, (answers[0] if answers else None)
+
+
+def test_only_a_first_leader_writes_the_voter_set_beside_its_leader_change():
+    log = LogState(end_offset=3, epochs=((1, 0),), voter_sets=((0, frozenset({1, 2, 3})),))
+    n = RaftNode(1, (1, 2, 3), cluster_id=CID, config=CFG, rng=random.Random(7), kraft_version=1, log=log,
+                 quorum_state=QuorumStateData(leader_epoch=1))
+    n.out = n.start(0)
+    batch = of(elect(n), AppendToLog)[0].batches[0]
+    assert (batch.base_offset, batch.last_offset, batch.voters, batch.data) == (3, 3, None, ("LeaderChange", 1))
+    s = leader_with(LogState(), 1)                       # static voters (kraft.version 0): the marker alone
+    assert of(s.out, AppendToLog)[0].batches[0].voters is None
 
 
 def test_voter_changes_need_kraft_version_1():
@@ -628,18 +642,18 @@ def test_add_voter_appends_a_voters_record_and_answers_once_committed():
     assert resp.error_code == E_DUPLICATE_VOTER
     _, resp = admin(n, m.AddRaftVoterRequest(CID, 4), t + 2)
     assert resp.error_code == E_REQUEST_TIMED_OUT      # 4 has not fetched: not a caught-up observer
-    fetch(n, 4, 1, 1, t + 3)                             # observer 4 caught up
+    fetch(n, 4, 3, 1, t + 3)                             # observer 4 caught up
     out, resp = admin(n, m.AddRaftVoterRequest(CID, 4), t + 4)
     assert resp is None                                  # answered when committed
     batch = of(out, AppendToLog)[0].batches[0]
-    assert batch.control and batch.voters == {1, 2, 3, 4} and batch.base_offset == 1
+    assert batch.control and batch.voters == {1, 2, 3, 4} and batch.base_offset == 3
     assert n.voters == {1, 2, 3, 4}                      # in force once appended
     _, resp = admin(n, m.RemoveRaftVoterRequest(CID, 3), t + 5, cid=4243)
     assert resp.error_code == E_REQUEST_TIMED_OUT      # one change at a time
-    out = fetch(n, 2, 2, 1, t + 6)
-    assert n.high_watermark == 1                         # 2 of 4 voters: not a majority any more
-    out = fetch(n, 4, 2, 1, t + 7)
-    assert n.high_watermark == 2
+    out = fetch(n, 2, 4, 1, t + 6)
+    assert n.high_watermark == 3                         # 2 of 4 voters: not a majority any more
+    out = fetch(n, 4, 4, 1, t + 7)
+    assert n.high_watermark == 4
     assert [s.message for s in sends(out) if s.destination == 0] == [m.AddRaftVoterResponse(0)]
 
 
@@ -649,10 +663,10 @@ def test_remove_voter_and_a_leader_that_removes_itself_resigns():
     assert resp.error_code == E_VOTER_NOT_FOUND
     out, resp = admin(n, m.RemoveRaftVoterRequest(CID, 1), t + 2)
     assert resp is None and n.voters == {2, 3} and n.state == RaftState.LEADER
-    fetch(n, 2, 2, 1, t + 3)
-    assert n.high_watermark == 1                         # the leader's own log no longer counts
-    out = fetch(n, 3, 2, 1, t + 4)
-    assert n.high_watermark == 2
+    fetch(n, 2, 4, 1, t + 3)
+    assert n.high_watermark == 3                         # the leader's own log no longer counts
+    out = fetch(n, 3, 4, 1, t + 4)
+    assert n.high_watermark == 4
     assert [s.message for s in sends(out) if s.destination == 0] == [m.RemoveRaftVoterResponse(0)]
     out = fire(n, t + 4)
     assert n.state == RaftState.RESIGNED
@@ -668,6 +682,34 @@ def test_a_follower_takes_voter_sets_from_the_log_and_truncation_undoes_them():
     answer(f, sends(out, FetchRequest)[0], FetchResponse(0, 1, 0, LeaderIdAndEpoch(1, 2),
                                                          diverging_epoch=EpochEndOffset(2, 1)), 2)
     assert f.voters == {1, 2, 3} and f.log.end == 1
+
+
+def test_update_voter_rewrites_the_same_set_and_answers_at_once():
+    n, t = dynamic_leader()
+    _, resp = admin(n, m.UpdateRaftVoterRequest(CID, n.epoch - 1, 2), t + 1)
+    assert resp.error_code == E_FENCED_LEADER_EPOCH
+    _, resp = admin(n, m.UpdateRaftVoterRequest(CID, n.epoch + 1, 2), t + 1)
+    assert resp.error_code == E_UNKNOWN_LEADER_EPOCH
+    _, resp = admin(n, m.UpdateRaftVoterRequest(CID, n.epoch, 7), t + 1)
+    assert resp.error_code == E_VOTER_NOT_FOUND
+    out, resp = admin(n, m.UpdateRaftVoterRequest(CID, n.epoch, 2), t + 2)
+    assert resp == m.UpdateRaftVoterResponse(0)           # answered once appended, as Kafka's leader does
+    batch = of(out, AppendToLog)[0].batches[0]
+    assert batch.control and batch.voters == {1, 2, 3} and n.voters == {1, 2, 3}
+    _, resp = admin(n, m.UpdateRaftVoterRequest(CID, n.epoch, 3), t + 3, cid=4243)
+    assert resp.error_code == E_REQUEST_TIMED_OUT        # one change at a time: that VotersRecord is not committed
+    fetch(n, 2, 4, 1, t + 4)
+    _, resp = admin(n, m.UpdateRaftVoterRequest(CID, n.epoch, 3), t + 5, cid=4244)
+    assert resp == m.UpdateRaftVoterResponse(0)
+    f = node(node_id=3, qs=QuorumStateData(leader_id=1, leader_epoch=2))
+    _, resp = admin(f, m.UpdateRaftVoterRequest(CID, 2, 3), 1)
+    assert resp.error_code == E_NOT_LEADER_OR_FOLLOWER
+    s = leader_with(LogState(), 1)                         # static voters (kraft.version 0)
+    fetch(s, 2, 1, 1, s._now + 1)
+    out, resp = admin(s, m.UpdateRaftVoterRequest(CID, s.epoch, 2), s._now + 2)
+    assert resp == m.UpdateRaftVoterResponse(0) and not of(out, AppendToLog)   # nothing written
+    _, resp = admin(s, m.UpdateRaftVoterRequest(CID, s.epoch, 9), s._now + 3)
+    assert resp.error_code == E_VOTER_NOT_FOUND
 
 
 def test_voter_changes_go_to_the_leader():

@@ -1,12 +1,14 @@
 """The metadata log under the Raft driver (``raft_driver.MetadataLog``): samsa's PartitionLog in
-``__cluster_metadata-0``, what a restarted node tells the core, truncation."""
+``__cluster_metadata-0``, what a restarted node tells the core, truncation, and the VotersRecords
+of dynamic voters (KIP-853)."""
 
 from __future__ import annotations
 
 from samsa.protocol import metadata_records as mr
+from samsa.protocol.records import build_batch
 from samsa.raft import messages as m
 from samsa.raft.consensus import LogState
-from samsa.server.raft_driver import MetadataLog, parse_batches
+from samsa.server.raft_driver import MetadataLog, VoterSets, endpoint, parse_batches, voters_record
 from samsa.storage.kraft import read_metadata_log
 
 
@@ -37,3 +39,34 @@ def test_batches_in_kafkas_format_and_what_a_restart_reads(tmp_path):
     assert again.state() == LogState(0, 1, ((1, 0),)) and not again.has_records
     again.close()
     other.close()
+
+
+def test_voters_records_in_the_log_and_the_voter_sets_kept_beside_it(tmp_path):
+    """KIP-853: a VotersRecord control batch found by a restart and by a follower's parse, and the
+    driver's history of voter sets (endpoints, directory ids) truncated and folded with the log."""
+    def voters(*ids):
+        return [voters_record(i, bytes([i]) * 16, [("CONTROLLER", "127.0.0.1", 9000 + i)]) for i in ids]
+    log = MetadataLog(tmp_path)
+    log.append((m.Batch(0, 0, 1, data=("LeaderChange", 1), control=True),), [1])
+    key, value = mr.encode_control(mr.KRAFT_VOTERS, {"version": 0, "voters": voters(1, 2)})
+    raw = build_batch([(key, value, 0)], base_offset=1, is_control=True, partition_leader_epoch=1)
+    batches = parse_batches(raw)
+    assert [(b.base_offset, b.control, b.voters) for b in batches] == [(1, True, frozenset({1, 2}))]
+    log.append(batches, [1])
+    empty = MetadataLog(tmp_path / "other")
+    assert empty.control_records() == []
+    empty.close()
+    assert [(o, k, [v["voter_id"] for v in d["voters"]]) for o, k, d in log.control_records()] == [
+        (1, mr.KRAFT_VOTERS, [1, 2])]
+    sets = VoterSets(VoterSets.of(voters(1)))
+    sets.append(1, voters(1, 2))
+    sets.append(5, voters(1, 2, 3))
+    assert sorted(sets.current()) == [1, 2, 3] and sorted(sets.at(5)) == [1, 2] and sorted(sets.at(1)) == [1]
+    assert endpoint(sets.find(3), "CONTROLLER") == ("127.0.0.1", 9003) and endpoint(sets.find(3), "OTHER") == (
+        "127.0.0.1", 9003)
+    assert sets.log_state() == (frozenset({1}), ((1, frozenset({1, 2})), (5, frozenset({1, 2, 3}))))
+    sets.truncate(5)
+    assert sorted(sets.current()) == [1, 2] and sets.find(3) is None
+    sets.fold(3)
+    assert sets.log_state() == (frozenset({1, 2}), ())
+    log.close()

@@ -1,8 +1,10 @@
 """An Apache Kafka 4.4.0 controller as the third voter of a Samsa controller quorum (static voters,
 ``process.roles=controller``): the three elect one leader, whichever it is, and replicate one log,
 byte for byte on Kafka's and Samsa's disks. Kafka's controller also asks its leader for
-ControllerRegistration and UpdateRaftVoter, which a Samsa leader does not serve yet (Kafka logs
-UnsupportedVersionException and goes on following). Then Kafka's controller leads and Samsa's follow it."""
+ControllerRegistration, which a Samsa leader does not serve yet (Kafka logs
+UnsupportedVersionException and goes on following), and UpdateRaftVoter (answered with success,
+nothing written with static voters, as Kafka's leader answers). Then Kafka's controller leads and
+Samsa's follow it."""
 
 from __future__ import annotations
 

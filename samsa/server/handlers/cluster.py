@@ -143,3 +143,29 @@ async def describe_quorum(ctx, req: dict) -> dict:
         return await broker.kraft.request(ApiKey.DESCRIBE_QUORUM, req, 30000)
     except errors.KafkaError as e:
         return {"error_code": e.code, "error_message": str(e), "topics": []}
+
+
+@handles(ApiKey.ADD_RAFT_VOTER, 0, 0)
+async def add_raft_voter(ctx, req: dict) -> dict:
+    """KIP-853, as a Kafka 4 broker: forwarded to the active controller (``kafka-metadata-quorum
+    --bootstrap-server ... add-controller``); ALTER on the cluster."""
+    return await _voter_change(ctx, ApiKey.ADD_RAFT_VOTER, req)
+
+
+@handles(ApiKey.REMOVE_RAFT_VOTER, 0, 0)
+async def remove_raft_voter(ctx, req: dict) -> dict:
+    """As AddRaftVoter (``remove-controller``)."""
+    return await _voter_change(ctx, ApiKey.REMOVE_RAFT_VOTER, req)
+
+
+async def _voter_change(ctx, key: int, req: dict) -> dict:
+    broker = ctx.broker
+    if not allowed_cluster(ctx, Op.ALTER):
+        return {"throttle_time_ms": 0, "error_code": errors.E_CLUSTER_AUTHORIZATION_FAILED, "error_message": None}
+    if broker.kraft is None:
+        return {"throttle_time_ms": 0, "error_code": errors.E_UNSUPPORTED_VERSION,
+                "error_message": "this broker is not part of a KRaft controller quorum"}
+    try:
+        return await broker.kraft.request(key, req, max(req.get("timeout_ms", 0), 30000) + 5000)
+    except errors.KafkaError as e:
+        return {"throttle_time_ms": 0, "error_code": e.code, "error_message": str(e)}
