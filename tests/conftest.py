@@ -18,16 +18,16 @@ from broker_process import BrokerProcess  # noqa: E402
 # module's tests run in their order. xdist's own ``--dist loadgroup`` would do this from
 # ``xdist_group`` marks, but with pytest 9.2 it silently stops grouping (pytest-xdist#1386):
 # so the units are made here, by path, in the scheduler xdist asks the conftest for.
-# Units are handed out longest first (those of FIRST, in its order, then the collection's), so
+# Units are handed out long ones first (those of FIRST, in its order, then the collection's), so
 # the short ones (unit/, last) fill in at the end instead of one long unit running alone.
 WHOLE_FOLDERS = ("tests/spark/",)
 # Modules of a whole folder that use none of its shared fixtures (these start their own Spark
 # drivers as processes): units of their own, so they run beside the folder, not after it.
 OWN_UNITS = ("tests/spark/test_spark_cluster.py", "tests/spark/test_payments_realtime.py",
              "tests/spark/test_pipeline_cli.py")
-FIRST = ("tests/spark/test_spark_cluster.py", "tests/spark/test_payments_realtime.py",
-         "tests/spark/test_pipeline_cli.py", "tests/spark/", "tests/raft/test_kraft_nemesis.py", "tests/cluster/",
-         "tests/raft/", "tests/connect/")
+# The JVM-heavy Spark units apart from each other, with the process-heavy cluster ones between them.
+FIRST = ("tests/spark/", "tests/raft/test_kraft_nemesis.py", "tests/cluster/", "tests/spark/test_spark_cluster.py",
+         "tests/raft/", "tests/spark/test_payments_realtime.py", "tests/connect/", "tests/spark/test_pipeline_cli.py")
 
 
 def work_unit(nodeid: str) -> str:
@@ -57,7 +57,10 @@ def pytest_collection_modifyitems(config, items):
         return
 
     def rank(item) -> int:
-        return next((i for i, folder in enumerate(FIRST) if item.nodeid.startswith(folder)), len(FIRST))
+        unit = work_unit(item.nodeid)
+        if unit in FIRST:  # a module named there: its own place, before the folder it is in
+            return FIRST.index(unit)
+        return next((i for i, folder in enumerate(FIRST) if unit.startswith(folder)), len(FIRST))
     items.sort(key=rank)  # stable: each unit's tests stay together, in their order
 
 
