@@ -35,8 +35,11 @@ def mixed(tmp_path_factory):
     voters = ",".join(f"{i}@127.0.0.1:{ports[i]}" for i in IDS)
     # Samsa's followers wait longer than Kafka's before standing (controller.quorum.fetch.timeout.ms),
     # so that with no leader Kafka's controller stands first (the second test).
+    # No NoOpRecords from a Samsa leader (metadata.max.idle.interval.ms=0): the log stands still
+    # once written, so the second test can see every voter at its end before it kills.
     nodes: dict = {i: Controller(base / f"samsa{i}", i, ports[i], voters,
-                                 **{"controller.quorum.fetch.timeout.ms": "8000"}) for i in (1, 2)}
+                                 **{"controller.quorum.fetch.timeout.ms": "8000",
+                                    "metadata.max.idle.interval.ms": "0"}) for i in (1, 2)}
     kafka = kafka_process.KafkaProcess(base / "kafka3", node_id=3, controller_port=ports[3], cluster_id=CLUSTER_ID)
     kafka.props = controller_props(base / "kafka3", 3, ports[3], voters)
     kafka.port = ports[3]
@@ -79,16 +82,25 @@ def test_a_kafka_controller_votes_and_replicates_in_a_samsa_quorum(mixed):
 
 
 def test_samsa_controllers_follow_a_kafka_leader(mixed):
-    view = wait_until(lambda: leader_view(mixed), "a leader", 60)
+    def level():  # a leader, and every voter at the end of its log: no Samsa log ahead of Kafka's
+        v = leader_view(mixed)
+        if v is None:
+            return None
+        end = max(r["log_end_offset"] for r in v["current_voters"])
+        return v if all(r["log_end_offset"] == end for r in v["current_voters"]) else None
+    view = wait_until(level, "a leader and every voter at the end of its log", 60)
     epoch = view["leader_epoch"]
     mixed[1].kill()
     mixed[2].kill()
-    # Kafka's controller alone cannot be elected; with Samsa's node 2 back (a follower that has not
-    # heard from a leader since its restart grants a pre-vote) it is, before node 2 would stand.
-    mixed[2].start()
+    # Kafka's controller alone cannot be elected; with a Samsa node back that was not the leader
+    # it is, before that node would stand: a follower that has not heard from a leader since its
+    # restart grants a pre-vote to a log as long as its own, and stands only after its 8 s fetch
+    # timeout (a restarted leader would stand at once, as Resigned).
+    back = 1 if view["leader_id"] == 2 else 2
+    mixed[back].start()
     kafka_leads = wait_until(lambda: (lambda v: v if v and v["leader_id"] == 3 and v["leader_epoch"] > epoch
                                       else None)(leader_view(mixed, [3])), "Kafka's controller to lead", 120)
-    mixed[1].start()
+    mixed[3 - back].start()
 
     def all_caught_up():
         v = leader_view(mixed, [3])
