@@ -6,7 +6,6 @@ times, ports)."""
 
 from __future__ import annotations
 
-import asyncio
 import re
 import os
 import subprocess
@@ -15,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+import one_request
 from broker_process import ROOT, ChildProcess, free_port, wait_for_port
 from waiting import wait_until
-from samsa.client.connection import BrokerConnection
 from samsa.protocol.api_keys import ApiKey
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
@@ -55,14 +54,7 @@ class SamsaController(ChildProcess):
 
 
 def ask(port: int, key: int, version: int, body: dict) -> dict:
-    async def run() -> dict:
-        conn = BrokerConnection("127.0.0.1", port, request_timeout_ms=10000, connect_timeout_ms=10000)
-        await conn.connect()
-        try:
-            return await conn.request(key, body, version)
-        finally:
-            conn.close()
-    return asyncio.run(run())
+    return one_request.round_trip(f"127.0.0.1:{port}", key, version, body)
 
 
 def quorum_body(topic: str = "__cluster_metadata", partition: int = 0) -> dict:

@@ -11,7 +11,6 @@ Samsa cluster for the module; the tests run in order."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from pathlib import Path
@@ -21,10 +20,10 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import kafka_process
+import one_request
 from broker_process import free_port
 from kraft_nodes import Node
 from raft_processes import describe_quorum
-from samsa.client.connection import BrokerConnection
 from samsa.protocol import errors
 from samsa.protocol.api_keys import ApiKey
 from samsa.storage.kraft import decode_snapshot, parse_uuid, read_meta_props
@@ -108,14 +107,7 @@ def cluster(tmp_path_factory):
 
 
 def ask(port: int, key: int, body: dict, version: int = 0) -> dict:
-    async def run() -> dict:
-        conn = BrokerConnection("127.0.0.1", port, request_timeout_ms=20000, connect_timeout_ms=10000)
-        await conn.connect()
-        try:
-            return await conn.request(key, body, version)
-        finally:
-            conn.close()
-    return asyncio.run(run())
+    return one_request.round_trip(f"127.0.0.1:{port}", key, version, body, timeout=20)
 
 
 def add_voter(cluster_id: str, voter: int, directory_id: bytes, port: int, timeout_ms: int = 5000) -> dict:
