@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass, replace
 from typing import Awaitable, Callable, Iterable, Iterator, Protocol
 
@@ -33,6 +34,9 @@ log = logging.getLogger(__name__)
 
 # The longest the event loop applies a big topic's partitions before serving other clients.
 APPLY_SLICE_S = 0.01
+# How long a follower's ISR expansion that was refused (or whose write failed) waits before it is
+# proposed again in the same partition epoch (a newer epoch read proposes it at once).
+ISR_RETRY_S = 1.0
 
 IsrWriter = Callable[[str, int, PartitionState], Awaitable[bool]]
 
@@ -94,9 +98,11 @@ class ReplicaManager:
         self.listeners: list[LeadershipListener] = []
         self.isr_writer: IsrWriter | None = None  # set by the cluster membership of a replicated broker
         self._expanding: set[tuple[str, int, int]] = set()
-        # (topic, partition, follower) -> the partition epoch an expansion was refused in: the
-        # state is stale, so wait for it to be read again before proposing again.
-        self._refused_in: dict[tuple[str, int, int], int] = {}
+        # (topic, partition, follower) -> the partition epoch an expansion was refused (or failed)
+        # in, and when it may be proposed again in that epoch: the state is likely stale, so wait
+        # for it to be read again; but not for ever, since a failed write (a controller gone
+        # before its record committed) brings no newer state.
+        self._refused_in: dict[tuple[str, int, int], tuple[int, float]] = {}
         self.isr_shrinks = 0  # ISR changes of partitions led here, whoever wrote them (the broker's metrics)
         self.isr_expands = 0
 
@@ -432,7 +438,8 @@ class ReplicaManager:
             return
         if self.broker_info(replica_id) is None:
             return
-        if self._refused_in.get(key) == partition.state.partition_epoch:
+        refused = self._refused_in.get(key)
+        if refused is not None and refused[0] == partition.state.partition_epoch and time.monotonic() < refused[1]:
             return
         self._expanding.add(key)
         writer = self.isr_writer
@@ -447,7 +454,7 @@ class ReplicaManager:
                     if await writer(partition.topic, partition.index, replace(state, isr=isr)):
                         self._refused_in.pop(key, None)
                     else:
-                        self._refused_in[key] = state.partition_epoch
+                        self._refused_in[key] = (state.partition_epoch, time.monotonic() + ISR_RETRY_S)
             except Exception as e:  # the metadata store is away: a later fetch proposes it again
                 log.warning("expanding the ISR of %s failed: %s", partition, describe_error(e))
             finally:

@@ -62,7 +62,7 @@ from samsa.raft.messages import (NO_HW, NO_ID, AddRaftVoterRequest, AddRaftVoter
                                  BeginQuorumEpochRequest, BeginQuorumEpochResponse, Committed, DeleteLogBefore,
                                  EndQuorumEpochRequest, EndQuorumEpochResponse, EpochEndOffset, FetchRequest,
                                  FetchResponse, FetchSnapshotRequest, FetchSnapshotResponse, InstallSnapshot,
-                                 LeaderChanged, LeaderIdAndEpoch, PersistQuorumState, Received, RecordsRange, Resign,
+                                 LeaderChanged, LeaderIdAndEpoch, PersistQuorumState, Received, RecordsRange, RequestFailed, Resign,
                                  Send, SetTimer, SnapshotChunk, SnapshotId, SnapshotTaken, TimerExpired, TruncateTo,
                                  VoteRequest, VoteResponse, WriteSnapshotChunk)
 from samsa.raft.quorum_state import QuorumStateData
@@ -341,6 +341,8 @@ class RaftNode:
         self._now = max(self._now, now)
         if isinstance(event, Received):
             self._received(event)
+        elif isinstance(event, RequestFailed):
+            self._request_failed(event)
         elif isinstance(event, TimerExpired):
             self._timers()
         elif isinstance(event, Append):
@@ -525,6 +527,13 @@ class RaftNode:
             self._answer(ev, _error_response(msg, E_INCONSISTENT_CLUSTER_ID, self.leader))
             return
         self._dispatch(kind, ev)
+
+    def _request_failed(self, ev: RequestFailed) -> None:
+        """A request that will get no answer: its destination may be asked again after the backoff."""
+        inflight = self._inflight.get(ev.destination)
+        if inflight is not None and inflight.correlation_id == ev.correlation_id:
+            del self._inflight[ev.destination]
+            self.v.next_send[ev.destination] = self._now + self.config.retry_backoff_ms
 
     def _response_epoch(self, source: int, msg) -> None:
         if isinstance(msg, (FetchResponse, FetchSnapshotResponse)):

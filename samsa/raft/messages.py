@@ -223,6 +223,15 @@ class Received:
 
 
 @dataclass(frozen=True)
+class RequestFailed:
+    """The request sent to ``destination`` with ``correlation_id`` got no answer and never will
+    (the connection was refused or broke): it may be retried after the backoff, not only when
+    its request timeout passes (as Kafka's client hears of a disconnection at once)."""
+    destination: int
+    correlation_id: int
+
+
+@dataclass(frozen=True)
 class TimerExpired:
     """The time given by the last ``SetTimer`` (or later) has come."""
 

@@ -563,7 +563,8 @@ class ControllerServer:
         """One decision from the image, its records committed and applied; None when this node
         is not the active controller (any more)."""
         async with self._write_lock:
-            if self.active_epoch < 0:
+            epoch = self.active_epoch
+            if epoch < 0:
                 return None
             d = decide()
             if d.records:
@@ -573,6 +574,10 @@ class ControllerServer:
                 try:
                     await self.applied(where.last_offset, self.config["controller.quorum.request.timeout.ms"] * 2)
                 except asyncio.TimeoutError:
+                    return None
+                if self.active_epoch != epoch:
+                    # Deposed while waiting: what was applied at those offsets may be a new leader's
+                    # records that replaced ours, so do not answer as though ours committed.
                     return None
                 d.offset = where.last_offset
             return d

@@ -708,7 +708,8 @@ class RaftDriver:
             conn = self._conns.pop(dest, None)
             if conn is not None:
                 conn.close()
-            return      # the core's request timeout retries it
+            self._handle(m.RequestFailed(dest, cid))   # asked again after the backoff
+            return
         for ep in resp.get("node_endpoints") or ():
             self.learned(ep["node_id"], ep["host"], ep["port"])
         try:

@@ -492,6 +492,27 @@ def test_an_observer_finds_the_leader_through_the_bootstrap_servers():
     assert o.state == RaftState.UNATTACHED and not sends(out, VoteRequest)
 
 
+def test_a_failed_request_is_retried_after_the_backoff_not_the_request_timeout():
+    """The driver says at once when a request will get no answer (a refused connection: a dead
+    bootstrap server or leader); the observer asks the next bootstrap server after the backoff,
+    as Kafka's does, not after the 2 s request timeout (brokers took 4 s to find a new active
+    controller in the nemesis, longer than its 3 s broker session: every broker fenced)."""
+    o = node(node_id=9, voters=(1, 2, 3))
+    first = sends(o.out, FetchRequest)[0]
+    assert first.destination == 1
+    out = o.handle(m.RequestFailed(1, first.correlation_id + 1), 5)    # not that request's: ignored
+    assert not sends(out, FetchRequest) and timer(out) >= o.config.request_timeout_ms
+    out = o.handle(m.RequestFailed(1, first.correlation_id), 5)
+    second = sends(out, FetchRequest)
+    assert [s.destination for s in second] == [2]                      # the next one, at once
+    out = o.handle(m.RequestFailed(2, second[0].correlation_id), 6)
+    third = sends(out, FetchRequest)
+    assert [s.destination for s in third] == [3]
+    out = o.handle(m.RequestFailed(3, third[0].correlation_id), 7)
+    assert not sends(out, FetchRequest)                                # 1 again only after its backoff
+    assert timer(out) == 5 + o.config.retry_backoff_ms
+    assert [s.destination for s in sends(fire(o, 5 + o.config.retry_backoff_ms), FetchRequest)] == [1]
+
 # ---- snapshots ----
 
 def snapshotted_leader():

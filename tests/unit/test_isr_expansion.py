@@ -7,6 +7,7 @@ import asyncio
 from samsa.broker_config import BrokerConfig
 from samsa.cluster.metadata import BrokerInfo, PartitionState, TopicInfo
 from samsa.cluster.metadata_cache import MetadataCache
+from samsa.cluster import replica_manager
 from samsa.cluster.replica_manager import ReplicaManager
 from samsa.storage import LogConfig, LogManager
 
@@ -41,3 +42,50 @@ def test_leader_proposes_only_registered_followers_for_the_isr(tmp_path):
         await replicas.stop()
         logs.close()
     asyncio.run(run())
+
+
+def test_a_failed_expansion_is_proposed_again_in_the_same_partition_epoch(tmp_path, monkeypatch):
+    """An expansion whose write failed (the active controller killed before its record committed:
+    no newer partition state will ever be read) is proposed again after ISR_RETRY_S, not only
+    when the partition epoch moves: the KRaft nemesis once left an ISR shrunk for good this way,
+    acks=all writes refused with NOT_ENOUGH_REPLICAS. Within ISR_RETRY_S it is not proposed again."""
+    monkeypatch.setattr(replica_manager, "ISR_RETRY_S", 0.2)
+
+    async def run() -> None:
+        config = BrokerConfig({"broker.id": 0, "zookeeper.connect": "unused:2181", "log.dirs": str(tmp_path)})
+        logs = LogManager([tmp_path], default_config=LogConfig())
+        logs.load(lambda topic: LogConfig())
+        alive = {b: BrokerInfo(b, "h", b + 1) for b in (0, 1)}
+        replicas = ReplicaManager(config, logs, MetadataCache(config), replicated=True, broker_info=alive.get)
+        answers = [False, True]
+        proposals: list[list[int]] = []
+
+        async def writer(topic: str, index: int, state: PartitionState) -> bool:
+            proposals.append(list(state.isr))
+            return answers.pop(0)
+        replicas.isr_writer = writer
+        replicas.apply_topic(TopicInfo("t", b"\x01" * 16, {0: PartitionState([0, 1], 0, 1, [0])}))
+        partition = replicas.partition("t", 0)
+
+        def fetch() -> None:
+            replicas.follower_fetched(partition, 1, partition.log.log_end_offset)
+        fetch()
+        await wait_for(lambda: not replicas._expanding)
+        assert proposals == [[0, 1]]
+        fetch()  # at once: same epoch, refused a moment ago
+        await asyncio.sleep(0.01)
+        assert proposals == [[0, 1]]
+        await asyncio.sleep(0.25)
+        fetch()
+        await wait_for(lambda: len(proposals) == 2)
+        await replicas.stop()
+        logs.close()
+    asyncio.run(run())
+
+
+async def wait_for(condition, timeout: float = 5) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition():
+        assert loop.time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.005)
