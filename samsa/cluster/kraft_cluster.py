@@ -481,6 +481,7 @@ class KRaftCluster:
             log.warning("AlterPartition of %s-%d failed: %s", topic, index, describe_error(e))
             return False
         if resp["error_code"]:
+            log.info("AlterPartition of %s-%d refused: %s", topic, index, errors.error_name(resp["error_code"]))
             return False
         p = resp["topics"][0]["partitions"][0]
         if p["error_code"]:

@@ -1,7 +1,8 @@
 """KRaft's consensus (KIP-595, with KIP-996 pre-vote) as one sans-I/O state machine.
 
 One replica of the metadata partition: ``RaftNode.handle(event, now_ms)`` takes an event (a
-received request or response, a timer expiry, an append, a snapshot taken; ``samsa.raft.messages``)
+received request or response, a request that will get no answer, a timer expiry, an append, a
+snapshot taken; ``samsa.raft.messages``)
 and returns the outputs for the driver to carry out *in order*: persist the quorum state, write or
 truncate the log, send messages, report the high watermark, set the next timer. No sockets, no
 clocks, no threads; randomness (election timeout jitter) comes from the ``random.Random`` given.
@@ -43,6 +44,8 @@ move. The rules, from KIP-595 and KIP-996:
   set beside its LeaderChange, in the same control batch of three records.
 * Observers (brokers) fetch like followers and never vote; without a leader they ask the
   bootstrap servers in turn.
+* A request is retried after the backoff once it is answered with an error, its connection
+  failed (``RequestFailed``) or its request timeout passed, whichever comes first.
 """
 
 from __future__ import annotations
