@@ -72,6 +72,7 @@ class ControllerServer:
         self.subscribers: list[Callable[[Changes], None]] = []
         self._waiters: list[tuple[int, asyncio.Future]] = []
         self._write_lock = asyncio.Lock()
+        self._unapplied: int | None = None   # the last offset of a write that timed out uncommitted
         self.active_epoch = -1       # the leader epoch this node is the active controller in, or -1
         self._active_tasks: list[asyncio.Task] = []
         self.caught_up = asyncio.Event()  # the image holds what the log had committed when this node started
@@ -438,9 +439,13 @@ class ControllerServer:
                     fn(changes)
                 except Exception:
                     log.exception("[MetadataNode id=%d] a subscriber of the metadata image failed", self.broker_id)
+        self._wake_waiters()
+
+    def _wake_waiters(self) -> None:
+        """Those waiting in :meth:`applied` for an offset the image now holds."""
         waiting, self._waiters = self._waiters, []
         for offset, fut in waiting:
-            if offset <= image.offset:
+            if offset <= self.image.offset:
                 if not fut.done():
                     fut.set_result(None)
             else:
@@ -521,6 +526,7 @@ class ControllerServer:
             log.info("[QuorumController id=%d] no longer the active controller (epoch %d)", self.broker_id,
                      self.active_epoch)
         self.active_epoch = -1
+        self._unapplied = None
         for t in self._active_tasks:
             t.cancel()
         self._active_tasks = []
@@ -566,14 +572,26 @@ class ControllerServer:
             epoch = self.active_epoch
             if epoch < 0:
                 return None
+            wait_ms = self.config["controller.quorum.request.timeout.ms"] * 2
+            if self._unapplied is not None:
+                # An earlier write of this epoch timed out before it committed: deciding on an image
+                # without it could contradict it (a zombie leader's ISR applied after its leader moved).
+                try:
+                    await self.applied(self._unapplied, wait_ms)
+                except asyncio.TimeoutError:
+                    return None
+                if self.active_epoch != epoch:
+                    return None
+                self._unapplied = None
             d = decide()
             if d.records:
                 where = self.driver.append([mr.encode(n, v, data) for n, v, data in d.records])
                 if not isinstance(where, m.Appended):
                     return None
                 try:
-                    await self.applied(where.last_offset, self.config["controller.quorum.request.timeout.ms"] * 2)
+                    await self.applied(where.last_offset, wait_ms)
                 except asyncio.TimeoutError:
+                    self._unapplied = where.last_offset
                     return None
                 if self.active_epoch != epoch:
                     # Deposed while waiting: what was applied at those offsets may be a new leader's

@@ -6,12 +6,16 @@ the records make."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
+from samsa.broker_config import BrokerConfig
 from samsa.cluster.kraft_controller import ControllerLogic, Decision
 from samsa.cluster.kraft_image import Changes, MetadataImage
 from samsa.protocol import errors
 from samsa.protocol import metadata_records as mr
+from samsa.raft import messages as m
+from samsa.server.controller_node import ControllerServer
 
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
 MV = [{"name": "metadata.version", "min_supported_version": 7, "max_supported_version": 33}]
@@ -262,3 +266,55 @@ def test_a_snapshot_of_the_image_builds_the_same_image():
         again.apply(i, n, decoded, Changes())
     for attr in ("topics", "names", "brokers", "configs", "features", "next_producer_id", "acls", "quotas", "scram"):
         assert getattr(again, attr) == getattr(w.image, attr), attr
+
+
+# ---- the active controller's writes (ControllerServer._write, its log a stub)
+
+class _StubLog:
+    """Appends get the next offsets; nothing commits unless the test says so."""
+    def __init__(self) -> None:
+        self.end = 0
+
+    def append(self, records: list) -> m.Appended:
+        base, self.end = self.end, self.end + len(records)
+        return m.Appended(base, self.end - 1, 5)
+
+
+def test_a_write_that_timed_out_uncommitted_holds_back_the_next_decision():
+    """An active controller whose write timed out before it committed (a quorum slow or cut off)
+    decides nothing more until that write is applied: a decision made on an image without it
+    could contradict it (a deposed leader's ISR applied after its partition's leader moved).
+    Nor does it answer a write as committed once it is no longer the active controller."""
+    config = BrokerConfig({"process.roles": "controller", "node.id": 1, "controller.quorum.voters": "1@h:1",
+                           "controller.listener.names": "CONTROLLER", "listeners": "CONTROLLER://h:1",
+                           "log.dirs": "/nonexistent", "controller.quorum.request.timeout.ms": 20})
+    server = ControllerServer(config)
+    server.driver = _StubLog()
+    server.active_epoch = 5
+    decided: list[int] = []
+
+    def decide() -> Decision:
+        decided.append(len(decided))
+        return Decision([("NoOpRecord", 0, {})], {"error_code": 0})
+
+    async def run() -> None:
+        assert await server._write(decide) is None             # not applied within 40 ms: no answer
+        assert decided == [0] and server._unapplied == 0
+        assert await server._write(decide) is None             # still not applied: nothing decided
+        assert decided == [0]
+        second = asyncio.ensure_future(server._write(decide))
+        await asyncio.sleep(0.005)
+        server.image.offset = 0                                # the first write committed and applied
+        server._wake_waiters()
+        await asyncio.sleep(0.005)
+        assert decided == [0, 1]                               # decided now, on an image with the first
+        server.image.offset = 1
+        server._wake_waiters()
+        assert (await second).offset == 1
+        third = asyncio.ensure_future(server._write(decide))
+        await asyncio.sleep(0.005)
+        server.active_epoch = -1                               # deposed while it waited
+        server.image.offset = 2                                # a new leader's record at that offset
+        server._wake_waiters()
+        assert await third is None
+    asyncio.run(run())
