@@ -91,10 +91,11 @@ def client_load(*argv, size: int = 100, timeout: float = 300) -> dict:
     return out
 
 
-def kcat_consume(bootstrap: str, topic: str, n: int, timeout: float) -> dict:
+def kcat_consume(bootstrap: str, topic: str, n: int, timeout: float, conf: tuple[str, ...] = ()) -> dict:
     t0 = time.perf_counter()
+    extra = [a for kv in conf for a in ("-X", kv)]
     r = subprocess.run(["kcat", "-b", bootstrap, "-t", topic, "-C", "-o", "beginning", "-e", "-q", "-c", str(n),
-                        "-f", "%o\\n", "-X", "fetch.max.bytes=52428800"],
+                        "-f", "%o\\n", "-X", "fetch.max.bytes=52428800", *extra],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
     secs = time.perf_counter() - t0
     got = r.stdout.count(b"\n")
@@ -223,6 +224,13 @@ def bare_limits(work: Path, size: int, total: int) -> dict:
             "sendfile_rate": nbytes / send_secs / size, "write_rate": nbytes / write_secs / size}
 
 
+def drop_page_cache() -> None:
+    """``sync`` then drop the clean page cache (``/proc/sys/vm/drop_caches``; root)."""
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("1\n")
+
+
 def matrix(args, work: Path) -> int:
     rows: list[dict] = []
     limits: dict[int, dict] = {}
@@ -252,10 +260,12 @@ def matrix(args, work: Path) -> int:
                     for side in order:
                         bs, pid = brokers[side], pids[side]
                         create_topic(bs, topic, parts)
+                        if args.drop_caches:
+                            drop_page_cache()
                         row[f"{side}_in"] = with_cpu(pid, n * size, lambda: kcat_produce(bs, topic, data, n, acks, 900))
                         # reading is fast and short: the best of three, on both brokers alike
-                        row[f"{side}_out"] = best_of(3, lambda: with_cpu(pid, n * size,
-                                                                          lambda: kcat_consume(bs, topic, n, 900)))
+                        row[f"{side}_out"] = best_of(3, lambda: with_cpu(pid, n * size, lambda: kcat_consume(
+                            bs, topic, n, 900, tuple(args.kcat_consumer_conf))))
                         row[f"{side}_raw"] = best_of(3, lambda: with_cpu(pid, n * size,
                                                                           lambda: raw_fetch(bs, topic, parts, n)))
                         print(f"  {size} B p{parts} acks={acks} {side}: in {row[f'{side}_in']['rate']:,.0f} "
@@ -269,7 +279,8 @@ def matrix(args, work: Path) -> int:
         samsa.stop()
     load1 = os.getloadavg()
     print(f"\n{len(rows)} loads in {time.time() - started:.0f} s; load average before {load0}, after {load1}; "
-          f"{os.cpu_count()} CPUs; Samsa settings {args.samsa_conf or 'default'}\n")
+          f"{os.cpu_count()} CPUs; Samsa settings {args.samsa_conf or 'default'}; kcat consumer settings "
+          f"{args.kcat_consumer_conf or 'default'}; page cache dropped before each in: {args.drop_caches}\n")
     print("| record | partitions | acks | dir | Kafka (rec/s) | Samsa (rec/s) | Samsa/Kafka | Samsa MB/s "
           "| bare limit MB/s | Samsa / limit | broker CPU s/GB Kafka / Samsa |"
           "\n|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|")
@@ -309,6 +320,13 @@ def main() -> int:
                     help="acks of the matrix, comma-separated (default: 1,all)")
     ap.add_argument("--samsa-conf", action="append", default=[], metavar="KEY=VALUE",
                     help="a setting of the matrix's Samsa broker (e.g. socket.send.buffer.bytes=-1); repeatable")
+    ap.add_argument("--kcat-consumer-conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="a setting of kcat's consumer in the matrix's out loads, for both brokers (e.g. "
+                         "queued.min.messages=10000000: librdkafka 2.0 otherwise stops fetching a partition for "
+                         "500 ms whenever its queue holds 100,000 records); repeatable")
+    ap.add_argument("--drop-caches", action="store_true",
+                    help="the matrix drops the page cache before each broker's in load (root), so that both "
+                         "write into free pages rather than whichever follows a freed file")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="kafka-compare-"))
     if args.matrix:
