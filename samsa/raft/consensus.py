@@ -65,9 +65,9 @@ from samsa.raft.messages import (NO_HW, NO_ID, AddRaftVoterRequest, AddRaftVoter
                                  BeginQuorumEpochRequest, BeginQuorumEpochResponse, Committed, DeleteLogBefore,
                                  EndQuorumEpochRequest, EndQuorumEpochResponse, EpochEndOffset, FetchRequest,
                                  FetchResponse, FetchSnapshotRequest, FetchSnapshotResponse, InstallSnapshot,
-                                 LeaderChanged, LeaderIdAndEpoch, PersistQuorumState, Received, RecordsRange, RequestFailed, Resign,
-                                 Send, SetTimer, SnapshotChunk, SnapshotId, SnapshotTaken, TimerExpired, TruncateTo,
-                                 VoteRequest, VoteResponse, WriteSnapshotChunk)
+                                 LeaderChanged, LeaderIdAndEpoch, PersistQuorumState, Received, RecordsRange,
+                                 RequestFailed, Resign, Send, SetTimer, SnapshotChunk, SnapshotId, SnapshotTaken,
+                                 TimerExpired, TruncateTo, VoteRequest, VoteResponse, WriteSnapshotChunk)
 from samsa.raft.quorum_state import QuorumStateData
 
 

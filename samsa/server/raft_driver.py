@@ -56,6 +56,9 @@ METADATA_TOPIC = mr.METADATA_TOPIC
 #: Kafka's Uuid.METADATA_TOPIC_ID: the reserved id 0-1 ("AAAAAAAAAAAAAAAAAAAAAQ").
 METADATA_TOPIC_ID = bytes(15) + b"\x01"
 QUORUM_STATE = "quorum-state"
+# A failed request is reported to the core after this, doubling for each failure in a row to the
+# same node up to the maximum (Kafka's reconnect.backoff.ms and reconnect.backoff.max.ms defaults).
+RECONNECT_BACKOFF_MS, RECONNECT_BACKOFF_MAX_MS = 50, 1000
 PARTITION_METADATA = "partition.metadata"
 #: The versions this driver speaks to the other voters (Kafka 4.4's).
 VERSIONS = {ApiKey.VOTE: 2, ApiKey.BEGIN_QUORUM_EPOCH: 1, ApiKey.END_QUORUM_EPOCH: 1, ApiKey.FETCH: 18,
@@ -332,6 +335,7 @@ class RaftDriver:
         self._inbound_cid = 0
         self._conns: dict[int, BrokerConnection] = {}
         self._connecting: dict[int, asyncio.Lock] = {}
+        self._failures: dict[int, int] = {}   # node -> its requests failed in a row
         self._tasks: set[asyncio.Task] = set()
         self._closed = False
         self._leader: tuple | None = None    # (leader and epoch, state) last logged
@@ -708,8 +712,12 @@ class RaftDriver:
             conn = self._conns.pop(dest, None)
             if conn is not None:
                 conn.close()
-            self._handle(m.RequestFailed(dest, cid))   # asked again after the backoff
+            n = self._failures.get(dest, 0)
+            self._failures[dest] = n + 1
+            delay_ms = min(RECONNECT_BACKOFF_MS << min(n, 10), RECONNECT_BACKOFF_MAX_MS)
+            asyncio.get_running_loop().call_later(delay_ms / 1000, self._handle, m.RequestFailed(dest, cid))
             return
+        self._failures.pop(dest, None)
         for ep in resp.get("node_endpoints") or ():
             self.learned(ep["node_id"], ep["host"], ep["port"])
         try:
