@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any, Callable
 
@@ -25,3 +26,21 @@ def wait_until(predicate: Callable[[], Any], what: str = "condition", timeout: f
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout:g} s waiting for {what} (last: {last!r})")
         time.sleep(interval)
+
+
+async def wait_until_async(predicate: Callable[[], Any], what: str = "condition", timeout: float = 10.0,
+                           interval: float = 0.005) -> Any:
+    """:func:`wait_until` inside an event loop (a test driving asyncio code in-process): the loop
+    runs between the calls, so the tasks under test make progress."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        try:
+            last = predicate()
+            if last:
+                return last
+        except Exception as e:  # noqa: BLE001 - reported if the deadline passes
+            last = e
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what} (last: {last!r})")
+        await asyncio.sleep(interval)

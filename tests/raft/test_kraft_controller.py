@@ -16,6 +16,7 @@ from samsa.protocol import errors
 from samsa.protocol import metadata_records as mr
 from samsa.raft import messages as m
 from samsa.server.controller_node import ControllerServer
+from waiting import wait_until_async
 
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
 MV = [{"name": "metadata.version", "min_supported_version": 7, "max_supported_version": 33}]
@@ -297,22 +298,25 @@ def test_a_write_that_timed_out_uncommitted_holds_back_the_next_decision():
         decided.append(len(decided))
         return Decision([("NoOpRecord", 0, {})], {"error_code": 0})
 
+    def waiting() -> bool:  # a write waits for the image to reach an offset
+        return any(not fut.done() for _, fut in server._waiters)
+
     async def run() -> None:
         assert await server._write(decide) is None             # not applied within 40 ms: no answer
         assert decided == [0] and server._unapplied == 0
         assert await server._write(decide) is None             # still not applied: nothing decided
         assert decided == [0]
         second = asyncio.ensure_future(server._write(decide))
-        await asyncio.sleep(0.005)
+        await wait_until_async(waiting, "the write waiting for the first one")
+        assert decided == [0]
         server.image.offset = 0                                # the first write committed and applied
         server._wake_waiters()
-        await asyncio.sleep(0.005)
-        assert decided == [0, 1]                               # decided now, on an image with the first
+        await wait_until_async(lambda: decided == [0, 1], "a decision on an image with the first write")
         server.image.offset = 1
         server._wake_waiters()
         assert (await second).offset == 1
         third = asyncio.ensure_future(server._write(decide))
-        await asyncio.sleep(0.005)
+        await wait_until_async(waiting, "the third write waiting to be applied")
         server.active_epoch = -1                               # deposed while it waited
         server.image.offset = 2                                # a new leader's record at that offset
         server._wake_waiters()

@@ -513,6 +513,7 @@ def test_a_failed_request_is_retried_after_the_backoff_not_the_request_timeout()
     assert timer(out) == 5 + o.config.retry_backoff_ms
     assert [s.destination for s in sends(fire(o, 5 + o.config.retry_backoff_ms), FetchRequest)] == [1]
 
+
 # ---- snapshots ----
 
 def snapshotted_leader():

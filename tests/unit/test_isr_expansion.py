@@ -10,6 +10,7 @@ from samsa.cluster.metadata_cache import MetadataCache
 from samsa.cluster import replica_manager
 from samsa.cluster.replica_manager import ReplicaManager
 from samsa.storage import LogConfig, LogManager
+from waiting import wait_until_async
 
 
 def test_leader_proposes_only_registered_followers_for_the_isr(tmp_path):
@@ -37,7 +38,7 @@ def test_leader_proposes_only_registered_followers_for_the_isr(tmp_path):
         assert proposals == []
         alive[2] = BrokerInfo(2, "h", 3)  # registered again
         replicas.follower_fetched(partition, 2, partition.log.log_end_offset)
-        await asyncio.sleep(0.01)
+        await wait_until_async(lambda: proposals, "a proposal")
         assert proposals == [[0, 1, 2]]
         await replicas.stop()
         logs.close()
@@ -70,22 +71,15 @@ def test_a_failed_expansion_is_proposed_again_in_the_same_partition_epoch(tmp_pa
         def fetch() -> None:
             replicas.follower_fetched(partition, 1, partition.log.log_end_offset)
         fetch()
-        await wait_for(lambda: not replicas._expanding)
+        await wait_until_async(lambda: not replicas._expanding, "the first proposal answered")
         assert proposals == [[0, 1]]
         fetch()  # at once: same epoch, refused a moment ago
         await asyncio.sleep(0.01)
         assert proposals == [[0, 1]]
         await asyncio.sleep(0.25)
         fetch()
-        await wait_for(lambda: len(proposals) == 2)
+        await wait_until_async(lambda: len(proposals) == 2, "the expansion proposed again")
         await replicas.stop()
         logs.close()
     asyncio.run(run())
 
-
-async def wait_for(condition, timeout: float = 5) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not condition():
-        assert loop.time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.005)
