@@ -104,10 +104,11 @@ def kcat_consume(bootstrap: str, topic: str, n: int, timeout: float, conf: tuple
             + r.stderr.decode(errors="replace")[-300:]}
 
 
-def raw_fetch(bootstrap: str, topic: str, parts: int, n: int, timeout: float = 300) -> dict:
+def raw_fetch(bootstrap: str, topic: str, parts: int, n: int, timeout: float = 300, passes: int = 1) -> dict:
     """A minimal consumer (the broker's own out-rate, without a client library's per-record work):
     Fetch v12 for every partition on one connection, answers received into one buffer, only the
-    batch headers walked for the next offsets, until ``n`` records; records/s."""
+    batch headers walked for the next offsets, until ``n`` records, ``passes`` times over from the
+    start (a read of a cached topic lasts a fraction of a second: more passes, less noise); records/s."""
     import socket
     import struct
     from samsa.protocol.api import decode_response, encode_request
@@ -120,7 +121,9 @@ def raw_fetch(bootstrap: str, topic: str, parts: int, n: int, timeout: float = 3
     t0 = time.perf_counter()
     with socket.create_connection((host, int(port)), timeout=timeout) as s:
         cid = 0
-        while got < n:
+        while got < n * passes:
+            if sum(offsets.values()) >= n:  # the topic's n records all read: the next pass, from the start
+                offsets = {p: 0 for p in range(parts)}
             cid += 1
             body = {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 50 << 20, "isolation_level": 0,
                     "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
@@ -162,10 +165,23 @@ def with_cpu(pid: int, nbytes: int, fn) -> dict:
     return res
 
 
-def best_of(k: int, fn) -> dict:
-    runs = [fn() for _ in range(k)]
+def summary(runs: list[dict]) -> dict:
+    """Repetitions of one load on one broker: the best run (its rate and CPU), with the median rate
+    and every rate beside it; the last error if none succeeded."""
     ok = [r for r in runs if not r.get("error")]
-    return max(ok, key=lambda r: r["rate"]) if ok else runs[-1]
+    if not ok:
+        return runs[-1]
+    rates = sorted(r["rate"] for r in ok)
+    best = dict(max(ok, key=lambda r: r["rate"]))
+    best["median"] = rates[len(rates) // 2] if len(rates) % 2 else sum(rates[len(rates) // 2 - 1:][:2]) / 2
+    best["rates"] = [r["rate"] for r in runs]
+    return best
+
+
+def delete_topic(bootstrap: str, name: str) -> None:
+    from confluent_kafka.admin import AdminClient
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # held until the answer: a dropped client cancels it
+    admin.delete_topics([name], request_timeout=60)[name].result(90)
 
 
 def bare_limits(work: Path, size: int, total: int) -> dict:
@@ -250,29 +266,37 @@ def matrix(args, work: Path) -> int:
             n = min(max(args.matrix_mb * 1_000_000 // size, 300), 1_000_000)
             data = data_file(work, n, size)
             limits[size] = bare_limits(work, size, n * size)
+            passes = -(-args.matrix_raw_mb * 1_000_000 // (n * size))  # raw reads the topic over, to this many MB
             print(f"  limits {size} B: {json.dumps(limits[size])}", flush=True)
             for parts in args.matrix_partitions:
                 for acks in args.matrix_acks:
-                    topic = f"m-{size}-p{parts}-a{acks}"
                     row = {"size": size, "parts": parts, "acks": acks}
-                    order = ["samsa", "kafka"] if flip else ["kafka", "samsa"]
-                    flip = not flip
-                    for side in order:
-                        bs, pid = brokers[side], pids[side]
-                        create_topic(bs, topic, parts)
-                        if args.drop_caches:
-                            drop_page_cache()
-                        row[f"{side}_in"] = with_cpu(pid, n * size, lambda: kcat_produce(bs, topic, data, n, acks, 900))
-                        # reading is fast and short: the best of three, on both brokers alike
-                        row[f"{side}_out"] = best_of(3, lambda: with_cpu(pid, n * size, lambda: kcat_consume(
-                            bs, topic, n, 900, tuple(args.kcat_consumer_conf))))
-                        row[f"{side}_raw"] = best_of(3, lambda: with_cpu(pid, n * size,
-                                                                          lambda: raw_fetch(bs, topic, parts, n)))
-                        print(f"  {size} B p{parts} acks={acks} {side}: in {row[f'{side}_in']['rate']:,.0f} "
-                              f"out {row[f'{side}_out']['rate']:,.0f} raw {row[f'{side}_raw']['rate']:,.0f} records/s "
-                              f"(CPU s/GB {row[f'{side}_in']['cpu_s_per_gb']:.2f} {row[f'{side}_out']['cpu_s_per_gb']:.2f} "
-                              f"{row[f'{side}_raw']['cpu_s_per_gb']:.2f}) "
-                              f"{row[f'{side}_in']['error'] or ''}{row[f'{side}_out']['error'] or ''}", flush=True)
+                    runs: dict[str, list[dict]] = {f"{side}_{d}": [] for side in brokers for d in ("in", "out", "raw")}
+                    for rep in range(args.matrix_repeats):
+                        # the brokers take turns, the first flipping from one repetition to the next
+                        order = ["samsa", "kafka"] if flip else ["kafka", "samsa"]
+                        flip = not flip
+                        for side in order:
+                            bs, pid = brokers[side], pids[side]
+                            topic = f"m-{size}-p{parts}-a{acks}-r{rep}"
+                            create_topic(bs, topic, parts)
+                            if args.drop_caches:
+                                drop_page_cache()
+                            runs[f"{side}_in"].append(
+                                with_cpu(pid, n * size, lambda: kcat_produce(bs, topic, data, n, acks, 900)))
+                            os.sync()  # the written pages flushed now, not by the kernel during a later load
+                            runs[f"{side}_out"].append(with_cpu(pid, n * size, lambda: kcat_consume(
+                                bs, topic, n, 900, tuple(args.kcat_consumer_conf))))
+                            runs[f"{side}_raw"].append(with_cpu(pid, n * size * passes,
+                                                                lambda: raw_fetch(bs, topic, parts, n, passes=passes)))
+                            delete_topic(bs, topic)
+                            print(f"  {size} B p{parts} acks={acks} #{rep + 1} {side}: "
+                                  + " ".join(f"{d} {runs[f'{side}_{d}'][-1]['rate']:,.0f}" for d in ("in", "out", "raw"))
+                                  + " records/s (CPU s/GB "
+                                  + " ".join(f"{runs[f'{side}_{d}'][-1]['cpu_s_per_gb']:.2f}" for d in ("in", "out", "raw"))
+                                  + ") " + "".join(runs[f"{side}_{d}"][-1]["error"] or "" for d in ("in", "out", "raw")),
+                                  flush=True)
+                    row.update({k: summary(v) for k, v in runs.items()})
                     rows.append(row)
     finally:
         kafka.stop()
@@ -281,22 +305,25 @@ def matrix(args, work: Path) -> int:
     print(f"\n{len(rows)} loads in {time.time() - started:.0f} s; load average before {load0}, after {load1}; "
           f"{os.cpu_count()} CPUs; Samsa settings {args.samsa_conf or 'default'}; kcat consumer settings "
           f"{args.kcat_consumer_conf or 'default'}; page cache dropped before each in: {args.drop_caches}\n")
-    print("| record | partitions | acks | dir | Kafka (rec/s) | Samsa (rec/s) | Samsa/Kafka | Samsa MB/s "
-          "| bare limit MB/s | Samsa / limit | broker CPU s/GB Kafka / Samsa |"
-          "\n|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| record | partitions | acks | dir | Kafka (rec/s) | Samsa (rec/s) | Samsa/Kafka | median Samsa/Kafka "
+          "| Samsa MB/s | bare limit MB/s | Samsa / limit | broker CPU s/GB Kafka / Samsa |"
+          "\n|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for row in rows:
         size, lim = row["size"], limits[row["size"]]
         for d, limit in (("in", lim["write_MBps"]), ("out", lim["sendfile_MBps"]), ("raw", lim["sendfile_MBps"])):
             k, sm = row[f"kafka_{d}"], row[f"samsa_{d}"]
             err = k.get("error") or sm.get("error")
             ratio = f"{sm['rate'] / k['rate']:.2f}" if not err else f"error: {str(err)[:60]}"
+            median = f"{sm['median'] / k['median']:.2f}" if not err else ""
             mbps = sm["rate"] * size / 1e6
             print(f"| {size} B | {row['parts']} | {row['acks']} | {d} | {k['rate']:,.0f} | {sm['rate']:,.0f} | {ratio} "
+                  f"| {median} "
                   f"| {mbps:,.0f} | {limit:,.0f} ({'write' if d == 'in' else 'sendfile'}) | {mbps / limit:.2f} "
                   f"| {k.get('cpu_s_per_gb', 0):.2f} / {sm.get('cpu_s_per_gb', 0):.2f} |")
-    print("\nin: kcat producing; out: kcat consuming (-f '%o\\n'); raw: a minimal Fetch loop (one connection, "
-          "batch headers only), the brokers' own out-rate; broker CPU: the broker process's user + system CPU "
-          "seconds per GB moved (of the run shown)")
+    print(f"\nin: kcat producing; out: kcat consuming (-f '%o\\n'); raw: a minimal Fetch loop (one connection, "
+          f"batch headers only), the brokers' own out-rate. Each load {args.matrix_repeats} times on each broker, "
+          f"the brokers taking turns, each time into a new topic; the rates are the best of them, the median ratio "
+          f"beside; broker CPU: the broker process's user + system CPU seconds per GB moved (of the best run)")
     if args.out:
         args.out.write_text(json.dumps({"rows": rows, "limits": limits, "load_before": load0, "load_after": load1},
                                        indent=1, default=str))
@@ -318,6 +345,12 @@ def main() -> int:
                     help="partition counts of the matrix, comma-separated (default: 1,8)")
     ap.add_argument("--matrix-acks", type=lambda v: v.split(","), default=["1", "all"],
                     help="acks of the matrix, comma-separated (default: 1,all)")
+    ap.add_argument("--matrix-repeats", type=int, default=3,
+                    help="how many times each load of the matrix runs on each broker, the brokers taking turns "
+                         "(default: 3; the best and the median reported)")
+    ap.add_argument("--matrix-raw-mb", type=int, default=2000,
+                    help="megabytes each raw read of the matrix moves, reading the topic over as often as that "
+                         "takes (default: 2000)")
     ap.add_argument("--samsa-conf", action="append", default=[], metavar="KEY=VALUE",
                     help="a setting of the matrix's Samsa broker (e.g. socket.send.buffer.bytes=-1); repeatable")
     ap.add_argument("--kcat-consumer-conf", action="append", default=[], metavar="KEY=VALUE",
