@@ -159,7 +159,7 @@ BROKER_KEYS = keys(
     Key("background.threads", "int", 10, at_least(1), dynamic=True),
     Key("queued.max.requests", "int", 500, at_least(1)),
     Key("queued.max.request.bytes", "long", -1),
-    Key("socket.send.buffer.bytes", "int", 102400),
+    Key("socket.send.buffer.bytes", "int", 262144),  # Kafka: 102400 (GAPS.md, BENCHMARKS.md issue 33)
     Key("socket.receive.buffer.bytes", "int", 102400),
     Key("socket.request.max.bytes", "int", 104857600, at_least(1)),
     Key("max.request.partition.size.limit", "int", 2000, at_least(1)),  # DescribeTopicPartitions (KIP-966)

@@ -543,10 +543,11 @@ class Connection(asyncio.BufferedProtocol):
 
 def set_buffer_sizes(sock: socket.socket, send: int, receive: int) -> None:
     """``socket.send.buffer.bytes`` and ``socket.receive.buffer.bytes`` on a listening socket
-    (its connections inherit them); -1 (or 0) leaves the OS default (autotuning). Kafka's
-    default send buffer, 102400, bounds how much of a fetch answer sits in the socket at once:
-    a sendfile hands over at most that much and the next follows as the client reads (an
-    autotuned send buffer of megabytes cost the broker twice the CPU per byte sent here)."""
+    (its connections inherit them); -1 (or 0) leaves the OS default (autotuning). The send
+    buffer bounds how much of a fetch answer one ``sendfile`` hands over before the loop waits
+    for the client to read: Samsa's default, 262144 (Kafka's is 102400), halves those wake-ups,
+    which cost a Python loop more than Java's (reads 1.3-1.8x faster here, at less CPU per
+    byte); an autotuned buffer of megabytes cost the broker twice the CPU per byte sent."""
     if send > 0:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send)
     if receive > 0:

@@ -286,12 +286,12 @@ def _server_side_buffers(broker) -> tuple[int, int]:
 
 
 def test_connections_have_the_configured_socket_buffers(zbroker):
-    """socket.send.buffer.bytes (Kafka's default, 102400) is the accepted connections' SO_SNDBUF
+    """socket.send.buffer.bytes (Samsa's default 262144; Kafka's is 102400) is the accepted connections' SO_SNDBUF
     (Linux reports twice the size set); socket.receive.buffer.bytes their SO_RCVBUF when it is
     configured, else the OS's default stays."""
     with socket.socket() as fresh:
         default_rcvbuf = fresh.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
-    assert _server_side_buffers(zbroker) == (2 * 102400, default_rcvbuf)
+    assert _server_side_buffers(zbroker) == (2 * 262144, default_rcvbuf)
     with Broker({"socket.send.buffer.bytes": 65536, "socket.receive.buffer.bytes": 50000}) as b:
         assert _server_side_buffers(b) == (2 * 65536, 2 * 50000)
 
