@@ -19,6 +19,8 @@ The byte-size matrix instead: kcat producing (in) then consuming (out) 100 B, 1 
 both brokers; beside each size the machine's physical limit for the same bytes (a bare
 ``sendfile`` of a cached file to a loopback socket, a bare write of them to a file), and each
 broker's rate as a fraction of it. The ``--matrix-*`` options run some rows only (default: all).
+Each load runs ``--matrix-repeats`` times on each broker, the brokers taking turns; the table has
+the best run and the median ratio.
 """
 
 from __future__ import annotations
