@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -173,9 +174,8 @@ def summary(runs: list[dict]) -> dict:
     ok = [r for r in runs if not r.get("error")]
     if not ok:
         return runs[-1]
-    rates = sorted(r["rate"] for r in ok)
     best = dict(max(ok, key=lambda r: r["rate"]))
-    best["median"] = rates[len(rates) // 2] if len(rates) % 2 else sum(rates[len(rates) // 2 - 1:][:2]) / 2
+    best["median"] = statistics.median(r["rate"] for r in ok)
     best["rates"] = [r["rate"] for r in runs]
     return best
 
