@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import statistics
@@ -321,8 +322,9 @@ def matrix(args, work: Path) -> int:
         for d, limit in (("in", lim["write_MBps"]), ("out", lim["sendfile_MBps"]), ("raw", lim["sendfile_MBps"])):
             k, sm = row[f"kafka_{d}"], row[f"samsa_{d}"]
             err = k.get("error") or sm.get("error")
-            ratio = f"{sm['rate'] / k['rate']:.2f}" if not err else f"error: {str(err)[:60]}"
-            median = f"{sm['median'] / k['median']:.2f}" if not err else ""
+            # rounded down: a ratio below 1.0 never shows as 1.00
+            ratio = f"{math.floor(sm['rate'] / k['rate'] * 100) / 100:.2f}" if not err else f"error: {str(err)[:60]}"
+            median = f"{math.floor(sm['median'] / k['median'] * 100) / 100:.2f}" if not err else ""
             mbps = sm["rate"] * size / 1e6
             print(f"| {size} B | {row['parts']} | {row['acks']} | {d} | {k['rate']:,.0f} | {sm['rate']:,.0f} | {ratio} "
                   f"| {median} "
