@@ -585,21 +585,39 @@ def check_framing(buf, pos: int, header: BatchHeader) -> None:
     count = 0
     p = start
     expected = header.record_count
+    # Records of one length usually follow each other (a producer's records of one size, until
+    # an offset or timestamp delta needs one more varint byte): a run of them is checked at
+    # once by the bytes of their length prefixes, read with one strided slice (in C). The run
+    # tried doubles while runs are found; after a miss the next try waits a few records, longer
+    # after each miss in a row, so records of varied lengths cost one walk step each as before.
+    run, misses, next_try = 16, 0, 0
     try:
         while p < stop:
             b = data[p]
             if b < 0x80:  # one-byte zig-zag varint: even means positive
                 length = -1 if b & 1 else b >> 1
-                p += 1
+                k = 1
             elif data[p + 1] < 0x80:  # two bytes: records of 64 to 8191 bytes
                 z = (b & 0x7F) | (data[p + 1] << 7)
                 length = -1 if z & 1 else z >> 1
-                p += 2
+                k = 2
             else:
-                length, p = decode_varint(data, p)
+                length, q = decode_varint(data, p)
+                k = q - p
             if length <= 0:
                 raise CorruptRecordError(f"record {count} of the batch has an invalid length")
-            p += length
+            step = k + length
+            if count >= next_try and k < 3:
+                m = min(run, (stop - p) // step, expected - count)
+                if m > 1 and data[p:p + m * step:step] == bytes((b,)) * m and (
+                        k == 1 or data[p + 1:p + 1 + m * step:step] == bytes((data[p + 1],)) * m):
+                    p += m * step
+                    count += m
+                    run, misses, next_try = min(run * 2, 8192), 0, count
+                    continue
+                run, misses = 16, min(misses + 1, 8)
+                next_try = count + (1 << misses)
+            p += step
             count += 1
             if count > expected:
                 break

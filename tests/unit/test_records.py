@@ -455,3 +455,73 @@ def test_bad_batch_length():
         decode_batch(bytes(bad))
     with pytest.raises(CorruptRecordError):
         list(iter_records(bytes(bad)))
+
+
+def _framing_ok(data, count: int) -> bool:
+    """The plain walk check_framing must agree with: length prefixes tiling the records exactly."""
+    p, n, stop = batch.HEADER_SIZE, 0, len(data)
+    try:
+        while p < stop:
+            length, p = decode_varint(data, p)
+            if length <= 0:
+                return False
+            p += length
+            n += 1
+    except (IndexError, ValueError):
+        return False
+    return p == stop and n == count
+
+
+def _sectioned(lengths: list[int]) -> bytearray:
+    out = bytearray(batch.HEADER_SIZE)
+    for i, n in enumerate(lengths):
+        out += encode_varint(n) + bytes([i % 251]) * n
+    return out
+
+
+def test_check_framing_agrees_with_the_plain_walk_on_runs_and_damage():
+    """check_framing checks runs of records of one length at once: on records of one length, of
+    a few lengths in runs (offset deltas growing a byte), of lengths all different, whole and
+    damaged (a prefix changed, a byte added or cut, the count wrong), its verdict is the walk's."""
+    import random
+    from samsa.protocol.records import check_framing
+    rng = random.Random(33)
+    shapes = [
+        lambda: [100] * rng.randint(1, 3000),
+        lambda: [rng.choice((60, 63, 64, 65, 8190, 8191))] * rng.randint(1, 200),
+        lambda: [107] * rng.randint(1, 64) + [108] * rng.randint(1, 4000) + [109] * rng.randint(1, 50),
+        lambda: [rng.randint(1, 300) for _ in range(rng.randint(1, 500))],
+        lambda: [rng.choice((5, 5, 5, 70)) for _ in range(rng.randint(1, 800))],
+        lambda: [9000] * rng.randint(1, 20) + [20000] * rng.randint(1, 5),
+        # length prefixes alike in their first byte, not their second: 100 and 164 (0xc8 0x01, 0xc8 0x02)
+        lambda: [100] * rng.randint(1, 40) + [164] * rng.randint(1, 40) + [100] * rng.randint(0, 40),
+    ]
+    checked = refused = 0
+    for _ in range(400):
+        lengths = rng.choice(shapes)()
+        data = _sectioned(lengths)
+        count = len(lengths)
+        damage = rng.randrange(6)
+        if damage == 1:  # one record's length prefix changed
+            at = batch.HEADER_SIZE + sum(varint_size(n) + n for n in lengths[:rng.randrange(count)])
+            data[at] = rng.randrange(256)
+        elif damage == 2:
+            data.insert(rng.randrange(batch.HEADER_SIZE, len(data) + 1), rng.randrange(256))
+        elif damage == 3 and len(data) > batch.HEADER_SIZE:
+            del data[rng.randrange(batch.HEADER_SIZE, len(data))]
+        elif damage == 4:
+            count += rng.choice((-1, 1))
+        header = types.SimpleNamespace(batch_length=len(data) - batch.LOG_OVERHEAD, attributes=0, record_count=count)
+        want = _framing_ok(bytes(data), count)
+        # the batch inside a longer buffer, followed by more records like its last: nothing past its end is read
+        longer = bytes(data) + (encode_varint(lengths[-1]) + bytes(lengths[-1])) * 3
+        for buf in (bytes(data), memoryview(bytes(data)), memoryview(longer)):
+            try:
+                check_framing(buf, 0, header)
+                got = True
+            except CorruptRecordError:
+                got = False
+            assert got == want, (damage, lengths[:5], len(lengths))
+        checked += 1
+        refused += not want
+    assert refused > 50 and checked - refused > 100  # both verdicts well exercised
