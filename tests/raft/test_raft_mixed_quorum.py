@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from broker_process import free_port
-from raft_processes import CLUSTER_ID, Controller, batches, controller_props, format_controller, leader_view
+from raft_processes import (CLUSTER_ID, Controller, batches, controller_props, describe_quorum, format_controller,
+                            leader_view)
 from waiting import wait_until
 
 if os.environ.get("SAMSA_DIFF_SIDE", "both") == "samsa":
@@ -98,8 +99,21 @@ def test_samsa_controllers_follow_a_kafka_leader(mixed):
     # timeout (a restarted leader would stand at once, as Resigned).
     back = 1 if view["leader_id"] == 2 else 2
     mixed[back].start()
-    kafka_leads = wait_until(lambda: (lambda v: v if v and v["leader_id"] == 3 and v["leader_epoch"] > epoch
-                                      else None)(leader_view(mixed, [3])), "Kafka's controller to lead", 120)
+    seen: dict = {}
+
+    def kafka_leads_now():
+        for i in (back, 3):  # what each live voter says, for the message if Kafka's never leads
+            try:
+                seen[i] = {k: v for k, v in describe_quorum(mixed[i].port, timeout_ms=2000).items()
+                           if k in ("leader_id", "leader_epoch", "high_watermark", "current_voters")}
+            except Exception as e:  # noqa: BLE001 - a node between states
+                seen[i] = repr(e)
+        v = leader_view(mixed, [3])
+        return v if v and v["leader_id"] == 3 and v["leader_epoch"] > epoch else None
+    try:
+        kafka_leads = wait_until(kafka_leads_now, "Kafka's controller to lead", 120)
+    except AssertionError as e:
+        raise AssertionError(f"{e}; epoch {epoch} before; the live voters' last answers: {seen}") from None
     mixed[3 - back].start()
 
     def all_caught_up():
