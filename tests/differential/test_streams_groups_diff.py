@@ -164,6 +164,14 @@ def test_streams_tasks_standbys_and_revocation(diff):
             {"name": "streams.num.standby.replicas", "config_operation": 0, "value": "1"},
             {"name": "streams.initial.rebalance.delay.ms", "config_operation": 0, "value": "0"}]}],
             "validate_only": False}, 1)["responses"][0]["error_code"]
+        # Kafka applies a group's configs through its metadata log: the first heartbeat waits until
+        # the group's configs say what was set (Kafka answered it UNKNOWN_SERVER_ERROR at times)
+        wait_until(lambda: {(c["name"], c["value"]) for c in side.call(32, {"resources": [
+            {"resource_type": 32, "resource_name": group, "configuration_keys": [
+                "streams.num.standby.replicas", "streams.initial.rebalance.delay.ms"]}],
+            "include_synonyms": False, "include_documentation": False}, 4)["results"][0]["configs"]}
+            >= {("streams.num.standby.replicas", "1"), ("streams.initial.rebalance.delay.ms", "0")},
+            f"the group's configs on {side.name}", 30)
         m1, m2 = "m1-" + uuid.uuid4().hex[:8], "m2-" + uuid.uuid4().hex[:8]
         names = {m1: "m1", m2: "m2"}
         t = _topology(topic, group)
